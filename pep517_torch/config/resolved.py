@@ -1,0 +1,64 @@
+"""What the config layer hands to the glue: a validated, fully resolved project.
+
+Everything here is absolute, expanded and checked; nothing below this layer reads TOML.
+"""
+
+from __future__ import annotations
+
+import platform as platform_module
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from ..core.spec import BuildOptions, ExtensionSpec
+
+TorchRequirement = Literal["minor", "exact", "none"]
+
+
+@dataclass(frozen=True)
+class Facts:
+    """The machine facts that conditions (`if` tables, `cuda = "auto"`) are evaluated against."""
+
+    env: Mapping[str, str] = field(default_factory=dict)
+    platform: str = sys.platform
+    machine: str = platform_module.machine()  # the field above shadows the module name
+    python_version: str = ".".join(map(str, sys.version_info[:3]))
+    torch_version: str | None = None  # e.g. "2.13.0+cpu"
+    torch_cuda: str | None = None  # torch.version.cuda, e.g. "13.0"; None for a CPU build
+    nvcc_available: bool = False
+
+
+@dataclass(frozen=True)
+class PackageLayout:
+    """Which Python code ships, and from where."""
+
+    packages: Mapping[str, Path]  # dotted package name -> its directory
+    py_modules: Mapping[str, Path] = field(default_factory=dict)  # top-level module -> .py file
+    package_data: Mapping[str, tuple[Path, ...]] = field(default_factory=dict)  # package -> files
+
+
+@dataclass(frozen=True)
+class VersionSource:
+    """Where a dynamic version comes from (``dynamic = ["version"]``)."""
+
+    file: Path | None = None  # None: the first package's __init__.py
+    pattern: str | None = None  # regex with one group; None: `__version__ = "..."` via AST
+    suffix_env: str | None = None  # environment variable whose value is appended
+
+
+@dataclass(frozen=True)
+class ResolvedProject:
+    root: Path
+    pyproject: Mapping[str, object]  # the whole parsed pyproject.toml
+    extensions: tuple[ExtensionSpec, ...]
+    skipped: tuple[tuple[str, str], ...]  # (extension name, why it is not built here)
+    options: BuildOptions
+    layout: PackageLayout
+    torch_requirement: TorchRequirement = "minor"
+    torch_import_check: bool = False
+    cuda_enabled: bool = False
+    sdist_include: tuple[str, ...] = ()  # extra globs for the sdist, relative to root
+    sdist_exclude: tuple[str, ...] = ()
+    version: VersionSource = VersionSource()

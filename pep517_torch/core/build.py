@@ -1,0 +1,259 @@
+"""The compile core's entry point: specs + options → one ninja graph → built artifacts."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import BuildError, ConfigError, ToolchainError
+from . import flags as flags_mod
+from . import graph, jobs, pch, scan, toolchain
+from .runner import Log, NinjaRun, _stderr, run_ninja
+from .spec import BuildOptions, ExtensionSpec, is_cuda_source
+
+
+@dataclass(frozen=True)
+class BuildPlan:
+    """A written build.ninja and everything needed to run or re-run it."""
+
+    build_dir: Path
+    ninja: Path
+    ninja_file: Path
+    artifacts: dict[str, Path]  # spec name -> absolute artifact path
+    targets: dict[str, str]  # spec name -> ninja target (relative to build_dir)
+    jobs: jobs.JobPlan
+    notes: tuple[str, ...]
+    compiler: toolchain.Compiler
+    torch: toolchain.TorchInstall
+    launcher: tuple[str, ...]
+    user_files: tuple[Path, ...]  # sources and project headers (for the JIT stamp)
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    plan: BuildPlan
+    run: NinjaRun
+
+    @property
+    def artifacts(self) -> dict[str, Path]:
+        return self.plan.artifacts
+
+
+def _check_build_dir(build_dir: Path) -> None:
+    try:
+        build_dir.mkdir(parents=True, exist_ok=True)
+        probe = build_dir / f".write-test-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise ToolchainError(f"build directory {build_dir} is not writable: {exc}") from None
+
+
+def _check_torch_cuda_headers(
+    spec: ExtensionSpec, found: list[scan.Include], torch: toolchain.TorchInstall
+) -> None:
+    if torch.has_cuda_runtime:
+        return
+    offending = scan.torch_cuda_includes(found)
+    if offending:
+        first = offending[0]
+        raise ToolchainError(
+            f"{first.file}:{first.line} includes <{first.header}>, but torch {torch.version} is"
+            f" a CPU build without torch's CUDA headers and libraries (c10_cuda, torch_cuda)."
+            f" Extension {spec.name!r} needs a CUDA build of torch (e.g. torch=="
+            f"{torch.version.split('+')[0]}+cu130), or guard those includes"
+        )
+
+
+def _cuda_setup(
+    specs: Sequence[ExtensionSpec],
+    options: BuildOptions,
+    compiler: toolchain.Compiler,
+    torch: toolchain.TorchInstall,
+    notes: list[str],
+):
+    from . import cuda
+
+    toolkit = cuda.require_cuda(options.env)
+    notes.extend(cuda.check_versions(toolkit, torch.cuda, allow_mismatch=options.allow_cuda_version_mismatch))
+    host = options.env.get("CC")
+    host_compiler = compiler
+    if host:
+        host_compiler = toolchain.find_compiler({**options.env, "CXX": host})
+    elif options.env.get("CXX"):
+        host = str(compiler.path)
+    all_nvcc_flags = [f for s in specs for f in s.extra_cuda_cflags]
+    cuda.check_host_compiler(toolkit, host_compiler.family, host_compiler.version, all_nvcc_flags)
+    if not torch.has_cuda_runtime:
+        notes.append(
+            f"torch {torch.version} is a CPU build: CUDA sources compile and link against"
+            " cudart, but torch's CUDA runtime APIs (c10::cuda, at::cuda) are unavailable"
+        )
+    wheel_includes, wheel_libs = cuda.nvidia_wheel_dirs()
+    return toolkit, host, (*toolkit.include_dirs, *wheel_includes), (*toolkit.library_dirs, *wheel_libs)
+
+
+def _arch_flags(spec: ExtensionSpec, options: BuildOptions, toolkit, notes: list[str]) -> tuple[str, ...]:
+    from . import arch
+
+    value = options.cuda_arch_list or spec.cuda_arch_list
+    key = "cuda-arch-list"
+    entries = arch.parse_arch_list(";".join(value), key=key) if value else None
+    decision = arch.resolve_arch_flags(
+        entries, toolkit, user_nvcc_flags=spec.extra_cuda_cflags, env=options.env
+    )
+    if decision.note and decision.note not in notes:
+        notes.append(decision.note)
+    return tuple(decision.flags)
+
+
+def prepare(specs: Sequence[ExtensionSpec], options: BuildOptions) -> BuildPlan:
+    """Discover tools, compute flags, plan PCHs and write build.ninja (compiles nothing)."""
+    if not specs:
+        raise ConfigError("nothing to build: no extensions")
+    names = [s.name for s in specs]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"two extensions named {sorted(n for n in names if names.count(n) > 1)[0]!r}")
+    build_dir = options.build_dir.resolve()
+    _check_build_dir(build_dir)
+    env = options.env
+    compiler = toolchain.find_compiler(env)
+    torch = toolchain.find_torch()
+    ninja = toolchain.find_ninja(env)
+    launcher = toolchain.find_launcher(options.compiler_launcher, compiler, env)
+    notes: list[str] = []
+    toolkit = host = None
+    cuda_includes: tuple[Path, ...] = ()
+    cuda_libs: tuple[Path, ...] = ()
+    if any(s.uses_cuda for s in specs):
+        toolkit, host, cuda_includes, cuda_libs = _cuda_setup(specs, options, compiler, torch, notes)
+    tools = flags_mod.Toolchain(
+        compiler, torch, toolchain.python_include_dir(), cuda_includes, cuda_libs, host
+    )
+    job_plan = jobs.plan_jobs(options.jobs)
+    output_dir = (options.output_dir or build_dir / "out").resolve()
+    pch_dir = (options.pch_cache_dir or build_dir / "pch").resolve()
+    use_pch = options.pch and pch.supported(compiler, launcher)
+    pch_plans: dict[str, pch.PchPlan] = {}
+    plans: list[graph.ExtensionPlan] = []
+    user_files: set[Path] = set()
+
+    for spec in specs:
+        for source in spec.sources:
+            if not source.is_file():
+                raise ConfigError(f"source file {source} does not exist", "sources")
+        found = scan.walk_includes(spec.sources, spec.include_dirs)
+        _check_torch_cuda_headers(spec, found, torch)
+        user_files.update(spec.sources)
+        user_files.update(i.file for i in found)
+        arch_flags = _arch_flags(spec, options, toolkit, notes) if spec.uses_cuda else ()
+        ext_flags = flags_mod.compute(spec, tools, source_root=options.source_root, arch_flags=arch_flags)
+        cxx_sources = [s for s in spec.sources if not (spec.uses_cuda and is_cuda_source(s))]
+        pch_entry = None
+        if use_pch and spec.pch:
+            pch_entry = pch.plan(spec, cxx_sources, ext_flags.pch, compiler, pch_dir, torch.version, pch_plans)
+        output = output_dir / graph.artifact_name(spec)
+        plan = graph.ExtensionPlan(spec, ext_flags, os.path.relpath(output, build_dir))
+        base = graph._display_base(spec, options.source_root)
+        for source in spec.sources:
+            nvcc = spec.uses_cuda and is_cuda_source(source)
+            heavy = scan.uses_torch_headers(scan.walk_includes([source], spec.include_dirs))
+            users = pch_entry.users if pch_entry else []
+            unit = graph.CompileUnit(
+                source,
+                graph.object_name(spec, source, base),
+                nvcc,
+                heavy,
+                pch_entry if (pch_entry and source in users) else None,
+            )
+            plan.units.append(unit)
+        plans.append(plan)
+
+    for entry in pch_plans.values():
+        pch.write_stub(entry)
+        entry.concurrent_ok = job_plan.heavy >= 2
+    launcher_name = Path(launcher[0]).name if launcher else compiler.launcher
+    nvcc_command = [*launcher, str(toolkit.nvcc)] if toolkit is not None else None
+    text = graph.render(
+        plans,
+        list(pch_plans.values()),
+        build_dir=build_dir,
+        cxx=[*launcher, *compiler.command],
+        nvcc=nvcc_command,
+        heavy_depth=job_plan.heavy,
+        source_root=options.source_root,
+        shared_pch=options.pch_cache_dir is not None,
+        launcher_name=launcher_name,
+    )
+    ninja_file = build_dir / "build.ninja"
+    graph.write_if_changed(ninja_file, text)
+    return BuildPlan(
+        build_dir=build_dir,
+        ninja=ninja,
+        ninja_file=ninja_file,
+        artifacts={p.spec.name: (build_dir / p.output).resolve() for p in plans},
+        targets={p.spec.name: p.output for p in plans},
+        jobs=job_plan,
+        notes=tuple(notes),
+        compiler=compiler,
+        torch=torch,
+        launcher=tuple(launcher),
+        user_files=tuple(sorted(user_files)),
+    )
+
+
+def run(
+    plan: BuildPlan,
+    options: BuildOptions,
+    *,
+    log: Log = _stderr,
+    what: str = "build",
+    slow_notice: tuple[float, str] | None = None,
+) -> NinjaRun:
+    env = dict(os.environ)
+    env.update(options.env)
+    if plan.launcher and Path(plan.launcher[0]).name == "ccache":
+        env.setdefault("CCACHE_SLOPPINESS", "pch_defines,time_macros,include_file_mtime,include_file_ctime")
+    return run_ninja(
+        plan.ninja,
+        plan.build_dir,
+        jobs=plan.jobs.jobs,
+        verbose=options.verbose,
+        show_progress=not options.quiet,
+        log=log,
+        env=env,
+        what=what,
+        slow_notice=slow_notice,
+    )
+
+
+def build(
+    specs: Sequence[ExtensionSpec], options: BuildOptions, *, log: Log = _stderr
+) -> BuildResult:
+    plan = prepare(specs, options)
+    for note in plan.notes:
+        log(f"pep517_torch: {note}")
+    return BuildResult(plan, run(plan, options, log=log))
+
+
+def header_dependencies(plan: BuildPlan) -> dict[str, list[Path]]:
+    """Each object's recorded header dependencies (``ninja -t deps``), after a build."""
+    try:
+        output = subprocess.run(
+            [str(plan.ninja), "-C", str(plan.build_dir), "-t", "deps"],
+            capture_output=True, text=True, check=True, errors="replace",
+        ).stdout
+    except (OSError, subprocess.CalledProcessError) as exc:
+        raise BuildError(f"cannot read ninja's dependency log: {exc}") from None
+    deps: dict[str, list[Path]] = {}
+    current: list[Path] | None = None
+    for line in output.splitlines():
+        if line and not line.startswith(" "):
+            target = line.split(":", 1)[0]
+            current = deps.setdefault(target, [])
+        elif line.strip() and current is not None:
+            current.append(Path(line.strip()))
+    return deps

@@ -1,0 +1,165 @@
+"""Compile and link arguments for one extension: a pure function of spec and toolchain.
+
+Order matters and is fixed: our defaults first, the user's flags last, so the user wins; a
+user ``-std=`` replaces ours per language rather than fighting it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from packaging.version import Version
+
+from .spec import BUILD_TYPE_FLAGS, BuildType, ExtensionSpec, Kind
+from .toolchain import Compiler, TorchInstall
+
+# torch's nvcc defaults: its headers define these half/bfloat16 operators themselves.
+TORCH_NVCC_FLAGS = (
+    "-D__CUDA_NO_HALF_OPERATORS__",
+    "-D__CUDA_NO_HALF_CONVERSIONS__",
+    "-D__CUDA_NO_BFLOAT16_CONVERSIONS__",
+    "-D__CUDA_NO_HALF2_OPERATORS__",
+    "--expt-relaxed-constexpr",
+)
+
+
+@dataclass(frozen=True)
+class Toolchain:
+    """Everything the flags depend on besides the spec, resolved once per build."""
+
+    compiler: Compiler
+    torch: TorchInstall
+    python_include: Path
+    cuda_include_dirs: tuple[Path, ...] = ()
+    cuda_library_dirs: tuple[Path, ...] = ()
+    host_compiler_for_nvcc: str | None = None  # CC, passed as -ccbin
+
+
+@dataclass(frozen=True)
+class ExtensionFlags:
+    cxx: tuple[str, ...]
+    nvcc: tuple[str, ...]
+    ld: tuple[str, ...]
+    pch: tuple[str, ...]  # cxx without the per-extension name define and user include dirs
+
+
+def default_std(torch: TorchInstall) -> str:
+    release = Version(torch.version).release
+    return "-std=c++20" if release >= (2, 10) else "-std=c++17"
+
+
+def has_std(flags: tuple[str, ...]) -> bool:
+    return any(f.startswith(("-std=", "--std=", "-std ")) for f in flags) or "-std" in flags
+
+
+def limited_api_hex(tag: str) -> str:
+    """``cp310`` -> ``0x030A0000``: the Py_LIMITED_API value matching the wheel tag."""
+    minor = int(tag[3:])
+    return f"0x03{minor:02X}0000"
+
+
+def _defines(spec: ExtensionSpec) -> list[str]:
+    out = []
+    if spec.kind is not Kind.EXECUTABLE:
+        out += [f"-DTORCH_EXTENSION_NAME={spec.module_name}", "-DTORCH_API_INCLUDE_EXTENSION_H"]
+    for name, value in spec.define_macros:
+        out.append(f"-D{name}" if value is None else f"-D{name}={value}")
+    if spec.py_limited_api and not _defines_limited_api(spec):
+        out.append(f"-DPy_LIMITED_API={limited_api_hex(spec.py_limited_api)}")
+    return out
+
+
+def _defines_limited_api(spec: ExtensionSpec) -> bool:
+    """Whether the user already defines Py_LIMITED_API (the config layer checks it agrees)."""
+    user = (*spec.extra_cflags, *spec.extra_cuda_cflags)
+    return any(n == "Py_LIMITED_API" for n, _ in spec.define_macros) or any(
+        f.startswith("-DPy_LIMITED_API") for f in user
+    )
+
+
+def prefix_map_flags(source_root: Path | None, torch: TorchInstall) -> list[str]:
+    """Keep absolute paths out of __FILE__ and debug info: reproducible artifacts."""
+    maps = [f"-ffile-prefix-map={torch.root}=torch"]
+    if source_root is not None:
+        maps.append(f"-ffile-prefix-map={source_root}=.")
+    return maps
+
+
+def compute(
+    spec: ExtensionSpec,
+    tools: Toolchain,
+    *,
+    source_root: Path | None,
+    arch_flags: tuple[str, ...] = (),
+) -> ExtensionFlags:
+    torch = tools.torch
+    defines = _defines(spec)
+    user_includes = [f"-I{d}" for d in spec.include_dirs]
+    system = [*torch.include_dirs]
+    if spec.uses_cuda:
+        system += tools.cuda_include_dirs
+    system.append(tools.python_include)
+    system_includes = [arg for d in system for arg in ("-isystem", str(d))]
+    optimisation = list(BUILD_TYPE_FLAGS[spec.build_type])
+    openmp = ["-fopenmp"] if spec.openmp else []
+    if spec.openmp and torch.openmp:
+        defines.append("-DAT_PARALLEL_OPENMP=1")
+    prefix_maps = prefix_map_flags(source_root, torch)
+
+    cxx_std = [] if has_std(spec.extra_cflags) else [default_std(torch)]
+    common = [*system_includes, "-fPIC", *cxx_std, *optimisation, *openmp, *prefix_maps]
+    name_define = defines[:1] if spec.kind is not Kind.EXECUTABLE else []
+    cxx = [*defines, *user_includes, *common, *spec.extra_cflags]
+    pch = [*defines[len(name_define):], *common, *spec.extra_cflags]
+
+    nvcc: list[str] = []
+    if spec.uses_cuda:
+        nvcc_std = [] if has_std(spec.extra_cuda_cflags) else [default_std(torch)]
+        host = ["-fPIC", *openmp, *prefix_maps]
+        ccbin = ["-ccbin", tools.host_compiler_for_nvcc] if tools.host_compiler_for_nvcc else []
+        nvcc = [
+            *ccbin,
+            *defines,
+            *user_includes,
+            *system_includes,
+            *TORCH_NVCC_FLAGS,
+            *(f"-Xcompiler={flag}" for flag in host),
+            *arch_flags,
+            *nvcc_std,
+            *[f for f in optimisation if f != "-g"],  # -g is host debug info: pass through
+            *(["-g"] if "-g" in optimisation else []),
+            *spec.extra_cuda_cflags,
+        ]
+
+    return ExtensionFlags(tuple(cxx), tuple(nvcc), tuple(_link_flags(spec, tools)), tuple(pch))
+
+
+def _link_flags(spec: ExtensionSpec, tools: Toolchain) -> list[str]:
+    torch = tools.torch
+    executable = spec.kind is Kind.EXECUTABLE
+    cuda_torch = spec.uses_cuda and torch.has_cuda_runtime
+    ld = [] if executable else ["-shared"]
+    ld += [f"-L{torch.library_dir}", "-lc10"]
+    ld += ["-lc10_cuda"] if cuda_torch else []
+    ld += ["-ltorch_cpu"]
+    ld += ["-ltorch_cuda"] if cuda_torch else []
+    ld += ["-ltorch"]
+    if not executable and not spec.py_limited_api:
+        ld.append("-ltorch_python")
+    if executable:
+        ld.append(f"-Wl,-rpath,{torch.library_dir}")
+    ld += [f"-L{d}" for d in spec.library_dirs]
+    ld += [f"-l{lib}" for lib in spec.libraries]
+    ld += [f"-Wl,-rpath,{d}" for d in spec.runtime_library_dirs]
+    if spec.uses_cuda:
+        ld += [f"-L{d}" for d in tools.cuda_library_dirs]
+        ld.append("-lcudart")
+    if spec.openmp:
+        ld.append("-fopenmp")
+    if spec.strip:
+        ld.append("-s")
+    if spec.build_type in (BuildType.DEBUG, BuildType.RELWITHDEBINFO):
+        ld.append("-g")
+    ld += spec.extra_ldflags
+    return ld

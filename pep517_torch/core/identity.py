@@ -1,0 +1,34 @@
+"""Cheap identities of tools: no subprocess, a few stats. Used by the JIT's warm path."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+
+LAUNCHERS = frozenset({"ccache", "sccache"})
+
+
+def which(name: str, env: Mapping[str, str]) -> str | None:
+    return shutil.which(name, path=env.get("PATH", os.defpath))
+
+
+def compiler_identity(env: Mapping[str, str]) -> tuple[str, int, int] | None:
+    """(real path, mtime, size) of the C++ compiler CXX or ``c++`` names; None if not found."""
+    try:
+        args = shlex.split(env.get("CXX") or "c++")
+    except ValueError:
+        return None
+    if args and Path(args[0]).name in LAUNCHERS and len(args) > 1:
+        args = args[1:]
+    found = which(args[0], env) if args else None
+    if found is None:
+        return None
+    real = Path(found).resolve()
+    try:
+        stat = real.stat()
+    except OSError:
+        return None
+    return str(real), stat.st_mtime_ns, stat.st_size

@@ -1,0 +1,67 @@
+"""How many compilers to run at once: bounded by cores AND by memory.
+
+A translation unit that includes torch/extension.h peaks at ~1.4 GB with g++ (building its
+precompiled header at ~2.2 GB), so on a 64-core machine with 32 GB the memory is the limit.
+Ninja's pool for such TUs gets the memory bound; light TUs only the core bound.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+HEAVY_TU_BYTES = 3 * 1024**3 // 2  # 1.5 GiB per torch TU, with headroom
+
+
+@dataclass(frozen=True)
+class JobPlan:
+    jobs: int  # ninja -j
+    heavy: int  # depth of the pool for TUs that include torch headers
+    reason: str  # how it was decided, for verbose output and `doctor`
+
+
+def cpu_count() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def _read_int(path: Path) -> int | None:
+    try:
+        text = path.read_text().strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None
+
+
+def memory_available() -> int | None:
+    """Bytes of memory available to new processes, honouring a cgroup v2 limit."""
+    available = None
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                available = int(line.split()[1]) * 1024
+                break
+    except (OSError, ValueError, IndexError):
+        pass
+    limit = _read_int(Path("/sys/fs/cgroup/memory.max"))
+    used = _read_int(Path("/sys/fs/cgroup/memory.current"))
+    if limit is not None and used is not None:
+        cgroup_free = max(0, limit - used)
+        available = cgroup_free if available is None else min(available, cgroup_free)
+    return available
+
+
+def plan_jobs(requested: int | None) -> JobPlan:
+    """``requested`` (jobs / MAX_JOBS) wins outright; otherwise cores and memory decide."""
+    if requested is not None:
+        return JobPlan(requested, requested, f"{requested} (requested)")
+    cpus = cpu_count()
+    memory = memory_available()
+    if memory is None:
+        return JobPlan(cpus, cpus, f"{cpus} (cores; free memory unknown)")
+    heavy = max(1, min(cpus, memory // HEAVY_TU_BYTES))
+    gib = memory / 1024**3
+    return JobPlan(cpus, heavy, f"{cpus} (cores), {heavy} for torch TUs ({gib:.1f} GiB free)")

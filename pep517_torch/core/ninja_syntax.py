@@ -1,0 +1,84 @@
+"""Escaping for the two languages a build.ninja line is read in: ninja's, then the shell's.
+
+ninja runs every command through ``/bin/sh -c``, and substitutes ``$in``/``$out`` verbatim, so
+a file named ``$(touch x).cpp`` would execute. Commands here therefore never use ``$in`` or
+``$out`` for user paths: each edge gets pre-quoted variables instead.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Iterable
+
+
+def _refuse_newline(text: str) -> None:
+    if "\n" in text or "\r" in text:
+        raise ValueError(f"a newline cannot be written into build.ninja: {text!r}")
+
+
+def escape_path(path: str) -> str:
+    """A path as it appears in a ``build`` line (outputs and inputs)."""
+    _refuse_newline(path)
+    return path.replace("$", "$$").replace(" ", "$ ").replace(":", "$:")
+
+
+def escape_value(text: str) -> str:
+    """Text as the value of a variable binding (only ``$`` is special there)."""
+    _refuse_newline(text)
+    return text.replace("$", "$$")
+
+
+def shell_args(args: Iterable[str]) -> str:
+    """Arguments quoted for ``sh -c`` and escaped for ninja: each stays exactly one argument."""
+    return escape_value(" ".join(shlex.quote(str(a)) for a in args))
+
+
+class NinjaWriter:
+    """Collects lines of a build.ninja; ``text()`` returns the file's content."""
+
+    def __init__(self) -> None:
+        self._lines: list[str] = []
+
+    def comment(self, text: str) -> None:
+        self._lines.extend(f"# {line}" for line in text.splitlines())
+
+    def newline(self) -> None:
+        self._lines.append("")
+
+    def variable(self, name: str, value: str, indent: int = 0) -> None:
+        self._lines.append(f"{'  ' * indent}{name} = {value}".rstrip())
+
+    def pool(self, name: str, depth: int) -> None:
+        self._lines += [f"pool {name}", f"  depth = {depth}"]
+
+    def rule(self, name: str, **bindings: str) -> None:
+        self._lines.append(f"rule {name}")
+        for key, value in bindings.items():
+            self.variable(key, value, indent=1)
+
+    def build(
+        self,
+        outputs: list[str],
+        rule: str,
+        inputs: Iterable[str] = (),
+        *,
+        implicit: Iterable[str] = (),
+        order_only: Iterable[str] = (),
+        variables: dict[str, str] | None = None,
+    ) -> None:
+        line = f"build {' '.join(map(escape_path, outputs))}: {rule}"
+        line += "".join(f" {escape_path(p)}" for p in inputs)
+        implicit, order_only = list(implicit), list(order_only)
+        if implicit:
+            line += " | " + " ".join(map(escape_path, implicit))
+        if order_only:
+            line += " || " + " ".join(map(escape_path, order_only))
+        self._lines.append(line)
+        for key, value in (variables or {}).items():
+            self.variable(key, value, indent=1)
+
+    def default(self, targets: Iterable[str]) -> None:
+        self._lines.append("default " + " ".join(map(escape_path, targets)))
+
+    def text(self) -> str:
+        return "\n".join(self._lines) + "\n"

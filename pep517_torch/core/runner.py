@@ -1,0 +1,180 @@
+"""Run ninja: progress a person can follow, and the first real error when it fails.
+
+ninja gets SIGTERM if the Python process that started it dies (SIGKILL included), and on
+SIGTERM ninja stops its compilers and deletes their partial outputs: a killed build leaves no
+orphan compiler writing into a directory that the next build is using.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import BuildError
+
+_STATUS = re.compile(r"^\[(\d+)/(\d+) ([\d.]+)s\] (.*)$")
+NINJA_STATUS = "[%f/%t %es] "
+_ERROR_PATTERNS = [
+    re.compile(r"^\S.*?:\d+:(\d+:)? (fatal error|error): "),  # gcc / clang
+    re.compile(r"^\S.*?\(\d+\): (catastrophic error|error): "),  # nvcc front end
+    re.compile(r"undefined reference to|undefined symbol|cannot find -l|ld returned"),
+    re.compile(r"\berror\b", re.I),
+]
+
+Log = Callable[[str], None]
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+@dataclass
+class NinjaRun:
+    """What one ninja invocation did."""
+
+    steps: list[str] = field(default_factory=list)  # descriptions of finished edges
+    seconds: float = 0.0
+    output: str = ""
+
+    @property
+    def compiled(self) -> int:
+        return sum(s.startswith("compiling ") for s in self.steps)
+
+    @property
+    def linked(self) -> int:
+        return sum(s.startswith("linking ") for s in self.steps)
+
+    @property
+    def precompiled(self) -> int:
+        return sum(s.startswith("precompiling ") for s in self.steps)
+
+
+def _parent_death_signal() -> None:  # runs in the child between fork and exec
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def first_error(output: str) -> str | None:
+    """The first diagnostic worth showing, with the source line and caret gcc prints after it."""
+    lines = output.splitlines()
+    for pattern in _ERROR_PATTERNS:
+        for index, line in enumerate(lines):
+            if pattern.search(line) and not line.startswith(("FAILED:", "ninja:")):
+                context = [line]
+                for follow in lines[index + 1 : index + 4]:
+                    if follow.startswith((" ", "\t")) and not _STATUS.match(follow):
+                        context.append(follow)
+                    else:
+                        break
+                return "\n".join(context)
+    return None
+
+
+def _failed_targets(output: str) -> list[str]:
+    return [m.group(1) for m in re.finditer(r"^FAILED: (?:\[code=\d+\] )?(.+)$", output, re.M)]
+
+
+def run_ninja(
+    ninja: Path,
+    build_dir: Path,
+    *,
+    targets: Sequence[str] = (),
+    jobs: int,
+    verbose: bool = False,
+    show_progress: bool = True,
+    log: Log = _stderr,
+    env: dict[str, str] | None = None,
+    what: str = "build",
+    slow_notice: tuple[float, str] | None = None,
+) -> NinjaRun:
+    """Run ninja in ``build_dir``; raise BuildError with the first compiler error on failure.
+
+    ``slow_notice=(seconds, line)`` prints ``line`` once if the build is still running after
+    ``seconds`` (the JIT's "this will take a while" line).
+    """
+    command = [str(ninja), "-C", str(build_dir), "-j", str(jobs), *(["-v"] if verbose else [])]
+    command += list(targets)
+    run_env = dict(os.environ if env is None else env)
+    run_env["NINJA_STATUS"] = NINJA_STATUS
+    result = NinjaRun()
+    captured: list[str] = []
+    start = time.perf_counter()
+    timer = None
+    if slow_notice is not None:
+        timer = threading.Timer(slow_notice[0], log, args=(slow_notice[1],))
+        timer.daemon = True
+    in_failure = False
+    try:
+        process = subprocess.Popen(
+            command,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=run_env,
+            preexec_fn=_parent_death_signal,
+            text=True,
+            errors="replace",
+        )
+    except OSError as exc:
+        raise BuildError(f"cannot run ninja ({ninja}): {exc}") from None
+    if timer is not None:
+        timer.start()
+    try:
+        assert process.stdout is not None
+        for raw in process.stdout:
+            line = raw.rstrip("\n")
+            captured.append(line)
+            status = _STATUS.match(line)
+            if status:
+                in_failure = False
+                done, total, _, description = status.groups()
+                result.steps.append(description)
+                if show_progress:
+                    elapsed = time.perf_counter() - start
+                    log(f"[{done}/{total}] {description} ({elapsed:.1f} s)")
+                continue
+            if line.startswith("ninja: Entering directory") or line == "ninja: no work to do.":
+                continue
+            if line.startswith("FAILED: "):
+                in_failure = True
+                log(line)
+                continue
+            if show_progress or in_failure or verbose:
+                log(line)
+        returncode = process.wait()
+    except BaseException:
+        process.terminate()  # Ctrl-C: ninja stops its compilers and removes partial outputs
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+        raise
+    finally:
+        if timer is not None:
+            timer.cancel()
+    result.seconds = time.perf_counter() - start
+    result.output = "\n".join(captured)
+    if returncode != 0:
+        failed = _failed_targets(result.output)
+        error = first_error(result.output)
+        target = f" ({', '.join(failed)})" if failed else ""
+        message = f"{what} failed{target}"
+        if error:
+            message += f":\n{error}"
+        else:
+            tail = "\n".join(captured[-20:])
+            message += f"; ninja said:\n{tail}"
+        raise BuildError(message, output=result.output, first_error=error)
+    return result

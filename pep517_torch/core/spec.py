@@ -1,0 +1,131 @@
+"""What to build: the one description both faces (pyproject.toml and ``load()``) turn into.
+
+The compile core receives a list of :class:`ExtensionSpec` plus one :class:`BuildOptions` and
+knows nothing of TOML, wheels or Python imports.
+"""
+
+from __future__ import annotations
+
+import enum
+import keyword
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import ConfigError
+
+CXX_SUFFIXES = frozenset({".cpp", ".cc", ".cxx", ".c++", ".cp", ".C", ".c"})
+CUDA_SUFFIXES = frozenset({".cu"})
+CUDA_HEADER_SUFFIXES = frozenset({".cuh"})
+SOURCE_SUFFIXES = CXX_SUFFIXES | CUDA_SUFFIXES
+
+
+class Kind(str, enum.Enum):
+    """What the linked artifact is."""
+
+    MODULE = "module"  # a Python extension module with PyInit_<name>
+    LIBRARY = "library"  # a shared library that registers operators (torch.ops.load_library)
+    EXECUTABLE = "executable"  # a standalone program linked against libtorch (JIT only)
+
+
+class BuildType(str, enum.Enum):
+    """Optimisation profile; NONE adds no -O flag at all (torch's JIT behaviour)."""
+
+    NONE = "none"
+    RELEASE = "release"
+    DEBUG = "debug"
+    RELWITHDEBINFO = "relwithdebinfo"
+
+
+BUILD_TYPE_FLAGS: dict[BuildType, tuple[str, ...]] = {
+    BuildType.NONE: (),
+    BuildType.RELEASE: ("-O3", "-DNDEBUG"),
+    BuildType.DEBUG: ("-O0", "-g"),
+    BuildType.RELWITHDEBINFO: ("-O2", "-g", "-DNDEBUG"),
+}
+
+
+def is_cuda_source(path: str | os.PathLike[str]) -> bool:
+    return Path(path).suffix in CUDA_SUFFIXES
+
+
+@dataclass(frozen=True)
+class ExtensionSpec:
+    """One artifact to build.
+
+    ``name`` is the dotted module name (``myops._C``) for wheels or a plain identifier for JIT;
+    ``output`` is where the artifact lands, relative to the build directory's ``out/``.
+    All paths are absolute. Flags are lists of single arguments (never shell-split again).
+    """
+
+    name: str
+    sources: tuple[Path, ...]
+    include_dirs: tuple[Path, ...] = ()
+    define_macros: tuple[tuple[str, str | None], ...] = ()
+    extra_cflags: tuple[str, ...] = ()
+    extra_cuda_cflags: tuple[str, ...] = ()
+    extra_ldflags: tuple[str, ...] = ()
+    libraries: tuple[str, ...] = ()
+    library_dirs: tuple[Path, ...] = ()
+    runtime_library_dirs: tuple[str, ...] = ()
+    with_cuda: bool | None = None  # None: decided by the presence of .cu/.cuh sources
+    cuda_arch_list: tuple[str, ...] | None = None  # None: BuildOptions / environment / default
+    py_limited_api: str | None = None  # minimum CPython as "cp310", or None
+    kind: Kind = Kind.MODULE
+    python_abi_suffix: bool = True
+    openmp: bool = False
+    build_type: BuildType = BuildType.NONE
+    strip: bool = False
+    pch: bool = True
+    pch_header: Path | None = None  # a project header to precompile instead of torch/extension.h
+    extension_name: str | None = None  # TORCH_EXTENSION_NAME; default: last part of ``name``
+
+    def __post_init__(self) -> None:
+        parts = self.name.split(".")
+        if not self.name or not all(p.isidentifier() and not keyword.iskeyword(p) for p in parts):
+            raise ConfigError(
+                f"{self.name!r} is not a valid module name (dotted Python identifiers)", "name"
+            )
+        if not self.sources:
+            raise ConfigError(f"extension {self.name!r} has no sources", "sources")
+        for source in self.sources:
+            if source.suffix not in SOURCE_SUFFIXES:
+                known = ", ".join(sorted(SOURCE_SUFFIXES))
+                raise ConfigError(
+                    f"{source}: unknown source suffix {source.suffix!r} (expected one of {known};"
+                    " headers are found through include-dirs)",
+                    "sources",
+                )
+        if self.with_cuda is False and any(map(is_cuda_source, self.sources)):
+            raise ConfigError(
+                f"extension {self.name!r} has CUDA sources but with-cuda = false", "with-cuda"
+            )
+
+    @property
+    def module_name(self) -> str:
+        """The symbol part of PyInit_<x> and TORCH_EXTENSION_NAME."""
+        return self.extension_name or self.name.rpartition(".")[2]
+
+    @property
+    def uses_cuda(self) -> bool:
+        if self.with_cuda is not None:
+            return self.with_cuda
+        return any(Path(s).suffix in CUDA_SUFFIXES | CUDA_HEADER_SUFFIXES for s in self.sources)
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    """Graph-wide settings: where to build and how to drive the tools."""
+
+    build_dir: Path
+    jobs: int | None = None  # None: bounded by cores and free memory (MAX_JOBS overrides)
+    verbose: bool = False
+    compiler_launcher: str = "auto"  # "auto" | "none" | a command
+    cuda_arch_list: tuple[str, ...] | None = None  # project/-C/env value; None: default
+    allow_cuda_version_mismatch: bool = False
+    pch: bool = True
+    source_root: Path | None = None  # mapped to "." in __FILE__ and debug info (reproducibility)
+    env: dict[str, str] = field(default_factory=dict)  # CXX, CC, CUDA_HOME... (not os.environ)
+    quiet: bool = False  # JIT: print only a start line and a summary for long builds
+    output_dir: Path | None = None  # where artifacts land; default <build_dir>/out
+    pch_cache_dir: Path | None = None  # default <build_dir>/pch; the JIT shares one across builds

@@ -1,0 +1,232 @@
+"""Where the tools are: C++ compiler, ninja, torch and Python headers.
+
+torch is located and described from its files, never imported: the build backend runs before
+torch could be imported cheaply, and importing it costs seconds.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import os
+import re
+import shlex
+import subprocess
+import sysconfig
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from ..errors import ToolchainError
+from .identity import LAUNCHERS, which
+CompilerFamily = Literal["gcc", "clang", "unknown"]
+
+
+@dataclass(frozen=True)
+class Compiler:
+    """A C++ compiler, possibly behind a cache launcher (``CXX="ccache g++"``)."""
+
+    command: tuple[str, ...]  # what to run, launcher included
+    path: Path  # the compiler itself, symlinks resolved
+    family: CompilerFamily
+    version: tuple[int, ...]
+    launcher: str | None  # "ccache" / "sccache" when CXX or the c++ symlink already is one
+
+    @property
+    def version_text(self) -> str:
+        return ".".join(map(str, self.version))
+
+
+@dataclass(frozen=True)
+class TorchInstall:
+    """An installed torch package, read from its files."""
+
+    root: Path
+    version: str  # e.g. "2.13.0+cpu"
+    cuda: str | None  # torch.version.cuda
+    hip: str | None
+
+    @property
+    def include_dirs(self) -> tuple[Path, Path]:
+        include = self.root / "include"
+        return include, include / "torch" / "csrc" / "api" / "include"
+
+    @property
+    def library_dir(self) -> Path:
+        return self.root / "lib"
+
+    @property
+    def flavour(self) -> str:
+        """``cpu``, ``cu130``, ``rocm6.4``: torch's own name for the JIT cache folder."""
+        if self.hip:
+            return f"rocm{self.hip.replace('.', '')}"
+        return f"cu{self.cuda.replace('.', '')}" if self.cuda else "cpu"
+
+    @property
+    def has_cuda_runtime(self) -> bool:
+        """Whether c10_cuda/torch_cuda and the c10/cuda headers exist (a CUDA build of torch)."""
+        macros = self.root / "include" / "c10" / "cuda" / "impl" / "cuda_cmake_macros.h"
+        return macros.is_file() and any(self.library_dir.glob("libc10_cuda.*"))
+
+    @property
+    def openmp(self) -> bool:
+        config = self.root / "include" / "ATen" / "Config.h"
+        try:
+            return "#define AT_PARALLEL_OPENMP 1" in config.read_text()
+        except OSError:
+            return False
+
+
+def _split_command(value: str, variable: str) -> list[str]:
+    try:
+        args = shlex.split(value)
+    except ValueError as exc:
+        raise ToolchainError(f"{variable}={value!r} cannot be parsed: {exc}") from None
+    if not args:
+        raise ToolchainError(f"{variable} is set but empty")
+    return args
+
+
+def cxx_command(env: Mapping[str, str]) -> list[str]:
+    """The compiler command from CXX (which may carry a launcher), else ``c++`` on PATH."""
+    variable = "CXX" if env.get("CXX") else None
+    args = _split_command(env["CXX"], "CXX") if variable else ["c++"]
+    found = which(args[0], env)
+    if found is None:
+        where = f"CXX={env['CXX']!r}" if variable else "'c++' on PATH"
+        raise ToolchainError(
+            f"C++ compiler not found ({where}): install g++ or clang++, or set CXX to one"
+        )
+    args[0] = found
+    if Path(found).name in LAUNCHERS and len(args) > 1:
+        compiler = which(args[1], env)
+        if compiler is None:
+            raise ToolchainError(f"C++ compiler {args[1]!r} after launcher in CXX not found")
+        args[1] = compiler
+    return args
+
+
+@functools.lru_cache(maxsize=16)
+def _probe(command: tuple[str, ...], identity: tuple[str, int, int]) -> tuple[str, str]:
+    del identity  # part of the cache key only: a replaced compiler is probed again
+    try:
+        result = subprocess.run(
+            [*command, "--version"], capture_output=True, text=True, timeout=60, check=False
+        )
+    except OSError as exc:
+        raise ToolchainError(f"cannot run C++ compiler {command[-1]}: {exc}") from None
+    if result.returncode != 0:
+        raise ToolchainError(
+            f"C++ compiler {' '.join(command)} --version failed:\n{result.stderr.strip()}"
+        )
+    return result.stdout, result.stderr
+
+
+def parse_compiler_version(text: str) -> tuple[CompilerFamily, tuple[int, ...]]:
+    """Family and version from the first line of ``--version`` output."""
+    first = text.strip().splitlines()[0] if text.strip() else ""
+    if "clang" in first.lower():
+        found = re.search(r"version\s+(\d+)\.(\d+)(?:\.(\d+))?", first)
+        family: CompilerFamily = "clang"
+    else:
+        matches = re.findall(r"(\d+)\.(\d+)(?:\.(\d+))?", first)
+        found = None
+        family = "gcc" if ("GCC" in text or "Free Software" in text or "g++" in first) else "unknown"
+        if matches:
+            return family, tuple(int(x) for x in matches[-1] if x)
+    if found is None:
+        return family, (0,)
+    return family, tuple(int(x) for x in found.groups() if x)
+
+
+def find_compiler(env: Mapping[str, str]) -> Compiler:
+    args = cxx_command(env)
+    launcher = None
+    if Path(args[0]).name in LAUNCHERS:
+        launcher = Path(args[0]).name
+    elif Path(args[0]).resolve().name in LAUNCHERS:  # /usr/lib/ccache/c++ -> ccache
+        launcher = Path(args[0]).resolve().name
+    real = Path(args[-1] if launcher and len(args) > 1 else args[0]).resolve()
+    stat = real.stat()
+    stdout, _ = _probe(tuple(args), (str(real), stat.st_mtime_ns, stat.st_size))
+    family, version = parse_compiler_version(stdout)
+    return Compiler(tuple(args), real, family, version, launcher)
+
+
+def find_launcher(setting: str, compiler: Compiler, env: Mapping[str, str]) -> list[str]:
+    """The cache launcher to put in front of c++ and nvcc: [] when none."""
+    if setting == "none" or compiler.launcher:
+        return []
+    if setting == "auto":
+        for name in ("ccache", "sccache"):
+            found = which(name, env)
+            if found:
+                return [found]
+        return []
+    args = _split_command(setting, "compiler-launcher")
+    found = which(args[0], env)
+    if found is None:
+        raise ToolchainError(f"compiler-launcher {args[0]!r} not found on PATH")
+    return [found, *args[1:]]
+
+
+def find_ninja(env: Mapping[str, str]) -> Path:
+    """ninja from the `ninja` PyPI package when installed, else from PATH."""
+    if importlib.util.find_spec("ninja") is not None:
+        import ninja  # the PyPI package; cheap to import
+
+        candidate = Path(ninja.BIN_DIR) / "ninja"
+        if ninja.BIN_DIR and candidate.is_file() and os.access(candidate, os.X_OK):
+            return candidate
+    found = which("ninja", env)
+    if found is None:
+        raise ToolchainError(
+            "ninja not found: install it with 'pip install ninja' (or your system's package)"
+        )
+    return Path(found)
+
+
+def _find_torch_root() -> Path:
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.submodule_search_locations:
+        raise ToolchainError(
+            "torch is not installed in this environment. Install the torch you will run with"
+            " (e.g. 'pip install torch==2.13.0') and build with --no-build-isolation, or list"
+            " torch in [build-system] requires"
+        )
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+@functools.lru_cache(maxsize=4)
+def _read_torch(root: Path, mtime_ns: int) -> TorchInstall:
+    del mtime_ns  # cache key: a reinstalled torch is read again
+    text = (root / "version.py").read_text()
+
+    def field(name: str) -> str | None:
+        found = re.search(rf"^{name}\s*(?::[^=]+)?=\s*['\"]([^'\"]+)['\"]", text, re.M)
+        return found.group(1) if found else None
+
+    version = field("__version__")
+    if version is None:
+        raise ToolchainError(f"cannot read torch's version from {root / 'version.py'}")
+    return TorchInstall(root, version, field("cuda"), field("hip"))
+
+
+def find_torch(root: Path | None = None) -> TorchInstall:
+    """The installed torch, without importing it."""
+    root = root or _find_torch_root()
+    version_file = root / "version.py"
+    try:
+        mtime = version_file.stat().st_mtime_ns
+    except OSError:
+        raise ToolchainError(f"{root} does not look like a torch installation") from None
+    return _read_torch(root, mtime)
+
+
+def python_include_dir() -> Path:
+    return Path(sysconfig.get_path("include", scheme="posix_prefix"))
+
+
+def ext_suffix() -> str:
+    return sysconfig.get_config_var("EXT_SUFFIX") or ".so"

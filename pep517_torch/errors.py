@@ -1,0 +1,32 @@
+"""The exceptions pep517_torch raises on purpose.
+
+Every failure a user can cause ends in one of these, with a message that names the offending
+key, file, flag or tool, so frontends and the JIT API can print it without a traceback.
+"""
+
+from __future__ import annotations
+
+
+class Pep517TorchError(Exception):
+    """Base class: an error whose message is meant for the user, not a bug."""
+
+
+class ConfigError(Pep517TorchError, ValueError):
+    """Invalid configuration; ``key`` is the dotted path of the offending key when known."""
+
+    def __init__(self, message: str, key: str | None = None) -> None:
+        self.key = key
+        super().__init__(f"{key}: {message}" if key else message)
+
+
+class ToolchainError(Pep517TorchError, RuntimeError):
+    """A compiler, nvcc, ninja or torch is missing, unusable or mismatched."""
+
+
+class BuildError(Pep517TorchError, RuntimeError):
+    """Compiling or linking failed; ``output`` holds the tools' own diagnostics."""
+
+    def __init__(self, message: str, output: str = "", first_error: str | None = None) -> None:
+        self.output = output
+        self.first_error = first_error
+        super().__init__(message)

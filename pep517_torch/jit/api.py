@@ -1,0 +1,105 @@
+"""Build-if-needed and load, shared by ``load()`` and ``load_inline()``.
+
+Warm path (already built, any process): one stamp read and a few stats, then the import: no
+subprocess, no ninja, no heavy import. The cold path (``cold.py``) locks, builds, stamps.
+"""
+
+from __future__ import annotations
+
+import importlib.machinery
+import importlib.util
+import os
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from types import ModuleType
+
+from . import stamp
+
+PCH_DIR_NAME = "pch-cache"  # not an identifier: cannot collide with an extension's directory
+
+# (name, key) -> what load() returned; name -> the last version handed out in this process.
+_loaded: dict[tuple[str, str], object] = {}
+_versions: dict[str, int] = {}
+
+
+def _torch() -> ModuleType:
+    import torch
+
+    return torch
+
+
+def torch_flavour(torch: ModuleType) -> str:
+    cuda = getattr(torch.version, "cuda", None)
+    hip = getattr(torch.version, "hip", None)
+    if hip:
+        return f"rocm{hip.replace('.', '')}"
+    return f"cu{cuda.replace('.', '')}" if cuda else "cpu"
+
+
+def extensions_root(env: Mapping[str, str] = os.environ) -> Path:
+    """TORCH_EXTENSIONS_DIR, else ~/.cache/pep517_torch/jit/py311_cpu (torch's naming)."""
+    if env.get("TORCH_EXTENSIONS_DIR"):
+        return Path(env["TORCH_EXTENSIONS_DIR"]).expanduser()
+    cache = Path(env.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    python = f"py{sys.version_info[0]}{sys.version_info[1]}{getattr(sys, 'abiflags', '')}"
+    return cache / "pep517_torch" / "jit" / f"{python}_{torch_flavour(_torch())}"
+
+
+def use_pch(requested: bool | None, env: Mapping[str, str]) -> bool:
+    if requested is not None:
+        return requested
+    return env.get("PEP517_TORCH_PCH", "1").lower() not in ("0", "false", "no", "off")
+
+
+def artifact_path(build_dir: Path, target: str, kind: str) -> Path:
+    return build_dir / (target if kind == "executable" else f"{target}.so")
+
+
+def _import(kind: str, module_name: str, artifact: Path) -> object:
+    if kind == "executable":
+        return str(artifact)
+    if kind == "library":
+        _torch().ops.load_library(str(artifact))
+        return str(artifact)
+    loader = importlib.machinery.ExtensionFileLoader(module_name, str(artifact))
+    spec = importlib.util.spec_from_file_location(module_name, str(artifact), loader=loader)
+    assert spec is not None
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
+
+
+def jit_load(
+    request: dict[str, object],
+    build_dir: Path,
+    *,
+    verbose: bool,
+    pch: bool | None,
+    env: Mapping[str, str] = os.environ,
+) -> object:
+    """Build (if needed) and load what ``request`` describes.
+
+    A process that already loaded ``name`` and is asked for a different build of it gets
+    ``name_v1``, ``name_v2``... (a loaded shared object cannot be replaced in place).
+    """
+    torch = _torch()
+    pch = use_pch(pch, env)
+    torch_id = f"{os.path.dirname(torch.__file__)}\0{torch.__version__}"
+    key = stamp.fingerprint(request, env, torch_id, f"pch={pch}")
+    base = str(request["name"])
+    if (base, key) in _loaded:
+        return _loaded[(base, key)]
+    version = _versions[base] + 1 if base in _versions else 0
+    target = f"{base}_v{version}" if version else base
+    kind = str(request["kind"])
+    artifact = artifact_path(build_dir, target, kind)
+    stamp_file = stamp.stamp_path(build_dir, target)
+    if not stamp.is_fresh(stamp_file, key, artifact):
+        from . import cold
+
+        cold.build(request, target, build_dir, key, stamp_file, verbose=verbose, pch=pch, env=env)
+    result = _import(kind, target, artifact)
+    _loaded[(base, key)] = result
+    _versions[base] = version
+    return result

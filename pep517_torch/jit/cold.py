@@ -1,0 +1,113 @@
+"""The JIT's cold path: lock the build directory, build through the compile core, stamp."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+from ..core import build as core_build
+from ..core.spec import BuildOptions, ExtensionSpec, Kind
+from ..errors import ConfigError
+from . import stamp
+from .api import PCH_DIR_NAME, artifact_path, extensions_root
+from .lock import build_lock
+
+
+def _spec(request: Mapping[str, object], target: str) -> ExtensionSpec:
+    def paths(key: str) -> tuple[Path, ...]:
+        return tuple(Path(p) for p in request[key])  # type: ignore[attr-defined]
+
+    def strings(key: str) -> tuple[str, ...]:
+        return tuple(request[key])  # type: ignore[arg-type]
+
+    return ExtensionSpec(
+        name=target,
+        sources=paths("sources"),
+        include_dirs=paths("include_dirs"),
+        extra_cflags=strings("cflags"),
+        extra_cuda_cflags=strings("cuda_cflags"),
+        extra_ldflags=strings("ldflags"),
+        with_cuda=request["with_cuda"],  # type: ignore[arg-type]
+        kind=Kind(request["kind"]),
+        python_abi_suffix=False,
+    )
+
+
+def _max_jobs(env: Mapping[str, str]) -> int | None:
+    value = env.get("MAX_JOBS")
+    if value is None:
+        return None
+    if not value.strip().isdigit() or int(value) < 1:
+        raise ConfigError(f"MAX_JOBS must be a positive integer, not {value!r}", "MAX_JOBS")
+    return int(value)
+
+
+def _count_work(plan: core_build.BuildPlan) -> int:
+    """How many files ninja will compile (a dry run: milliseconds)."""
+    result = subprocess.run(
+        [str(plan.ninja), "-C", str(plan.build_dir), "-n"],
+        capture_output=True, text=True, errors="replace", check=False,
+        env={**os.environ, "NINJA_STATUS": "[%f/%t] "},
+    )
+    return sum(" compiling " in line for line in result.stdout.splitlines())
+
+
+def build(
+    request: Mapping[str, object],
+    target: str,
+    build_dir: Path,
+    key: str,
+    stamp_file: Path,
+    *,
+    verbose: bool,
+    pch: bool,
+    env: Mapping[str, str],
+) -> None:
+    spec = _spec(request, target)
+    arch = env.get("TORCH_CUDA_ARCH_LIST", "").strip()
+    options = BuildOptions(
+        build_dir=build_dir,
+        verbose=verbose,
+        quiet=not verbose,
+        env=dict(env),
+        jobs=_max_jobs(env),
+        cuda_arch_list=(arch,) if arch else None,
+        output_dir=build_dir,
+        pch=pch,
+        pch_cache_dir=extensions_root(env) / PCH_DIR_NAME,
+    )
+    with build_lock(build_dir, f"'{target}'"):
+        if stamp.is_fresh(stamp_file, key, artifact_path(build_dir, target, spec.kind.value)):
+            return  # another process built it while we waited
+        stamp.invalidate(stamp_file)
+        _build(spec, options, key, stamp_file)
+
+
+def _build(spec: ExtensionSpec, options: BuildOptions, key: str, stamp_file: Path) -> None:
+    plan = core_build.prepare([spec], options)
+    for note in plan.notes:
+        print(f"pep517_torch: {note}", file=sys.stderr)
+    files = 0 if options.verbose else _count_work(plan)
+    plural = "s" if files != 1 else ""
+    notice = (1.0, f"pep517_torch: building extension '{spec.name}' ({files} file{plural})...")
+    started = time.perf_counter()
+    run = core_build.run(
+        plan, options, what=f"Error building extension '{spec.name}'",
+        slow_notice=notice if files else None,
+    )
+    elapsed = time.perf_counter() - started
+    deps = core_build.header_dependencies(plan)
+    mine = (paths for obj, paths in deps.items() if obj.startswith(f"obj/{spec.name}/"))
+    headers = (p for paths in mine for p in paths if not p.is_relative_to(plan.torch.root))
+    stamp.write(stamp_file, key, [*spec.sources, *headers])
+    if elapsed > 1.0 and not options.verbose:
+        extra = f", {run.precompiled} header precompiled" if run.precompiled else ""
+        print(
+            f"pep517_torch: built '{spec.name}' in {elapsed:.1f} s:"
+            f" {run.compiled} compiled, {run.linked} linked{extra}",
+            file=sys.stderr,
+        )

@@ -1,0 +1,206 @@
+"""``load`` and ``load_inline``: drop-in replacements for torch.utils.cpp_extension's."""
+
+from __future__ import annotations
+
+import os
+import shlex
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from ..errors import ConfigError
+from .api import extensions_root, jit_load
+
+SOURCE_SUFFIXES = (".cpp", ".cc", ".cxx", ".c++", ".cp", ".C", ".c", ".cu")
+
+
+def _split_flags(flags: Sequence[str] | None, what: str) -> list[str]:
+    """torch joins flag strings with spaces for a shell; we split them the same way, safely."""
+    out: list[str] = []
+    for flag in flags or ():
+        try:
+            out += shlex.split(flag)
+        except ValueError as exc:
+            raise ConfigError(f"cannot parse flag {flag!r}: {exc}", what) from None
+    return out
+
+
+def _check_name(name: str) -> None:
+    if not isinstance(name, str) or not name.isidentifier():
+        raise ConfigError(
+            f"extension name {name!r} must be a valid Python identifier"
+            " (it becomes the module name and TORCH_EXTENSION_NAME)",
+            "name",
+        )
+
+
+def _build_directory(name: str, build_directory: str | os.PathLike[str] | None) -> Path:
+    if build_directory is not None:
+        return Path(build_directory).expanduser().absolute()
+    return extensions_root() / name
+
+
+def _refuse_sycl(sources: object, flags: object, with_sycl: bool | None) -> None:
+    if sources or flags or with_sycl:
+        raise ConfigError("SYCL extensions are not supported by pep517_torch", "with_sycl")
+
+
+def _kind(is_python_module: bool, is_standalone: bool) -> str:
+    if is_python_module and is_standalone:
+        raise ConfigError(
+            "is_python_module=True and is_standalone=True are mutually exclusive: a standalone"
+            " executable cannot be imported",
+            "is_standalone",
+        )
+    if is_standalone:
+        return "executable"
+    return "module" if is_python_module else "library"
+
+
+def load(
+    name: str,
+    sources: str | Sequence[str],
+    extra_cflags: Sequence[str] | None = None,
+    extra_cuda_cflags: Sequence[str] | None = None,
+    extra_sycl_cflags: Sequence[str] | None = None,
+    extra_ldflags: Sequence[str] | None = None,
+    extra_include_paths: Sequence[str] | None = None,
+    build_directory: str | None = None,
+    verbose: bool = False,
+    with_cuda: bool | None = None,
+    with_sycl: bool | None = None,
+    is_python_module: bool = True,
+    is_standalone: bool = False,
+    keep_intermediates: bool = True,
+    *,
+    use_pch: bool | None = None,
+) -> object:
+    """Build (once) and load a C++/CUDA extension, like ``torch.utils.cpp_extension.load``.
+
+    Returns the module; with ``is_python_module=False`` the library is loaded into
+    ``torch.ops`` and its path returned; with ``is_standalone=True`` the executable's path.
+    ``use_pch`` (our addition; default on, ``PEP517_TORCH_PCH=0`` turns it off) shares a
+    precompiled torch/extension.h between JIT extensions built with the same flags.
+    ``keep_intermediates`` is accepted for compatibility (it only mattered for ROCm hipify).
+    """
+    del keep_intermediates
+    _check_name(name)
+    _refuse_sycl(None, extra_sycl_cflags, with_sycl)
+    kind = _kind(is_python_module, is_standalone)
+    if isinstance(sources, (str, os.PathLike)):
+        sources = [sources]
+    if not sources:
+        raise ConfigError(f"extension {name!r}: sources is empty", "sources")
+    paths = []
+    for source in sources:
+        path = os.path.abspath(os.path.expanduser(os.fspath(source)))
+        if not os.path.isfile(path):
+            raise ConfigError(f"source file {source} does not exist", "sources")
+        if not path.endswith(SOURCE_SUFFIXES):
+            raise ConfigError(
+                f"{source}: unknown source suffix (expected one of {', '.join(SOURCE_SUFFIXES)};"
+                " headers are found through extra_include_paths)",
+                "sources",
+            )
+        paths.append(path)
+    request = {
+        "name": name,
+        "sources": paths,
+        "include_dirs": [os.path.abspath(os.path.expanduser(p)) for p in extra_include_paths or ()],
+        "cflags": _split_flags(extra_cflags, "extra_cflags"),
+        "cuda_cflags": _split_flags(extra_cuda_cflags, "extra_cuda_cflags"),
+        "ldflags": _split_flags(extra_ldflags, "extra_ldflags"),
+        "with_cuda": with_cuda,
+        "kind": kind,
+    }
+    return jit_load(request, _build_directory(name, build_directory), verbose=verbose, pch=use_pch)
+
+
+def _write_if_changed(path: Path, text: str) -> None:
+    try:
+        if path.read_text() == text:
+            return  # keep the mtime: the stamp and ninja see an unchanged source
+    except OSError:
+        pass
+    path.write_text(text)
+
+
+def _bindings(functions: str | Sequence[str] | Mapping[str, str], with_error_handling: bool) -> str:
+    if isinstance(functions, str):
+        functions = [functions]
+    if isinstance(functions, Mapping):
+        docs = dict(functions)
+    elif isinstance(functions, Sequence):
+        docs = {f: f for f in functions}
+    else:
+        raise ConfigError(
+            f"functions must be a str, list or dict, not {type(functions).__name__}", "functions"
+        )
+    lines = ["PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {"]
+    for function, doc in docs.items():
+        if not function.isidentifier() and "::" not in function:
+            raise ConfigError(f"{function!r} is not a C++ function name", "functions")
+        target = f"torch::wrap_pybind_function({function})" if with_error_handling else function
+        escaped = doc.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+        lines.append(f'm.def("{function}", {target}, "{escaped}");')
+    lines.append("}")
+    return "\n".join(lines)
+
+
+def load_inline(
+    name: str,
+    cpp_sources: str | Sequence[str],
+    cuda_sources: str | Sequence[str] | None = None,
+    sycl_sources: str | Sequence[str] | None = None,
+    functions: str | Sequence[str] | Mapping[str, str] | None = None,
+    extra_cflags: Sequence[str] | None = None,
+    extra_cuda_cflags: Sequence[str] | None = None,
+    extra_sycl_cflags: Sequence[str] | None = None,
+    extra_ldflags: Sequence[str] | None = None,
+    extra_include_paths: Sequence[str] | None = None,
+    build_directory: str | None = None,
+    verbose: bool = False,
+    with_cuda: bool | None = None,
+    with_sycl: bool | None = None,
+    is_python_module: bool = True,
+    with_pytorch_error_handling: bool = True,
+    keep_intermediates: bool = True,
+    use_pch: bool | None = None,
+    no_implicit_headers: bool = False,
+) -> object:
+    """Like ``torch.utils.cpp_extension.load_inline``: sources as strings.
+
+    ``use_pch=None`` (default) means on unless ``PEP517_TORCH_PCH=0``; torch's own PCH is
+    written into torch's install folder, ours into a shared cache next to the JIT builds.
+    """
+    _check_name(name)
+    _refuse_sycl(sycl_sources, extra_sycl_cflags, with_sycl)
+    build_dir = _build_directory(name, build_directory)
+    build_dir.mkdir(parents=True, exist_ok=True)
+    cpp = [cpp_sources] if isinstance(cpp_sources, str) else list(cpp_sources)
+    if not no_implicit_headers:
+        cpp.insert(0, "#include <torch/extension.h>")
+    if functions is not None:
+        cpp.append(_bindings(functions, with_pytorch_error_handling))
+    main = build_dir / "main.cpp"
+    _write_if_changed(main, "\n".join(cpp) + "\n")
+    sources = [str(main)]
+    if cuda_sources:
+        cuda = [cuda_sources] if isinstance(cuda_sources, str) else list(cuda_sources)
+        if not no_implicit_headers:
+            cuda[:0] = ["#include <torch/types.h>", "#include <cuda.h>", "#include <cuda_runtime.h>"]
+        kernel = build_dir / "cuda.cu"
+        _write_if_changed(kernel, "\n".join(cuda) + "\n")
+        sources.append(str(kernel))
+    return load(
+        name,
+        sources,
+        extra_cflags=extra_cflags,
+        extra_cuda_cflags=extra_cuda_cflags,
+        extra_ldflags=extra_ldflags,
+        extra_include_paths=extra_include_paths,
+        build_directory=str(build_dir),
+        verbose=verbose,
+        with_cuda=with_cuda,
+        is_python_module=is_python_module,
+        use_pch=use_pch,
+    )

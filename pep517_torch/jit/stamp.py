@@ -1,0 +1,80 @@
+"""The JIT stamp: proof, checkable without a subprocess, that an artifact is up to date.
+
+A stamp records a key (everything the build depends on that is not a file's content: the
+request, environment, compiler identity, torch and Python versions) and the (mtime, size) of
+every user file the build read: sources and the project headers ninja's depfiles listed.
+System and torch headers are covered by the compiler identity and torch version in the key.
+This module is on the warm path: it imports nothing heavy.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from ..core.identity import compiler_identity
+
+ENV_KEYS = ("CXX", "CC", "CUDA_HOME", "CUDA_PATH", "TORCH_CUDA_ARCH_LIST", "MAX_JOBS")
+STAMP_VERSION = 1
+
+
+def fingerprint(request: Mapping[str, object], env: Mapping[str, str], *extra: str) -> str:
+    """A hex digest of all non-file inputs of a JIT build."""
+    from .. import __version__
+
+    parts = [
+        json.dumps(request, sort_keys=True),
+        repr([(k, env.get(k)) for k in ENV_KEYS]),
+        repr(compiler_identity(env)),
+        sys.version,
+        sys.executable,
+        __version__,
+        *extra,
+    ]
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()
+
+
+def _state(path: str) -> list[object]:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return [path, None, None]
+    return [path, st.st_mtime_ns, st.st_size]
+
+
+def stamp_path(build_dir: Path, target: str) -> Path:
+    return build_dir / f"{target}.stamp.json"
+
+
+def is_fresh(stamp: Path, key: str, artifact: Path) -> bool:
+    try:
+        data = json.loads(stamp.read_bytes())
+    except (OSError, ValueError):
+        return False
+    if data.get("version") != STAMP_VERSION or data.get("key") != key:
+        return False
+    if not artifact.exists():
+        return False
+    return all(_state(entry[0]) == entry for entry in data.get("inputs", []))
+
+
+def write(stamp: Path, key: str, inputs: Iterable[Path]) -> None:
+    data = {
+        "version": STAMP_VERSION,
+        "key": key,
+        "inputs": [_state(str(p)) for p in sorted(set(inputs))],
+    }
+    tmp = stamp.with_name(f"{stamp.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=1))
+    os.replace(tmp, stamp)
+
+
+def invalidate(stamp: Path) -> None:
+    try:
+        stamp.unlink()
+    except FileNotFoundError:
+        pass
