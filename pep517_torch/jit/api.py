@@ -18,8 +18,8 @@ from . import stamp
 
 PCH_DIR_NAME = "pch-cache"  # not an identifier: cannot collide with an extension's directory
 
-# (name, key) -> what load() returned; name -> the last version handed out in this process.
-_loaded: dict[tuple[str, str], object] = {}
+# (name, key) -> (target, what load() returned); name -> the last version handed out.
+_loaded: dict[tuple[str, str], tuple[str, object]] = {}
 _versions: dict[str, int] = {}
 
 
@@ -88,11 +88,13 @@ def jit_load(
     torch_id = f"{os.path.dirname(torch.__file__)}\0{torch.__version__}"
     key = stamp.fingerprint(request, env, torch_id, f"pch={pch}")
     base = str(request["name"])
+    kind = str(request["kind"])
     if (base, key) in _loaded:
-        return _loaded[(base, key)]
+        target, result = _loaded[(base, key)]
+        if stamp.is_fresh(stamp.stamp_path(build_dir, target), key, artifact_path(build_dir, target, kind)):
+            return result
     version = _versions[base] + 1 if base in _versions else 0
     target = f"{base}_v{version}" if version else base
-    kind = str(request["kind"])
     artifact = artifact_path(build_dir, target, kind)
     stamp_file = stamp.stamp_path(build_dir, target)
     if not stamp.is_fresh(stamp_file, key, artifact):
@@ -100,6 +102,6 @@ def jit_load(
 
         cold.build(request, target, build_dir, key, stamp_file, verbose=verbose, pch=pch, env=env)
     result = _import(kind, target, artifact)
-    _loaded[(base, key)] = result
+    _loaded[(base, key)] = (target, result)
     _versions[base] = version
     return result

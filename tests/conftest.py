@@ -1,0 +1,58 @@
+"""Shared test fixtures.
+
+Compiling a translation unit that includes torch/extension.h costs ~30 CPU-seconds, so tests
+that need one share the session-scoped builds defined here; everything else compiles tiny
+sources (<torch/library.h>, pybind11 alone) or nothing at all.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "fixtures"
+HOSTILE_NAME = "dir with spaces ünï $x 'q' #h"
+
+
+def run_python(code: str, *, env: dict[str, str] | None = None, cwd: Path | None = None,
+               check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """Run ``code`` in a fresh interpreter of this environment."""
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=cwd,
+        env={**os.environ, **(env or {})}, timeout=timeout,
+    )
+    if check and result.returncode != 0:
+        raise AssertionError(f"child failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
+    return result
+
+
+@pytest.fixture
+def jit_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A private TORCH_EXTENSIONS_DIR for tests that build JIT extensions."""
+    root = tmp_path / "torch_extensions"
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(root))
+    return root
+
+
+@pytest.fixture
+def fixture_copy(tmp_path: Path):
+    """Copy a project from fixtures/ into a fresh directory (optionally a hostile-named one)."""
+
+    def copy(name: str, *, hostile: bool = False) -> Path:
+        target = tmp_path / (HOSTILE_NAME if hostile else "p") / name
+        shutil.copytree(FIXTURES / name, target, ignore=shutil.ignore_patterns("build", "dist"))
+        return target
+
+    return copy
+
+
+@pytest.fixture(scope="session")
+def session_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    yield tmp_path_factory.mktemp("session")

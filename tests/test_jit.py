@@ -1,0 +1,283 @@
+"""The JIT face: load()/load_inline() build real extensions that compute real tensors.
+
+Sources here are tiny (<torch/library.h> ops, pybind11 alone) so each build takes seconds.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+import pep517_torch
+from pep517_torch.errors import BuildError, ConfigError, ToolchainError
+from tests.conftest import HOSTILE_NAME, run_python
+
+pytestmark = pytest.mark.compile
+
+OP_SOURCE = textwrap.dedent(
+    """
+    #include <torch/library.h>
+    #include <ATen/core/Tensor.h>
+    #include "scale.h"
+    at::Tensor affine(const at::Tensor& x, const at::Tensor& y) {
+      return x.mul(SCALE).add(y);
+    }
+    TORCH_LIBRARY(TORCH_EXTENSION_NAME, m) { m.def("affine(Tensor x, Tensor y) -> Tensor", affine); }
+    """
+)
+
+PYBIND_SOURCE = textwrap.dedent(
+    """
+    #include <pybind11/pybind11.h>
+    int add(int a, int b) { return a + b; }
+    int mul(int a, int b) { return a * b; }
+    """
+)
+
+
+def write_op_project(directory: Path, scale: int = 3) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "scale.h").write_text(f"#pragma once\n#define SCALE {scale}\n")
+    source = directory / "ops.cpp"
+    source.write_text(OP_SOURCE)
+    return source
+
+
+def load_ops(name: str, source: Path, build_dir: Path, **kwargs):
+    return pep517_torch.load(
+        name, [str(source)], build_directory=str(build_dir), is_python_module=False, **kwargs
+    )
+
+
+def test_same_source_as_torch_load_gives_identical_tensors(tmp_path: Path) -> None:
+    from torch.utils import cpp_extension
+
+    source = write_op_project(tmp_path / "src")
+    load_ops("ours_affine", source, tmp_path / "ours")
+    (tmp_path / "theirs").mkdir()
+    cpp_extension.load(
+        "theirs_affine", [str(source)], build_directory=str(tmp_path / "theirs"),
+        is_python_module=False,
+    )
+    x, y = torch.randn(64, 8), torch.randn(64, 8)
+    ours = torch.ops.ours_affine.affine(x, y)
+    theirs = torch.ops.theirs_affine.affine(x, y)
+    assert torch.equal(ours, theirs)
+    assert torch.equal(ours, x * 3 + y)
+
+
+def test_load_inline_functions_list_and_dict(tmp_path: Path) -> None:
+    listed = pep517_torch.load_inline(
+        "inline_list", ["#include <pybind11/pybind11.h>", PYBIND_SOURCE], functions=["add", "mul"],
+        no_implicit_headers=True, with_pytorch_error_handling=False,
+        build_directory=str(tmp_path / "a"),
+    )
+    assert (listed.add(2, 3), listed.mul(2, 3)) == (5, 6)
+    described = pep517_torch.load_inline(
+        "inline_dict", "#include <pybind11/pybind11.h>\n" + PYBIND_SOURCE,
+        functions={"add": "Adds two \"ints\"."}, no_implicit_headers=True,
+        with_pytorch_error_handling=False, build_directory=str(tmp_path / "b"),
+    )
+    assert described.add(20, 22) == 42
+    assert 'Adds two "ints".' in described.add.__doc__
+    with pytest.raises(ConfigError, match="functions"):
+        pep517_torch.load_inline("bad_functions", "", functions=42, no_implicit_headers=True,
+                                 build_directory=str(tmp_path / "c"))
+
+
+def test_op_library_registers_into_torch_ops(tmp_path: Path) -> None:
+    source = write_op_project(tmp_path / "src", scale=5)
+    path = load_ops("ops_lib", source, tmp_path / "build")
+    assert Path(path).name == "ops_lib.so" and Path(path).is_file()
+    x = torch.arange(4.0)
+    assert torch.equal(torch.ops.ops_lib.affine(x, x), x * 6)
+
+
+def test_standalone_executable_runs(tmp_path: Path) -> None:
+    source = tmp_path / "main.cpp"
+    source.write_text(
+        "#include <c10/util/irange.h>\n#include <iostream>\n"
+        "int main() { int s = 0; for (auto i : c10::irange(5)) s += i; std::cout << s << '\\n'; }\n"
+    )
+    exe = pep517_torch.load("standalone", [str(source)], build_directory=str(tmp_path / "b"),
+                            is_python_module=False, is_standalone=True)
+    assert subprocess.run([exe], capture_output=True, text=True, check=True).stdout == "10\n"
+
+
+WARM_CHILD = """
+import os, sys, time, subprocess, torch
+def refuse(*args, **kwargs):
+    raise AssertionError("a warm load() started a subprocess")
+subprocess.Popen.__init__ = refuse
+os.posix_spawn = os.fork = refuse
+start = time.perf_counter()
+import pep517_torch
+pep517_torch.load("{name}", [{source!r}], build_directory={build!r}, is_python_module=False)
+print("ms", (time.perf_counter() - start) * 1000)
+print(torch.ops.{name}.affine(torch.ones(2), torch.ones(2)).tolist())
+"""
+
+
+def test_warm_load_in_new_process_runs_no_subprocess_and_headers_rebuild(tmp_path: Path) -> None:
+    source = write_op_project(tmp_path / "src", scale=2)
+    build = tmp_path / "build"
+    child = WARM_CHILD.format(name="warm_ops", source=str(source), build=str(build))
+    first = run_python(child.replace("subprocess.Popen.__init__ = refuse", "pass")
+                            .replace("os.posix_spawn = os.fork = refuse", "pass"))
+    assert "[3.0, 3.0]" in first.stdout
+    warm = run_python(child)  # fails if any subprocess is started
+    assert "[3.0, 3.0]" in warm.stdout
+    # An edited header (not a source) must rebuild: the stamp tracks ninja's depfile entries.
+    time.sleep(0.01)
+    (tmp_path / "src" / "scale.h").write_text("#pragma once\n#define SCALE 10\n")
+    rebuilt = run_python(child, check=False)
+    assert rebuilt.returncode != 0 and "started a subprocess" in rebuilt.stderr
+    again = run_python(child.replace("subprocess.Popen.__init__ = refuse", "pass")
+                            .replace("os.posix_spawn = os.fork = refuse", "pass"))
+    assert "[11.0, 11.0]" in again.stdout
+
+
+def test_changed_source_in_same_process_loads_fresh_module(tmp_path: Path) -> None:
+    source = tmp_path / "m.cpp"
+    source.write_text("#include <pybind11/pybind11.h>\n"
+                      "PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def(\"v\", [] { return 1; }); }\n")
+    build = str(tmp_path / "b")
+    first = pep517_torch.load("versioned", [str(source)], build_directory=build)
+    assert first.v() == 1 and first.__name__ == "versioned"
+    assert pep517_torch.load("versioned", [str(source)], build_directory=build) is first
+    source.write_text(source.read_text().replace("return 1", "return 2"))
+    second = pep517_torch.load("versioned", [str(source)], build_directory=build)
+    assert second.v() == 2 and second.__name__ == "versioned_v1"
+    flagged = pep517_torch.load("versioned", [str(source)], build_directory=build,
+                                extra_cflags=["-DUNUSED=1"])
+    assert flagged.__name__ == "versioned_v2"
+
+
+def test_failed_build_reports_compiler_error_and_retry_succeeds(tmp_path: Path) -> None:
+    source = tmp_path / "broken.cpp"
+    source.write_text("#include <pybind11/pybind11.h>\nint f() { return undeclared_thing; }\n"
+                      "PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def(\"f\", &f); }\n")
+    build = str(tmp_path / "b")
+    with pytest.raises(BuildError) as failure:
+        pep517_torch.load("retry_me", [str(source)], build_directory=build)
+    assert f"{source}:2:" in str(failure.value) and "undeclared_thing" in str(failure.value)
+    source.write_text(source.read_text().replace("undeclared_thing", "7"))
+    assert pep517_torch.load("retry_me", [str(source)], build_directory=build).f() == 7
+
+
+def test_link_error_names_the_undefined_symbol(tmp_path: Path) -> None:
+    source = tmp_path / "undefined.cpp"
+    source.write_text("int missing_function();\nint main() { return missing_function(); }\n")
+    with pytest.raises(BuildError, match="missing_function"):
+        pep517_torch.load("linkfail", [str(source)], build_directory=str(tmp_path / "b"),
+                          is_python_module=False, is_standalone=True)
+
+
+CONCURRENT_CHILD = """
+import sys, torch, pep517_torch
+pep517_torch.load("crowd", [sys.argv[1]], build_directory=sys.argv[2], is_python_module=False)
+print(torch.ops.crowd.affine(torch.ones(1), torch.zeros(1)).item())
+"""
+
+
+def test_concurrent_loads_compile_once_and_all_succeed(tmp_path: Path) -> None:
+    source = write_op_project(tmp_path / "src", scale=4)
+    build = tmp_path / "build"
+    children = [
+        subprocess.Popen([sys.executable, "-c", CONCURRENT_CHILD, str(source), str(build)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(4)
+    ]
+    outputs = [child.communicate(timeout=300) for child in children]
+    assert [c.returncode for c in children] == [0] * 4, outputs
+    assert all(out.strip() == "4.0" for out, _ in outputs)
+    compiles = [l for l in (build / ".ninja_log").read_text().splitlines() if "obj/crowd/" in l]
+    assert len(compiles) == 1
+    assert any("waiting for" in err for _, err in outputs)
+
+
+def test_sigkilled_builder_never_blocks_the_next_load(tmp_path: Path) -> None:
+    source = write_op_project(tmp_path / "src", scale=6)
+    build = tmp_path / "build"
+    victim = subprocess.Popen([sys.executable, "-c", CONCURRENT_CHILD.replace("crowd", "killed"),
+                               str(source), str(build)], stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not list((build / "obj").glob("**/*")) and time.monotonic() < deadline:
+        time.sleep(0.05)  # wait until the compile has started
+    time.sleep(0.5)
+    victim.send_signal(signal.SIGKILL)
+    victim.wait()
+    survivor = run_python(CONCURRENT_CHILD.replace("crowd", "killed").replace(
+        "sys.argv[1]", repr(str(source))).replace("sys.argv[2]", repr(str(build))), timeout=180)
+    assert survivor.stdout.strip() == "6.0"
+
+
+@pytest.mark.parametrize("where", ["source", "build"])
+def test_hostile_paths(tmp_path: Path, where: str) -> None:
+    hostile = tmp_path / HOSTILE_NAME
+    source = write_op_project(hostile if where == "source" else tmp_path / "plain", scale=7)
+    build = (hostile if where == "build" else tmp_path) / "build dir"
+    name = f"hostile_{where}"
+    load_ops(name, source, build, extra_include_paths=[str(source.parent)])
+    x = torch.ones(3)
+    assert torch.equal(getattr(torch.ops, name).affine(x, x), x * 8)
+
+
+def test_bad_inputs_are_clear_errors(tmp_path: Path) -> None:
+    source = write_op_project(tmp_path / "src")
+    with pytest.raises(ConfigError, match="does not exist"):
+        pep517_torch.load("nope", [str(tmp_path / "missing.cpp")])
+    with pytest.raises(ConfigError, match="sources is empty"):
+        pep517_torch.load("nope", [])
+    (tmp_path / "notes.txt").write_text("x")
+    with pytest.raises(ConfigError, match="unknown source suffix"):
+        pep517_torch.load("nope", [str(tmp_path / "notes.txt")])
+    with pytest.raises(ConfigError, match="valid Python identifier"):
+        pep517_torch.load("not-valid", [str(source)])
+    with pytest.raises(ConfigError, match="mutually exclusive"):
+        pep517_torch.load("both", [str(source)], is_python_module=True, is_standalone=True)
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    with pytest.raises(ToolchainError, match="not writable"):
+        load_ops("unwritable", source, blocker / "build")
+
+
+def test_missing_compiler_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    source = write_op_project(tmp_path / "src")
+    monkeypatch.setenv("CXX", "/nonexistent/g++")
+    with pytest.raises(ToolchainError, match="C\\+\\+ compiler not found.*CXX="):
+        load_ops("nocompiler", source, tmp_path / "b")
+
+
+def test_query_functions() -> None:
+    from torch.utils import cpp_extension
+
+    assert pep517_torch.include_paths() == cpp_extension.include_paths()
+    assert pep517_torch.library_paths() == cpp_extension.library_paths()
+    ok, version = pep517_torch.get_compiler_abi_compatibility_and_version("c++")
+    assert ok and version == cpp_extension.get_compiler_abi_compatibility_and_version("c++")[1]
+    assert pep517_torch.is_ninja_available()
+    pep517_torch.verify_ninja_availability()
+    with pytest.raises(ToolchainError, match="not found"):
+        pep517_torch.get_compiler_abi_compatibility_and_version("/nonexistent/c++")
+
+
+def test_ninja_missing_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "ninja" else real_find_spec(name, *a))
+    monkeypatch.setenv("PATH", "/nonexistent")
+    assert not pep517_torch.is_ninja_available()
+    with pytest.raises(ToolchainError, match="pip install ninja"):
+        pep517_torch.verify_ninja_availability()
