@@ -92,8 +92,8 @@ def _cuda_setup(
             f"torch {torch.version} is a CPU build: CUDA sources compile and link against"
             " cudart, but torch's CUDA runtime APIs (c10::cuda, at::cuda) are unavailable"
         )
-    wheel_includes, wheel_libs = cuda.nvidia_wheel_dirs()
-    return toolkit, host, (*toolkit.include_dirs, *wheel_includes), (*toolkit.library_dirs, *wheel_libs)
+    includes = (*toolkit.include_dirs, *toolkit.extra_include_dirs)
+    return toolkit, host, includes, (*toolkit.library_dirs, *toolkit.extra_library_dirs)
 
 
 def _arch_flags(spec: ExtensionSpec, options: BuildOptions, toolkit, notes: list[str]) -> tuple[str, ...]:

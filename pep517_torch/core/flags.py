@@ -135,6 +135,18 @@ def compute(
     return ExtensionFlags(tuple(cxx), tuple(nvcc), tuple(_link_flags(spec, tools)), tuple(pch))
 
 
+def cudart_flag(library_dirs: tuple[Path, ...]) -> str:
+    """``-lcudart``, or ``-l:libcudart.so.13`` where only the versioned file exists (the
+    nvidia-cuda-runtime wheel ships no unversioned development link)."""
+    if any((d / "libcudart.so").exists() for d in library_dirs):
+        return "-lcudart"
+    for directory in library_dirs:
+        versioned = sorted(directory.glob("libcudart.so.*"))
+        if versioned:
+            return f"-l:{versioned[0].name}"
+    return "-lcudart"
+
+
 def _link_flags(spec: ExtensionSpec, tools: Toolchain) -> list[str]:
     torch = tools.torch
     executable = spec.kind is Kind.EXECUTABLE
@@ -154,7 +166,7 @@ def _link_flags(spec: ExtensionSpec, tools: Toolchain) -> list[str]:
     ld += [f"-Wl,-rpath,{d}" for d in spec.runtime_library_dirs]
     if spec.uses_cuda:
         ld += [f"-L{d}" for d in tools.cuda_library_dirs]
-        ld.append("-lcudart")
+        ld.append(cudart_flag(tools.cuda_library_dirs))
     if spec.openmp:
         ld.append("-fopenmp")
     if spec.strip:

@@ -21,9 +21,8 @@ def _cuda_dirs() -> tuple[list[str], list[str]]:
     from ..core import cuda
 
     toolkit = cuda.require_cuda(os.environ)
-    wheel_includes, wheel_libs = cuda.nvidia_wheel_dirs()
-    includes = [str(p) for p in (*toolkit.include_dirs, *wheel_includes)]
-    libraries = [str(p) for p in (*toolkit.library_dirs, *wheel_libs)]
+    includes = [str(p) for p in (*toolkit.include_dirs, *toolkit.extra_include_dirs)]
+    libraries = [str(p) for p in (*toolkit.library_dirs, *toolkit.extra_library_dirs)]
     return includes, libraries
 
 

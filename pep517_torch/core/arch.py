@@ -1,0 +1,362 @@
+"""CUDA architecture lists → nvcc ``-gencode`` flags.
+
+Syntax of ``cuda-arch-list`` (and of ``TORCH_CUDA_ARCH_LIST``): a list of entries, or one string
+of entries separated by ``;``, ``,`` or spaces.
+
+``X.Y``
+    machine code (SASS) for compute capability X.Y, ``-gencode=arch=compute_XY,code=sm_XY``;
+    it runs on X.Y and later GPUs of major X.
+``X.Y+PTX``
+    also embeds PTX (``code=compute_XY``), which the driver compiles for newer GPUs, later
+    majors included.
+``X.Ya``
+    arch-specific features (``9.0a``, ``10.0a``, ``12.0a``...; 9.0 and newer): ``code=sm_90a``,
+    runs on X.Y only.
+``X.Yf``
+    family-specific features (``10.0f``, ``12.0f``...; 10.0 and newer, nvcc 12.9+): runs on X.Y
+    and later GPUs of its family. ``a`` and ``f`` entries take ``+PTX`` too.
+a name
+    torch 2.13's names, case-insensitive (:data:`NAMED_ARCHES`): Maxwell → ``5.0;5.2+PTX``,
+    Pascal → ``6.0;6.1+PTX``, Volta → ``7.0+PTX``, Turing → ``7.5+PTX``, Ampere →
+    ``8.0;8.6+PTX``, Ada → ``8.9+PTX``, Hopper → ``9.0+PTX``, Blackwell →
+    ``10.0;10.3;12.0;12.1+PTX``, plus Kepler, Kepler+Tesla, Maxwell+Tegra, Volta+Tegra,
+    Ampere+Tegra (8.7) and Blackwell+Tegra (11.0).
+``native``
+    the GPUs visible now (``nvidia-smi``), clamped to what this nvcc can build; with no GPU
+    visible, the default below.
+
+Every entry must be one the toolkit's nvcc can build (``nvcc --list-gpu-code``), else the
+configuration error lists what it can build.
+
+Default, when no list is configured (and ``TORCH_CUDA_ARCH_LIST`` is unset or empty): the
+visible GPUs, the newest with ``+PTX``; with no GPU visible, the lowest architecture of every
+major from 8 on that this nvcc can build, and PTX for the newest of those: ``8.0;9.0;10.0;11.0;
+12.0+PTX`` for nvcc 13.0, ``8.0;9.0;10.0;12.0+PTX`` for nvcc 12.8. That SASS runs on every GPU
+of those majors and the PTX on anything newer.
+
+If the user's own nvcc flags already choose architectures (``-gencode``/``--generate-code``,
+``-arch``/``--gpu-architecture``, ``-code``/``--gpu-code``, as ``-x=y`` or ``-x y``), no arch
+flags are added and the list is ignored.
+
+Flags come in a stable order: by compute capability, plain before ``a`` before ``f``, each SASS
+flag followed by its PTX flag, without duplicates.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from ..errors import ConfigError
+from .cuda import CudaToolkit, visible_gpu_archs
+
+# torch 2.13's table (torch.utils.cpp_extension._get_cuda_arch_flags).
+NAMED_ARCHES: dict[str, str] = {
+    "kepler+tesla": "3.7",
+    "kepler": "3.5+PTX",
+    "maxwell+tegra": "5.3",
+    "maxwell": "5.0;5.2+PTX",
+    "pascal": "6.0;6.1+PTX",
+    "volta+tegra": "7.2",
+    "volta": "7.0+PTX",
+    "turing": "7.5+PTX",
+    "ampere+tegra": "8.7",
+    "ampere": "8.0;8.6+PTX",
+    "ada": "8.9+PTX",
+    "hopper": "9.0+PTX",
+    "blackwell+tegra": "11.0",
+    "blackwell": "10.0;10.3;12.0;12.1+PTX",
+}
+ACCEPTED_FORMS = (
+    "X.Y, X.Y+PTX, X.Ya or X.Yf (arch/family-specific, also with +PTX), a name "
+    "(Maxwell, Pascal, Volta, Turing, Ampere, Ada, Hopper, Blackwell, ...) or native, "
+    "separated by ';', ',' or spaces"
+)
+ENV_VAR = "TORCH_CUDA_ARCH_LIST"
+_HOW_TO_CHOOSE = f"set cuda-arch-list or {ENV_VAR} to choose"
+_ENTRY_RE = re.compile(r"(\d+)\.(\d)([af]?)(\+ptx)?", re.IGNORECASE)
+_VARIANT_ORDER = {"": 0, "a": 1, "f": 2}
+
+# nvcc options that choose architectures, and options whose separate next argument is a value
+# (so "-Xcompiler -arch" style values are not mistaken for options).
+_ARCH_OPTIONS = frozenset(
+    {"-gencode", "--generate-code", "-arch", "--gpu-architecture", "-code", "--gpu-code"}
+)
+_VALUE_OPTIONS = frozenset(
+    {
+        "-Xcompiler", "--compiler-options", "-Xlinker", "--linker-options", "-Xptxas",
+        "--ptxas-options", "-Xnvlink", "--nvlink-options", "-Xfatbin", "--fatbin-options",
+        "-Xarchive", "--archive-options", "-Xcudafe", "-ccbin", "--compiler-bindir", "-o",
+        "--output-file", "-I", "--include-path", "-isystem", "--system-include", "-include",
+        "--pre-include", "-D", "--define-macro", "-U", "--undefine-macro", "-L",
+        "--library-path", "-l", "--library", "-x", "--x", "-std", "--std",
+    }
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ArchEntry:
+    """One architecture to build for, or the ``native`` placeholder."""
+
+    major: int
+    minor: int
+    variant: str = ""  # "", "a" (arch-specific) or "f" (family-specific)
+    ptx: bool = False
+    native: bool = False
+    origin: str = field(default="", compare=False)  # the entry as written, for messages
+    key: str | None = field(default=None, compare=False)
+
+    @property
+    def number(self) -> str:
+        return f"{self.major}{self.minor}{self.variant}"
+
+    @property
+    def sort_key(self) -> tuple[int, int, int]:
+        return self.major, self.minor, _VARIANT_ORDER[self.variant]
+
+    def __str__(self) -> str:
+        if self.native:
+            return "native"
+        return f"{self.major}.{self.minor}{self.variant}{'+PTX' if self.ptx else ''}"
+
+
+@dataclass(frozen=True)
+class ArchDecision:
+    """What to pass to nvcc, what that builds (for printing) and one line to show the user."""
+
+    flags: list[str]
+    archs: list[str]  # "sm_80", "sm_90", "compute_90", ...
+    note: str | None = None
+
+
+def format_arch_list(entries: Sequence[ArchEntry]) -> str:
+    return ";".join(map(str, entries))
+
+
+def parse_arch_list(value: str | Sequence[str], *, key: str) -> list[ArchEntry]:
+    """Parse an arch list; ConfigError naming ``key`` and the entry for anything unknown."""
+    items = [value] if isinstance(value, str) else list(value)
+    entries: list[ArchEntry] = []
+    for token in (t for item in items for t in re.split(r"[;,\s]+", item) if t):
+        expanded = NAMED_ARCHES.get(token.lower())
+        for text in expanded.split(";") if expanded else [token]:
+            entries.append(_parse_entry(text, origin=token, key=key))
+    return entries
+
+
+def _parse_entry(text: str, *, origin: str, key: str) -> ArchEntry:
+    if text.lower() == "native":
+        return ArchEntry(0, 0, native=True, origin=origin, key=key)
+    match = _ENTRY_RE.fullmatch(text)
+    if match is None:
+        raise ConfigError(
+            f"unknown CUDA architecture {origin!r}{_hint(origin)}; expected {ACCEPTED_FORMS}", key
+        )
+    major, minor, variant, ptx = match.groups()
+    return ArchEntry(int(major), int(minor), variant.lower(), bool(ptx), origin=origin, key=key)
+
+
+def _hint(entry: str) -> str:
+    nvcc_style = re.fullmatch(r"(?:sm|compute)_(\d+)(\d)([af]?)", entry, re.IGNORECASE)
+    if nvcc_style:
+        return f" (did you mean {nvcc_style[1]}.{nvcc_style[2]}{nvcc_style[3].lower()}?)"
+    if entry.lower() in ("all", "all-major"):
+        return " (list the architectures instead, or leave it unset for the default)"
+    return ""
+
+
+# ------------------------------------------------------------------------------- resolution
+
+
+def resolve_arch_flags(
+    entries: Sequence[ArchEntry] | None,
+    toolkit: CudaToolkit,
+    *,
+    user_nvcc_flags: Sequence[str],
+    env: Mapping[str, str],
+) -> ArchDecision:
+    """Decide the ``-gencode`` flags for one nvcc command line (see the module docstring)."""
+    user_arch = user_arch_flags(user_nvcc_flags)
+    if user_arch:
+        key = (entries[0].key if entries else None) or "cuda-arch-list"
+        ignored = f"; {key} ({format_arch_list(entries)}) ignored" if entries else ""
+        return ArchDecision(
+            [],
+            _archs_named_by(user_arch),
+            f"extra-cuda-cflags choose the GPU architectures ({' '.join(user_arch)}): adding no "
+            f"arch flags{ignored}",
+        )
+    if not entries and env.get(ENV_VAR, "").strip():
+        entries = parse_arch_list(env[ENV_VAR], key=ENV_VAR)
+    if not entries:
+        chosen, note = _visible_or_default(toolkit, env, why="no cuda-arch-list set")
+        return _decision(chosen, note=note)
+    explicit = [e for e in entries if not e.native]
+    _check_buildable(explicit, toolkit)
+    native = next((e for e in entries if e.native), None)
+    if native is None:
+        return _decision(explicit, note=None)
+    why = f"{native.key or 'cuda-arch-list'} has native"
+    chosen, note = _visible_or_default(toolkit, env, why=why)
+    return _decision([*explicit, *chosen], note=note)
+
+
+def _visible_or_default(
+    toolkit: CudaToolkit, env: Mapping[str, str], *, why: str
+) -> tuple[list[ArchEntry], str]:
+    """The visible GPUs' entries, else the default; and the note saying which and why."""
+    gpus = visible_gpu_archs(env)
+    entries, skipped = gpu_entries(gpus, toolkit)
+    skipped_note = f" ({'; '.join(skipped)})" if skipped else ""
+    if entries:
+        chosen = format_arch_list(_merged(entries))
+        return entries, (
+            f"{why}: building for the visible GPUs ({', '.join(gpus)}): {chosen}{skipped_note};"
+            f" {_HOW_TO_CHOOSE}"
+        )
+    default = default_arch_entries(toolkit)
+    if not default:
+        return [], (
+            f"{why} and nvcc {toolkit.version_str} lists no GPU architectures: nvcc's own default"
+            f" applies; {_HOW_TO_CHOOSE}"
+        )
+    gpu_part = f"no usable GPU visible{skipped_note}" if gpus else "no GPU visible"
+    return default, (
+        f"{gpu_part} and {why}: building for {format_arch_list(default)} (the default for "
+        f"nvcc {toolkit.version_str}); {_HOW_TO_CHOOSE}"
+    )
+
+
+def _supported(toolkit: CudaToolkit) -> list[tuple[int, int]]:
+    pairs = (arch.split(".") for arch in toolkit.supported_archs)
+    return sorted((int(major), int(minor)) for major, minor in pairs)
+
+
+def default_arch_entries(toolkit: CudaToolkit) -> list[ArchEntry]:
+    """The lowest arch of every major from 8 on that nvcc supports; PTX for the newest of them."""
+    supported = _supported(toolkit)
+    lowest: dict[int, tuple[int, int]] = {}
+    for major, minor in supported:
+        if major >= 8:
+            lowest.setdefault(major, (major, minor))
+    chosen = sorted(lowest.values()) or supported[-1:]  # an nvcc that stops before 8.0
+    return [ArchEntry(a, b, ptx=(a, b) == chosen[-1]) for a, b in chosen]
+
+
+def gpu_entries(gpus: Sequence[str], toolkit: CudaToolkit) -> tuple[list[ArchEntry], list[str]]:
+    """Entries that run on GPUs of these compute capabilities, and why any GPU is left out.
+
+    A capability nvcc lacks falls back to the newest lower minor of its major (SASS runs on later
+    minors), or, for a GPU newer than nvcc, the newest arch nvcc has with PTX.
+    """
+    supported = _supported(toolkit)
+    entries: list[ArchEntry] = []
+    skipped: list[str] = []
+    for gpu in gpus:
+        major, minor = map(int, gpu.split("."))
+        same_major = [s for s in supported if s[0] == major and s[1] <= minor]
+        if same_major:
+            entries.append(ArchEntry(*same_major[-1]))
+        elif supported and (major, minor) > supported[-1]:
+            entries.append(ArchEntry(*supported[-1], ptx=True))
+        else:
+            skipped.append(f"GPU {gpu}: nvcc {toolkit.version_str} cannot build for it")
+    if entries:
+        newest = max(entries, key=lambda e: e.sort_key)
+        entries.append(ArchEntry(newest.major, newest.minor, ptx=True))
+    return entries, skipped
+
+
+def _check_buildable(entries: Sequence[ArchEntry], toolkit: CudaToolkit) -> None:
+    supported = set(_supported(toolkit))
+    if not supported:
+        return  # an nvcc without --list-gpu-code: let nvcc itself judge
+    for entry in entries:
+        if entry.variant == "a":
+            ok = (entry.major, entry.minor) >= (9, 0) and toolkit.version >= (12, 0)
+        elif entry.variant == "f":
+            ok = entry.major >= 10 and toolkit.version >= (12, 9)
+        else:
+            ok = True
+        if not (ok and (entry.major, entry.minor) in supported):
+            named = entry.origin and entry.origin != str(entry)
+            origin = f" (from {entry.origin!r})" if named else ""
+            if (entry.major, entry.minor) == (10, 1) and (11, 0) in supported:
+                origin += " (CUDA 13 renamed 10.1 to 11.0)"
+            raise ConfigError(
+                f"nvcc {toolkit.version_str} ({toolkit.nvcc}) cannot build for {entry}{origin}; "
+                f"it can build {_buildable_summary(toolkit)}",
+                entry.key,
+            )
+
+
+def _buildable_summary(toolkit: CudaToolkit) -> str:
+    plain = [f"{a}.{b}" for a, b in _supported(toolkit)]
+    specific = [f"{a}.{b}a" for a, b in _supported(toolkit) if (a, b) >= (9, 0)]
+    family = [f"{a}.{b}f" for a, b in _supported(toolkit) if a >= 10]
+    parts = [", ".join(plain)]
+    if specific and toolkit.version >= (12, 0):
+        parts.append(f"arch-specific {', '.join(specific)}")
+    if family and toolkit.version >= (12, 9):
+        parts.append(f"family-specific {', '.join(family)}")
+    return "; ".join(parts) + " (each optionally +PTX)"
+
+
+def _merged(entries: Sequence[ArchEntry]) -> list[ArchEntry]:
+    """One entry per architecture (PTX if any asked for it), in the documented order."""
+    by_arch: dict[tuple[int, int, int], ArchEntry] = {}
+    for entry in entries:
+        seen = by_arch.get(entry.sort_key)
+        ptx = entry.ptx or (seen is not None and seen.ptx)
+        by_arch[entry.sort_key] = ArchEntry(entry.major, entry.minor, entry.variant, ptx)
+    return [by_arch[k] for k in sorted(by_arch)]
+
+
+def _decision(entries: Sequence[ArchEntry], *, note: str | None) -> ArchDecision:
+    flags: list[str] = []
+    archs: list[str] = []
+    for entry in _merged(entries):
+        flags.append(f"-gencode=arch=compute_{entry.number},code=sm_{entry.number}")
+        archs.append(f"sm_{entry.number}")
+        if entry.ptx:
+            flags.append(f"-gencode=arch=compute_{entry.number},code=compute_{entry.number}")
+            archs.append(f"compute_{entry.number}")
+    return ArchDecision(flags, archs, note)
+
+
+# ------------------------------------------------------------------------ user's own flags
+
+
+def user_arch_flags(flags: Sequence[str]) -> list[str]:
+    """The options in ``flags`` that choose GPU architectures, each as one ``-x=value`` string."""
+    found: list[str] = []
+    index = 0
+    while index < len(flags):
+        flag = flags[index]
+        name, equals, _ = flag.partition("=")
+        if name in _ARCH_OPTIONS:
+            if not equals and index + 1 < len(flags):
+                index += 1
+                flag = f"{flag}={flags[index]}"
+            found.append(flag)
+        elif flag in _VALUE_OPTIONS:
+            index += 1  # skip the option's value
+        index += 1
+    return found
+
+
+def _archs_named_by(arch_flags: Sequence[str]) -> list[str]:
+    """What user arch options name, for printing: gencode/-code targets, else -arch values."""
+    codes: list[str] = []
+    arches: list[str] = []
+    for flag in arch_flags:
+        name, _, value = flag.partition("=")
+        if name in ("-gencode", "--generate-code"):
+            value = value.partition("code=")[2]
+            codes.extend(v for v in re.split(r"[\[\],]", value) if v)
+        elif name in ("-code", "--gpu-code"):
+            codes.extend(v for v in value.split(",") if v)
+        else:
+            arches.extend(v for v in value.split(",") if v)
+    return list(dict.fromkeys(codes or arches))

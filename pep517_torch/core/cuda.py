@@ -1,0 +1,506 @@
+"""CUDA toolkit discovery, nvcc/torch version checks and host-compiler limits.
+
+Where the toolkit comes from, in this order (the first usable one wins):
+
+1. ``CUDA_HOME``, then ``CUDA_PATH``: a directory holding ``bin/nvcc``. When one of them is set
+   but holds no working nvcc, the search stops there with an error rather than silently using
+   some other toolkit.
+2. ``nvcc`` on ``PATH``. Symlinks are resolved; when it is a wrapper script (``#!...``, e.g.
+   ``exec /usr/local/cuda-13.0/bin/nvcc "$@"``) the toolkit root is the ``TOP=`` line that nvcc
+   itself prints under ``-dryrun``, not ``dirname(dirname(which nvcc))``.
+3. ``/usr/local/cuda``.
+4. nvcc from PyPI wheels in the running Python environment: ``nvidia-cuda-nvcc`` 13+ installs
+   ``site-packages/nvidia/cu13/bin/nvcc`` (with cudart, crt and nvvm from its dependencies in the
+   same tree), the CUDA 12 wheels ``nvidia/cuda_nvcc/bin/nvcc``. So
+   ``requires = ["pep517_torch", "torch", "nvidia-cuda-nvcc"]`` builds without a system CUDA.
+
+A toolkit is usable when its nvcc runs and reports its version; missing headers are not checked
+here (trimmed toolkits are common). Besides the toolkit's own include and library directories,
+:class:`CudaToolkit` carries those of the ``nvidia-*`` wheels a CUDA build of torch installs
+(cuBLAS, cuSPARSE, cuSOLVER... headers and libraries); they go after the toolkit's own.
+
+Nothing here imports torch: torch's CUDA version (``torch.version.cuda``, or None for a CPU
+build) is passed in by the caller.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from ..errors import ToolchainError
+
+DEFAULT_SEARCH_PATHS: tuple[Path, ...] = (Path("/usr/local/cuda"),)
+WHEEL_FOUND_VIA = "nvidia-cuda-nvcc wheel"
+ALLOW_UNSUPPORTED_COMPILER_FLAGS = frozenset(
+    {"-allow-unsupported-compiler", "--allow-unsupported-compiler"}
+)
+_NVCC = "nvcc.exe" if os.name == "nt" else "nvcc"
+_NVCC_TIMEOUT_S = 60
+_NVIDIA_SMI_TIMEOUT_S = 10
+
+
+@dataclass(frozen=True)
+class CudaToolkit:
+    """A usable CUDA toolkit; all paths absolute."""
+
+    root: Path
+    nvcc: Path  # the real nvcc binary, never a wrapper script
+    version: tuple[int, int]
+    include_dirs: tuple[Path, ...]
+    library_dirs: tuple[Path, ...]
+    found_via: str
+    supported_archs: tuple[str, ...] = ()  # "7.5", "8.0", ... from nvcc --list-gpu-code
+    extra_include_dirs: tuple[Path, ...] = ()  # from nvidia-* wheels, after include_dirs
+    extra_library_dirs: tuple[Path, ...] = ()
+
+    @property
+    def version_str(self) -> str:
+        return f"{self.version[0]}.{self.version[1]}"
+
+
+class _Rejected(Exception):
+    """A candidate that is not a usable toolkit; the message says why."""
+
+
+# ---------------------------------------------------------------------------------- discovery
+
+
+def find_cuda(
+    env: Mapping[str, str],
+    *, search_paths: Sequence[Path] | None = None, nvidia_dirs: Sequence[Path] | None = None,
+) -> CudaToolkit | None:  # fmt: skip
+    """The first usable toolkit in the documented order, or None.
+
+    ``search_paths`` replaces ``(/usr/local/cuda,)``; ``nvidia_dirs`` replaces the ``nvidia``
+    package directories of the running environment (both for tests and unusual layouts).
+    """
+    return _search(env, search_paths, nvidia_dirs)[0]
+
+
+def require_cuda(
+    env: Mapping[str, str],
+    *,
+    search_paths: Sequence[Path] | None = None,
+    nvidia_dirs: Sequence[Path] | None = None,
+    torch_cuda: str | None = None,
+) -> CudaToolkit:
+    """Like :func:`find_cuda`, but raise ToolchainError saying where it looked and how to fix it."""
+    toolkit, looked = _search(env, search_paths, nvidia_dirs)
+    if toolkit is not None:
+        return toolkit
+    wheels = nvcc_wheel_requirements(torch_cuda)
+    example = f"/usr/local/cuda-{torch_cuda}" if torch_cuda else "/usr/local/cuda-13.0"
+    toml_list = ", ".join(f'"{wheel}"' for wheel in wheels)
+    raise ToolchainError(
+        "no usable CUDA toolkit (nvcc) found. Looked at:\n"
+        + "".join(f"  - {line}\n" for line in looked)
+        + f"To use one: set CUDA_HOME to the directory holding bin/nvcc (e.g. CUDA_HOME={example}),"
+        f" put that bin/ on PATH, or install nvcc from PyPI: pip install {_quoted(wheels)} (in a"
+        f" pyproject build: add {toml_list} to [build-system] requires)."
+    )
+
+
+def _quoted(requirements: Sequence[str]) -> str:
+    return " ".join(f"'{r}'" for r in requirements)
+
+
+def _search(
+    env: Mapping[str, str], search_paths: Sequence[Path] | None, nvidia_dirs: Sequence[Path] | None
+) -> tuple[CudaToolkit | None, list[str]]:
+    looked: list[str] = []
+    extras = _nvidia_dirs(nvidia_dirs)
+
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        value = env.get(var, "")
+        if not value:
+            looked.append(f"{var}: not set")
+            continue
+        try:
+            return _toolkit_from(Path(value) / "bin" / _NVCC, var, env, extras), looked
+        except _Rejected as why:
+            looked.append(f"{var}={value}: {why}")
+            looked.append(f"(stopped: {var} is set, so nothing else was tried; fix or unset it)")
+            return None, looked
+
+    on_path = shutil.which(_NVCC, path=_path_of(env))
+    if on_path is None:
+        looked.append("nvcc on PATH: not found")
+    else:
+        try:
+            return _toolkit_from(Path(on_path), "nvcc on PATH", env, extras, arrow=True), looked
+        except _Rejected as why:
+            looked.append(f"nvcc on PATH ({on_path}): {why}")
+
+    for root in DEFAULT_SEARCH_PATHS if search_paths is None else search_paths:
+        if not root.exists():
+            looked.append(f"{root}: does not exist")
+            continue
+        try:
+            return _toolkit_from(root / "bin" / _NVCC, str(root), env, extras), looked
+        except _Rejected as why:
+            looked.append(f"{root}: {why}")
+
+    wheel_nvccs = [nvcc for base in extras for nvcc in _wheel_nvcc_candidates(base)]
+    for nvcc in wheel_nvccs:
+        try:
+            return _toolkit_from(nvcc, WHEEL_FOUND_VIA, env, extras), looked
+        except _Rejected as why:
+            looked.append(f"{WHEEL_FOUND_VIA} ({nvcc}): {why}")
+    if not wheel_nvccs:
+        where = ", ".join(map(str, extras)) or "no 'nvidia' package in this Python environment"
+        looked.append(
+            f"{WHEEL_FOUND_VIA}: no nvidia/cu*/bin/nvcc or nvidia/cuda_nvcc/bin/nvcc ({where})"
+        )
+    return None, looked
+
+
+def _toolkit_from(
+    nvcc: Path, label: str, env: Mapping[str, str], extras: Sequence[Path], *, arrow: bool = False
+) -> CudaToolkit:
+    if not nvcc.is_file():
+        raise _Rejected(f"no {nvcc}")
+    if not os.access(nvcc, os.X_OK):
+        raise _Rejected(f"{nvcc} is not executable")
+    real_nvcc, root = _real_nvcc(nvcc, env)
+    version, archs = _probe_nvcc(str(real_nvcc), *_stamp(real_nvcc))
+    if label == WHEEL_FOUND_VIA:
+        _check_wheel_companions(root, version)
+    includes, libs = _toolkit_dirs(root)
+    extra_includes, extra_libs = nvidia_wheel_dirs(version[0], nvidia_dirs=extras)
+    if arrow or root != nvcc.parent.parent.resolve():
+        label = f"{label} ({nvcc} → {root})"
+    return CudaToolkit(
+        root=root,
+        nvcc=real_nvcc,
+        version=version,
+        include_dirs=includes,
+        library_dirs=libs,
+        found_via=label,
+        supported_archs=archs,
+        extra_include_dirs=_unique(extra_includes, besides=includes),
+        extra_library_dirs=_unique(extra_libs, besides=libs),
+    )
+
+
+def _real_nvcc(nvcc: Path, env: Mapping[str, str]) -> tuple[Path, Path]:
+    """(the nvcc binary behind ``nvcc``, its toolkit root), through symlinks and wrapper scripts."""
+    resolved = nvcc.resolve()
+    if not _is_script(resolved):
+        return resolved, resolved.parent.parent
+    top = _dryrun_top(str(resolved), *_stamp(resolved), _path_of(env))
+    real = top / "bin" / _NVCC
+    if not real.is_file():
+        raise _Rejected(f"wrapper script whose nvcc -dryrun reports TOP={top}, with no bin/{_NVCC}")
+    return real.resolve(), top
+
+
+def _is_script(path: Path) -> bool:
+    with path.open("rb") as f:
+        return f.read(2) == b"#!"
+
+
+def _stamp(path: Path) -> tuple[int, int]:
+    st = path.stat()
+    return st.st_mtime_ns, st.st_size
+
+
+def _path_of(env: Mapping[str, str]) -> str:
+    return env.get("PATH", os.environ.get("PATH", os.defpath))
+
+
+def _run(argv: Sequence[str], search_path: str | None = None) -> subprocess.CompletedProcess[str]:
+    run_env = dict(os.environ)
+    if search_path is not None:
+        run_env["PATH"] = search_path
+    try:
+        return subprocess.run(
+            list(argv), capture_output=True, text=True, errors="replace",
+            timeout=_NVCC_TIMEOUT_S, env=run_env, check=False,
+        )  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise _Rejected(f"running {argv[0]} failed: {exc}") from None
+
+
+def _last_line(text: str) -> str:
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return lines[-1].strip() if lines else "no output"
+
+
+@functools.lru_cache(maxsize=32)
+def _dryrun_top(script: str, _mtime_ns: int, _size: int, search_path: str) -> Path:
+    # nvcc -dryrun needs a host compiler on PATH to get this far, hence the env's PATH.
+    proc = _run([script, "-dryrun", "-E", "-x", "cu", os.devnull], search_path)
+    match = re.search(r"^#\$ TOP=(.+)$", proc.stdout + proc.stderr, re.MULTILINE)
+    if match is None:
+        raise _Rejected(
+            "wrapper script, and nvcc -dryrun printed no TOP= line to find the toolkit behind it"
+            f" ({_last_line(proc.stderr + proc.stdout)}); point CUDA_HOME at the real toolkit"
+        )
+    return Path(match.group(1).strip()).resolve()
+
+
+@functools.lru_cache(maxsize=32)
+def _probe_nvcc(nvcc: str, _mtime_ns: int, _size: int) -> tuple[tuple[int, int], tuple[str, ...]]:
+    proc = _run([nvcc, "--version"])
+    match = re.search(r"release (\d+)\.(\d+)", proc.stdout)
+    if proc.returncode != 0 or match is None:
+        raise _Rejected(f"{nvcc} --version failed: {_last_line(proc.stderr + proc.stdout)}")
+    listed = _run([nvcc, "--list-gpu-code"])  # absent before CUDA 11: then nothing is listed
+    codes = re.findall(r"\bsm_(\d+)(\d)\b", listed.stdout) if listed.returncode == 0 else []
+    archs = sorted({(int(major), int(minor)) for major, minor in codes})
+    return (int(match[1]), int(match[2])), tuple(f"{a}.{b}" for a, b in archs)
+
+
+def _toolkit_dirs(root: Path) -> tuple[tuple[Path, ...], tuple[Path, ...]]:
+    includes = [root / "include"]
+    libs = [root / "lib64" if (root / "lib64").is_dir() else root / "lib"]
+    targets = sorted(p for p in (root / "targets").glob("*-linux") if p.is_dir())
+    for target in targets:
+        includes.append(target / "include")
+        libs.append(target / "lib")
+    if not targets:
+        # nvcc.profile adds targets/<triple>/include/cccl itself; wheel layouts have no targets/.
+        includes.append(root / "include" / "cccl")
+    return _unique(p for p in includes if p.is_dir()), _unique(p for p in libs if p.is_dir())
+
+
+def _unique(paths: Iterable[Path], besides: Iterable[Path] = ()) -> tuple[Path, ...]:
+    """``paths`` not in ``besides`` and without repeats, by resolved path (lib64 → lib...)."""
+    seen = {path.resolve() for path in besides}
+    kept: list[Path] = []
+    for path in paths:
+        real = path.resolve()
+        if real not in seen:
+            seen.add(real)
+            kept.append(path)
+    return tuple(kept)
+
+
+# --------------------------------------------------------------------------- nvidia-* wheels
+
+
+def _nvidia_dirs(override: Sequence[Path] | None) -> tuple[Path, ...]:
+    if override is not None:
+        return tuple(override)
+    try:
+        spec = importlib.util.find_spec("nvidia")
+    except (ImportError, ValueError):
+        return ()
+    if spec is None or not spec.submodule_search_locations:
+        return ()
+    return _unique(Path(p) for p in spec.submodule_search_locations if Path(p).is_dir())
+
+
+def _wheel_nvcc_candidates(nvidia_dir: Path) -> list[Path]:
+    """nvidia/cu13/bin/nvcc (newest cuNN first), then the CUDA 12 layout nvidia/cuda_nvcc."""
+    versioned = [p for p in nvidia_dir.glob("cu*") if re.fullmatch(r"cu\d+", p.name)]
+    dirs = [*sorted(versioned, key=lambda p: -int(p.name[2:])), nvidia_dir / "cuda_nvcc"]
+    return [d / "bin" / _NVCC for d in dirs if (d / "bin" / _NVCC).is_file()]
+
+
+def _check_wheel_companions(root: Path, version: tuple[int, int]) -> None:
+    """Reject a wheel nvcc whose cicc (nvidia-nvvm) or crt headers come from another release.
+
+    nvidia-cuda-nvcc depends on them unpinned, so ``pip install nvidia-cuda-nvcc==13.0.*`` pulls
+    the newest ones, and ptxas then rejects cicc's output ("Unsupported .version").
+    """
+    site_packages = root.parent.parent
+    mismatched: list[str] = []
+    for dist in ("nvidia_nvvm", "nvidia_cuda_crt"):
+        for info in site_packages.glob(f"{dist}-*.dist-info"):
+            found = _parse_version(info.name[len(dist) + 1 :])
+            if found is not None and found != version:
+                mismatched.append(f"{dist.replace('_', '-')} {found[0]}.{found[1]}")
+    if mismatched:
+        pins = _quoted([f"{m.split()[0]}=={version[0]}.{version[1]}.*" for m in mismatched])
+        raise _Rejected(
+            f"nvcc is {version[0]}.{version[1]} but {' and '.join(mismatched)} sit next to "
+            f"it; mixed releases fail in ptxas. Fix: pip install {pins}"
+        )
+
+
+def nvidia_wheel_dirs(
+    cuda_major: int | None = None, *, nvidia_dirs: Sequence[Path] | None = None
+) -> tuple[tuple[Path, ...], tuple[Path, ...]]:
+    """(include dirs, library dirs) of the ``nvidia-*`` wheels in this environment.
+
+    Covers the merged layout of CUDA 13+ wheels (``nvidia/cu13/include``, ``.../lib``) and the
+    per-package one (``nvidia/cublas/include``, ``nvidia/cudnn/lib``...). With ``cuda_major``,
+    ``cuNN`` trees of other CUDA majors are left out.
+    """
+    includes: list[Path] = []
+    libs: list[Path] = []
+    for base in _nvidia_dirs(nvidia_dirs):
+        for package in sorted(p for p in base.iterdir() if p.is_dir()):
+            versioned = re.fullmatch(r"cu(\d+)", package.name)
+            if versioned and cuda_major is not None and int(versioned[1]) != cuda_major:
+                continue
+            if (package / "include").is_dir():
+                includes.append(package / "include")
+            if (package / "lib").is_dir():
+                libs.append(package / "lib")
+    return _unique(includes), _unique(libs)
+
+
+def nvcc_wheel_requirements(torch_cuda: str | None) -> list[str]:
+    """PyPI requirements for an nvcc matching torch's CUDA (companions pinned alike, see above)."""
+    version = _parse_version(torch_cuda) if torch_cuda else None
+    if version is None:
+        return ["nvidia-cuda-nvcc"]
+    major, minor = version
+    if major < 13:
+        return [f"nvidia-cuda-nvcc-cu{major}=={major}.{minor}.*"]
+    names = ("nvidia-cuda-nvcc", "nvidia-nvvm", "nvidia-cuda-crt")
+    return [f"{name}=={major}.{minor}.*" for name in names]
+
+
+# ---------------------------------------------------------------------------- version checks
+
+
+def _parse_version(text: str) -> tuple[int, int] | None:
+    match = re.match(r"\s*(\d+)\.(\d+)", text)
+    return (int(match[1]), int(match[2])) if match else None
+
+
+def check_versions(
+    toolkit: CudaToolkit, torch_cuda: str | None, *, allow_mismatch: bool
+) -> list[str]:
+    """Warnings about nvcc vs torch's CUDA; a different major version is a ToolchainError.
+
+    ``torch_cuda`` is ``torch.version.cuda``: None for a CPU build of torch, which is no error
+    (CUDA code still builds; torch's own CUDA APIs are just unavailable).
+    """
+    if torch_cuda is None:
+        return []
+    nvcc = f"nvcc {toolkit.version_str} ({toolkit.nvcc}, found via {toolkit.found_via})"
+    torch_version = _parse_version(torch_cuda)
+    if torch_version is None:
+        return [f"cannot read torch's CUDA version {torch_cuda!r}; not comparing it with {nvcc}"]
+    if torch_version[0] != toolkit.version[0]:
+        message = (
+            f"{nvcc} does not match the CUDA {torch_cuda} torch was built with; an extension "
+            "built with another CUDA major version fails to load or crashes"
+        )
+        if allow_mismatch:
+            return [f"{message} (building anyway: allow-cuda-version-mismatch is set)"]
+        raise ToolchainError(
+            f"{message}. Fix: point CUDA_HOME at a CUDA {torch_version[0]}.x toolkit or "
+            f"pip install {_quoted(nvcc_wheel_requirements(torch_cuda))}; or, to build anyway, set "
+            "allow-cuda-version-mismatch = true in [tool.torch-ext] "
+            "(-Callow-cuda-version-mismatch=true)"
+        )
+    if torch_version != toolkit.version:
+        return [
+            f"{nvcc} differs from torch's CUDA {torch_cuda} in the minor version; this usually "
+            "works (CUDA minor version compatibility)"
+        ]
+    return []
+
+
+_GUARDED_COMPILERS = {"GNU": ("gcc", "__GNUC__"), "clang": ("clang", "__clang_major__")}
+
+
+@functools.lru_cache(maxsize=16)
+def _host_compiler_limits(header: str, _mtime_ns: int, _size: int) -> dict[str, int]:
+    """{"gcc": newest supported major, "clang": ...} from crt/host_config.h's #error guards."""
+    text = Path(header).read_text(errors="replace").replace("\\\n", " ")  # join continued lines
+    limits: dict[str, int] = {}
+    # Each guard is "#if <condition>" followed (after blank lines) by "#error -- unsupported ...".
+    guard_re = r"^\s*#\s*if\b(.*)\n(?:\s*\n)*\s*#\s*error -- unsupported (\w+) "
+    for guard in re.finditer(guard_re, text, re.MULTILINE):
+        condition, kind = guard.group(1), guard.group(2)
+        family, macro = _GUARDED_COMPILERS.get(kind, ("", "$^"))
+        bound = re.search(rf"{macro}\s*(>=|>)\s*(\d+)", condition)
+        if family and bound:
+            limits[family] = int(bound[2]) - (1 if bound[1] == ">=" else 0)
+    return limits
+
+
+def check_host_compiler(
+    toolkit: CudaToolkit,
+    compiler_family: Literal["gcc", "clang"],
+    compiler_version: tuple[int, ...],
+    nvcc_flags: Sequence[str],
+) -> None:
+    """Raise ToolchainError when nvcc would reject the host compiler as too new.
+
+    The limit is read from the toolkit's ``include/crt/host_config.h``; nothing is checked when
+    that header is missing or ``-allow-unsupported-compiler`` is among ``nvcc_flags``.
+    """
+    if ALLOW_UNSUPPORTED_COMPILER_FLAGS.intersection(nvcc_flags) or not compiler_version:
+        return
+    headers = [d / "crt" / "host_config.h" for d in toolkit.include_dirs]
+    header = next((h for h in headers if h.is_file()), None)
+    if header is None:
+        return
+    newest = _host_compiler_limits(str(header), *_stamp(header)).get(compiler_family)
+    if newest is None or compiler_version[0] <= newest:
+        return
+    version = ".".join(map(str, compiler_version))
+    raise ToolchainError(
+        f"host compiler {compiler_family} {version} is newer than nvcc {toolkit.version_str} "
+        f"({toolkit.nvcc}) supports: {compiler_family} {newest} at most, per {header}. Fix: set "
+        f"CC/CXX to an older {compiler_family} (CC is passed to nvcc as -ccbin), e.g. "
+        f"CC={compiler_family}-{newest}; or add -allow-unsupported-compiler to extra-cuda-cflags "
+        "(at your own risk)"
+    )
+
+
+# ---------------------------------------------------------------------------------- GPUs
+
+
+def visible_gpu_archs(env: Mapping[str, str]) -> list[str]:
+    """Compute capabilities ("8.6", ...) of the GPUs CUDA would see, sorted; [] on any problem.
+
+    Honours ``CUDA_VISIBLE_DEVICES``: "" hides all GPUs; indices and ``GPU-<uuid>`` prefixes
+    select (indices are matched in nvidia-smi's order, which is PCI order).
+    """
+    visible = env.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None and not visible.strip():
+        return []
+    smi = shutil.which("nvidia-smi", path=_path_of(env))
+    if smi is None:
+        return []
+    gpus = list(_query_gpus(smi, *_stamp(Path(smi))))
+    if visible is not None:
+        gpus = _select_visible(gpus, visible)
+    return sorted({cap for _, _, cap in gpus}, key=lambda c: tuple(map(int, c.split("."))))
+
+
+@functools.lru_cache(maxsize=8)
+def _query_gpus(smi: str, _mtime_ns: int, _size: int) -> tuple[tuple[str, ...], ...]:
+    """(index, uuid, compute capability) per GPU; cached, failures included (a hung driver)."""
+    try:
+        proc = subprocess.run(
+            [smi, "--query-gpu=index,uuid,compute_cap", "--format=csv,noheader"],
+            capture_output=True, text=True, errors="replace",
+            timeout=_NVIDIA_SMI_TIMEOUT_S, check=False,
+        )  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return ()
+    if proc.returncode != 0:
+        return ()
+    rows = (tuple(f.strip() for f in line.split(",")) for line in proc.stdout.splitlines())
+    return tuple(row for row in rows if len(row) == 3 and re.fullmatch(r"\d+\.\d+", row[2]))
+
+
+def _select_visible(gpus: list[tuple[str, ...]], visible: str) -> list[tuple[str, ...]]:
+    """The (index, uuid, capability) rows CUDA_VISIBLE_DEVICES selects."""
+    chosen: list[tuple[str, ...]] = []
+    for item in (part.strip() for part in visible.split(",")):
+        if item.startswith("MIG-"):
+            return gpus  # MIG instances do not map to nvidia-smi's GPU list; keep them all
+        match = [g for g in gpus if g[0] == item or (item[:4] == "GPU-" and g[1].startswith(item))]
+        if not match:
+            break  # CUDA ignores everything from the first invalid entry on
+        chosen.extend(match)
+    return chosen

@@ -1,0 +1,214 @@
+"""Editable install of a pep517_torch project (PEP 660), imported at startup by a .pth file.
+
+Generated from pep517_torch/dist/_editable_hook.py. It uses the standard library only: the
+environment that runs it need not have pep517_torch installed. It maps the project's top-level
+packages and modules to the source tree (nothing else there becomes importable) and, the first
+time one of them is imported in a process, checks the installed torch and brings the compiled
+extensions up to date with ninja. Set PEP517_TORCH_EDITABLE_REBUILD=0 to skip the rebuild.
+"""
+
+import _thread
+import json
+import os
+import sys
+
+CONFIG_JSON = None  # editable_members() replaces this line with the project's parameters
+
+_REBUILD_VARIABLE = "PEP517_TORCH_EDITABLE_REBUILD"
+
+
+class EditableFinder:
+    """A meta path finder for the project's top-level names only (strict editable mode)."""
+
+    def __init__(self, config):
+        self.config = config
+        self.packages = config["packages"]
+        self.modules = config["modules"]
+        self.prepared = False
+        self.failure = None
+        self.lock = _thread.RLock()  # _thread: cheaper at startup than threading
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname not in self.packages and fullname not in self.modules:
+            return None
+        self.prepare()
+        from importlib.machinery import ModuleSpec
+        from importlib.util import spec_from_file_location
+
+        if fullname in self.modules:
+            return spec_from_file_location(fullname, self.modules[fullname])
+        directory = self.packages[fullname]
+        init = os.path.join(directory, "__init__.py")
+        if os.path.isfile(init):
+            return spec_from_file_location(fullname, init, submodule_search_locations=[directory])
+        spec = ModuleSpec(fullname, None, is_package=True)  # a namespace package
+        spec.submodule_search_locations = [directory]
+        return spec
+
+    def prepare(self):
+        """Check torch and rebuild once per process. A torch mismatch is raised again on every
+        later import; after a failed rebuild, the next import tries again."""
+        with self.lock:
+            if self.failure is not None:
+                raise self.failure
+            if self.prepared:
+                return
+            self.prepared = True
+            try:
+                check_torch(self.config)
+            except ImportError as error:
+                self.failure = error
+                raise
+            if self.config["rebuild"] is not None and os.environ.get(_REBUILD_VARIABLE) != "0":
+                try:
+                    rebuild(self.config)
+                except BaseException:
+                    self.prepared = False
+                    raise
+            link_artifacts(self.config["artifacts"])
+
+
+def _release(version):
+    import re
+
+    match = re.match(r"\s*v?(\d+(?:\.\d+)*)", version)
+    return tuple(int(part) for part in match.group(1).split(".")) if match else ()
+
+
+def check_torch(config):
+    built_against = config["torch_version"]
+    if built_against is None:
+        return
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        installed = version("torch")
+    except PackageNotFoundError:
+        installed = None
+    if installed is None or _release(installed)[:2] != _release(built_against)[:2]:
+        found = "torch is not installed" if installed is None else f"torch {installed} is installed"
+        raise ImportError(
+            f"{config['project']} was built in editable mode against torch {built_against}, but "
+            f"{found}. Rebuild it for this torch with `pip install -e . --no-build-isolation` "
+            "in the project directory, or install the torch it was built for: "
+            f"`pip install torch=={built_against.split('+')[0]}`."
+        )
+
+
+def rebuild(config):
+    import shutil
+    import subprocess
+    import time
+
+    project, command = config["project"], config["rebuild"]
+    ninja = shutil.which("ninja") or command["ninja"]
+    if not os.path.isfile(ninja):
+        import warnings
+
+        message = f"pep517_torch: ninja not found; {project} keeps the extensions built before"
+        warnings.warn(message, stacklevel=2)
+        return
+    if not os.path.isdir(command["build_dir"]):
+        gone = f"the build directory {command['build_dir']} is gone"
+        raise ImportError(_failure_message(project, gone))
+    environment = dict(os.environ, NINJA_STATUS="[%f/%t] ")
+    environment[_REBUILD_VARIABLE] = "0"  # a build step that imports the project must not recurse
+    arguments = [ninja, "-C", command["build_dir"], *command["targets"]]
+    with _lock(command["build_dir"]):
+        dry_run = subprocess.run(
+            [*arguments[:3], "-n", *arguments[3:]],
+            env=environment, capture_output=True, text=True, errors="replace", check=False,
+        )  # fmt: skip
+        if dry_run.returncode != 0:
+            raise ImportError(_failure_message(project, dry_run.stdout + dry_run.stderr))
+        steps = _step_count(dry_run.stdout)
+        if steps == 0:
+            return
+        _say(f"rebuilding {project} ({steps} steps)...")
+        started = time.monotonic()
+        build = subprocess.run(
+            arguments, env=environment,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
+            check=False,
+        )  # fmt: skip
+    if build.returncode != 0:
+        _say(f"rebuilding {project} failed")
+        raise ImportError(_failure_message(project, build.stdout))
+    _say(f"rebuilt {project} in {time.monotonic() - started:.1f} s")
+
+
+def _say(message):
+    print(f"pep517_torch: {message}", file=sys.stderr, flush=True)
+
+
+def _step_count(ninja_output):
+    """The number of steps a ``ninja -n`` run lists; 0 for "ninja: no work to do"."""
+    if "ninja: no work to do" in ninja_output:
+        return 0
+    totals = [
+        line[1:].split("]")[0].split("/")[-1]
+        for line in ninja_output.splitlines()
+        if line.startswith("[")
+    ]
+    return max((int(total) for total in totals if total.isdigit()), default=0)
+
+
+def _failure_message(project, output):
+    return (
+        f"pep517_torch: rebuilding {project} (editable install) failed:\n{output.rstrip()}\n"
+        "Fix the error and import again, or reinstall: `pip install -e . --no-build-isolation`."
+    )
+
+
+class _lock:
+    """An exclusive lock on the build directory, so that concurrent imports build one at a time."""
+
+    def __init__(self, build_dir):
+        self.path = os.path.join(build_dir, ".pep517_torch_editable.lock")
+        self.file = None
+
+    def __enter__(self):
+        try:
+            import fcntl
+        except ImportError:  # Windows: no lock, as with a plain ninja run
+            return self
+        self.file = open(self.path, "a")
+        fcntl.flock(self.file, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc_info):
+        if self.file is not None:
+            self.file.close()  # closing releases the lock
+
+
+def link_artifacts(artifacts):
+    """Point each in-tree extension at its build output again if it went missing."""
+    import shutil
+
+    for built, in_tree in artifacts:
+        if not os.path.exists(built):
+            continue
+        if os.path.lexists(in_tree):
+            is_stale_copy = not os.path.islink(in_tree) and (
+                os.path.getmtime(built) > os.path.getmtime(in_tree)
+            )
+            if is_stale_copy:  # a copy stands in where symlinks are not allowed
+                shutil.copy2(built, in_tree)
+            continue
+        try:
+            os.symlink(built, in_tree)
+        except OSError:
+            shutil.copy2(built, in_tree)
+
+
+def install(config_json):
+    if config_json is None:  # the template itself, imported as pep517_torch.dist._editable_hook
+        return
+    names = [getattr(finder, "__name__", "") for finder in sys.meta_path]
+    position = names.index("PathFinder") if "PathFinder" in names else len(names)
+    # After the builtin and frozen importers, before sys.path: the source tree wins over any
+    # copy on sys.path (the current directory of a flat layout too), so the hook always runs.
+    sys.meta_path.insert(position, EditableFinder(json.loads(config_json)))
+
+
+install(CONFIG_JSON)

@@ -1,0 +1,80 @@
+"""The contents of an editable wheel (PEP 660): a .pth file and the hook module it imports.
+
+The hook (``_editable_hook.py``, a template filled with a JSON blob) maps the project's
+top-level names to the source tree, checks the installed torch, and reruns ninja on import.
+"""
+
+from __future__ import annotations
+
+import importlib.machinery
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from packaging.utils import canonicalize_name
+
+_TEMPLATE = Path(__file__).with_name("_editable_hook.py")
+_PLACEHOLDER = (
+    "CONFIG_JSON = None  # editable_members() replaces this line with the project's parameters\n"
+)
+
+
+@dataclass(frozen=True)
+class RebuildCommand:
+    """How the hook brings the build up to date: ``ninja -C build_dir targets...``."""
+
+    ninja: Path
+    build_dir: Path
+    targets: tuple[str, ...]
+
+
+def hook_module_name(project_name: str) -> str:
+    return "_pep517_torch_editable_" + canonicalize_name(project_name).replace("-", "_")
+
+
+def editable_members(
+    project_name: str,
+    *,
+    package_roots: Mapping[str, Path],
+    artifacts: Sequence[tuple[Path, Path]],
+    rebuild: RebuildCommand | None,
+    torch_version: str | None,
+) -> list[tuple[str, bytes]]:
+    """The (archive name, content) pairs of an editable wheel, besides ``.dist-info``.
+
+    ``package_roots`` maps each top-level name to its package directory, or to its module
+    file (any name ending in an importable suffix: ``.py``, ``.cpython-311-...so``...).
+    ``artifacts`` are (file in the build directory, in-tree path that links to it).
+    ``torch_version`` is the torch the build used (None: no check).
+    """
+    module_suffixes = tuple(importlib.machinery.all_suffixes())
+    packages: dict[str, str] = {}
+    modules: dict[str, str] = {}
+    for name, path in sorted(package_roots.items()):
+        if "." in name or not name.isidentifier():
+            raise ValueError(f"{name!r} is not a top-level module name")
+        (modules if path.name.endswith(module_suffixes) else packages)[name] = str(path)
+    config = {
+        "project": project_name,
+        "packages": packages,
+        "modules": modules,
+        "artifacts": [[str(built), str(in_tree)] for built, in_tree in artifacts],
+        "rebuild": None if rebuild is None else {
+            "ninja": str(rebuild.ninja),
+            "build_dir": str(rebuild.build_dir),
+            "targets": list(rebuild.targets),
+        },
+        "torch_version": torch_version,
+    }
+    # Single quotes are escaped so that the blob can sit in a raw triple-quoted string as is.
+    blob = json.dumps(config, indent=4, sort_keys=True).replace("'", "\\u0027")
+    template = _TEMPLATE.read_text(encoding="utf-8")
+    if template.count(_PLACEHOLDER) != 1:
+        raise AssertionError(f"{_TEMPLATE} lost its placeholder line")
+    source = template.replace(_PLACEHOLDER, f"CONFIG_JSON = r'''\n{blob}\n'''\n")
+    module = hook_module_name(project_name)
+    return [
+        (f"{module}.pth", f"import {module}\n".encode()),
+        (f"{module}.py", source.encode("utf-8")),
+    ]

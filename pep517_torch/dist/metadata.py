@@ -1,0 +1,255 @@
+"""Core metadata (METADATA / PKG-INFO), entry points, the torch pin and dynamic versions."""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import pyproject_metadata
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from ..errors import ConfigError, ToolchainError
+
+TorchPinMode = Literal["minor", "exact", "none"]
+
+VERSION_FILE_KEY = "tool.torch-ext.version.file"
+VERSION_PATTERN_KEY = "tool.torch-ext.version.pattern"
+VERSION_SUFFIX_KEY = "tool.torch-ext.version.suffix-env"
+
+
+@dataclass(frozen=True)
+class ProjectMetadata:
+    """The validated ``[project]`` table of one build, ready to be written."""
+
+    standard: pyproject_metadata.StandardMetadata
+    root: Path
+
+    @property
+    def name(self) -> str:
+        return self.standard.name
+
+    @property
+    def distribution_name(self) -> str:
+        """The name as it appears in wheel and sdist file names: ``my_project``."""
+        return canonicalize_name(self.name).replace("-", "_")
+
+    @property
+    def version(self) -> str:
+        """The normalised version, e.g. ``1.0.0rc1+cu130``."""
+        assert self.standard.version is not None, "build_metadata() always sets the version"
+        return str(self.standard.version)
+
+    def metadata_bytes(self) -> bytes:
+        """The exact text of ``.dist-info/METADATA`` and of the sdist's ``PKG-INFO``."""
+        return bytes(self.standard.as_rfc822())
+
+    def entry_points_text(self) -> str | None:
+        """The text of ``entry_points.txt``, or None when the project has no entry points."""
+        groups: dict[str, Mapping[str, str]] = {
+            "console_scripts": self.standard.scripts,
+            "gui_scripts": self.standard.gui_scripts,
+            **self.standard.entrypoints,
+        }
+        sections = [
+            f"[{group}]\n" + "".join(f"{name} = {entries[name]}\n" for name in sorted(entries))
+            for group, entries in sorted(groups.items())
+            if entries
+        ]
+        return "\n".join(sections) or None
+
+    @property
+    def license_files(self) -> list[tuple[str, Path]]:
+        """(posix path relative to the root, absolute path) of each PEP 639 license file."""
+        relative = sorted(set(self.standard.license_files or ()))
+        return [(path.as_posix(), self.root / path) for path in relative]
+
+    @property
+    def referenced_files(self) -> list[Path]:
+        """Absolute paths of the files the metadata reads (readme, licenses): sdists need them."""
+        files = [absolute for _, absolute in self.license_files]
+        for source in (self.standard.readme, self.standard.license):
+            file = getattr(source, "file", None)
+            if file is not None:
+                files.append(self.root / file)
+        return sorted(set(files))
+
+
+def build_metadata(
+    pyproject: Mapping[str, Any],
+    root: Path,
+    *,
+    version: str | None,
+    extra_requirements: Sequence[Requirement] = (),
+    dynamic_metadata: Sequence[str] = (),
+) -> ProjectMetadata:
+    """Validate ``[project]`` (PEP 621, PEP 639) and add what the build decides.
+
+    ``version`` fills ``project.version`` when it is listed in ``project.dynamic``;
+    ``extra_requirements`` (the torch pin) are merged into the dependencies;
+    ``dynamic_metadata`` lists core-metadata fields that may still change between sdist and
+    wheel (``Requires-Dist`` when the wheel adds a torch pin the sdist cannot know yet).
+    """
+    try:
+        standard = pyproject_metadata.StandardMetadata.from_pyproject(
+            pyproject, root, dynamic_metadata=list(dynamic_metadata)
+        )
+    except pyproject_metadata.ConfigurationError as error:
+        config_error = ConfigError(str(error))
+        config_error.key = error.key  # the message already names it
+        raise config_error from None
+    if isinstance(standard.license, str):
+        standard.license = _canonical_license(standard.license)
+    if "version" in standard.dynamic:
+        if version is None:
+            message = "is listed in project.dynamic but no version source gave one"
+            raise ConfigError(message, "project.version")
+        try:
+            standard.version = Version(version)
+        except InvalidVersion:
+            message = f"{version!r} is not a valid PEP 440 version"
+            raise ConfigError(message, "project.version") from None
+    elif version is not None:
+        message = "a dynamic version was computed but 'version' is not listed"
+        raise ConfigError(message, "project.dynamic")
+    standard.dependencies = merge_requirements(standard.dependencies, extra_requirements)
+    return ProjectMetadata(standard, root)
+
+
+def _canonical_license(expression: str) -> str:
+    try:
+        from packaging.licenses import InvalidLicenseExpression, canonicalize_license_expression
+    except ImportError:  # packaging < 24.2 cannot check SPDX expressions
+        return expression
+    try:
+        return str(canonicalize_license_expression(expression))
+    except InvalidLicenseExpression as error:
+        message = f"{expression!r} is not a valid SPDX license expression: {error}"
+        raise ConfigError(message, "project.license") from None
+
+
+def torch_pin(torch_version: str, mode: TorchPinMode) -> Requirement | None:
+    """The requirement a wheel built against ``torch_version`` carries.
+
+    ``minor``: ``2.13.0+cpu`` -> ``torch<2.14,>=2.13``; ``exact``: ``torch==2.13.0``;
+    ``none``: None. Local labels (``+cpu``, ``+cu130``) are dropped: PEP 440 matches them anyway.
+    """
+    if mode == "none":
+        return None
+    try:
+        parsed = Version(torch_version)
+    except InvalidVersion:
+        message = f"torch reports version {torch_version!r}, which is not PEP 440"
+        raise ToolchainError(message) from None
+    if mode == "exact":
+        return Requirement(f"torch=={parsed.public}")
+    if mode != "minor":
+        raise ValueError(f"unknown torch pin mode {mode!r}")
+    major, minor = parsed.major, parsed.minor
+    # A nightly such as 2.14.0.dev20260101 is below 2.14, so the lower bound must admit it.
+    lower = f"{major}.{minor}.0.dev0" if parsed.is_prerelease else f"{major}.{minor}"
+    return Requirement(f"torch>={lower},<{major}.{minor + 1}")
+
+
+def merge_requirements(
+    dependencies: Iterable[Requirement], extra: Iterable[Requirement]
+) -> list[Requirement]:
+    """``dependencies`` plus ``extra``; an extra requirement on a project the user already
+    depends on is folded into the user's line (specifiers intersected, extras and marker kept)
+    instead of adding a second line."""
+    merged = [_copy(requirement) for requirement in dependencies]
+    for addition in extra:
+        name = canonicalize_name(addition.name)
+        own = [requirement for requirement in merged if canonicalize_name(requirement.name) == name]
+        for requirement in own:
+            if requirement.url is None:  # a direct URL already pins one exact build
+                requirement.specifier &= addition.specifier
+                requirement.extras |= addition.extras
+        if not own:
+            merged.append(_copy(addition))
+    return merged
+
+
+def _copy(requirement: Requirement) -> Requirement:
+    return Requirement(str(requirement))
+
+
+def read_version(file: Path, pattern: str | None = None, suffix: str | None = None) -> str:
+    """Read a version from ``file`` without importing it, append ``suffix``, normalise.
+
+    With ``pattern``, the version is the single group of the first match (multiline mode);
+    without, it is the string of a module-level ``__version__ = "..."`` assignment.
+    """
+    try:
+        text = file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise ConfigError(f"cannot read {file}: {error}", VERSION_FILE_KEY) from None
+    if pattern is not None:
+        found = _version_by_pattern(text, pattern, file)
+    else:
+        found = _version_by_ast(text, file)
+    try:
+        Version(found)
+    except InvalidVersion:
+        message = f"{found!r} read from {file} is not a valid PEP 440 version"
+        raise ConfigError(message, VERSION_FILE_KEY) from None
+    if not suffix:
+        return str(Version(found))
+    try:
+        return str(Version(found + suffix))
+    except InvalidVersion:
+        raise ConfigError(
+            f"version {found!r} from {file} plus suffix {suffix!r} is {found + suffix!r}, "
+            "which is not a valid PEP 440 version (a local label starts with '+', e.g. '+cu130')",
+            VERSION_SUFFIX_KEY,
+        ) from None
+
+
+def _version_by_pattern(text: str, pattern: str, file: Path) -> str:
+    try:
+        regex = re.compile(pattern, re.MULTILINE)
+    except re.error as error:
+        message = f"{pattern!r} is not a valid regular expression: {error}"
+        raise ConfigError(message, VERSION_PATTERN_KEY) from None
+    if regex.groups != 1:
+        message = f"{pattern!r} must have exactly one group, the version"
+        raise ConfigError(message, VERSION_PATTERN_KEY)
+    match = regex.search(text)
+    if match is None:
+        raise ConfigError(f"{pattern!r} does not match anything in {file}", VERSION_PATTERN_KEY)
+    return match.group(1).strip()
+
+
+def _version_by_ast(text: str, file: Path) -> str:
+    try:
+        tree = ast.parse(text, filename=str(file))
+    except SyntaxError as error:
+        raise ConfigError(f"{file} is not valid Python: {error}", VERSION_FILE_KEY) from None
+    found: ast.expr | None = None
+    for statement in tree.body:
+        if isinstance(statement, ast.Assign):
+            targets, value = statement.targets, statement.value
+        elif isinstance(statement, ast.AnnAssign) and statement.value is not None:
+            targets, value = [statement.target], statement.value
+        else:
+            continue
+        if any(isinstance(target, ast.Name) and target.id == "__version__" for target in targets):
+            found = value  # the last assignment wins, as when the module runs
+    if found is None:
+        raise ConfigError(
+            f'{file} has no module-level __version__ = "..." assignment; set '
+            f"{VERSION_PATTERN_KEY} to read it another way",
+            VERSION_FILE_KEY,
+        )
+    if not (isinstance(found, ast.Constant) and isinstance(found.value, str)):
+        raise ConfigError(
+            f"__version__ in {file} is not a string literal, and the file is never imported; "
+            f"set {VERSION_PATTERN_KEY} or a static project.version",
+            VERSION_FILE_KEY,
+        )
+    return found.value.strip()

@@ -1,0 +1,65 @@
+"""Wheel tags and extension-module file suffixes for the running interpreter."""
+
+from __future__ import annotations
+
+import re
+import sys
+import sysconfig
+
+from packaging import tags
+
+from ..errors import ConfigError
+
+PURE_TAG = "py3-none-any"
+
+_LIMITED_API = re.compile(r"cp3(\d+)")
+
+
+def python_tag() -> str:
+    """The interpreter tag of the running Python, e.g. ``cp311``."""
+    return next(iter(tags.sys_tags())).interpreter
+
+
+def platform_tag() -> str:
+    """The platform tag of the running Python, e.g. ``linux_x86_64`` or ``macosx_11_0_arm64``."""
+    platform = sysconfig.get_platform().replace("-", "_").replace(".", "_")
+    # A 32-bit interpreter on a 64-bit Linux kernel reports the kernel's machine.
+    if platform == "linux_x86_64" and sys.maxsize <= 2**32:
+        return "linux_i686"
+    return platform
+
+
+def wheel_tag(has_native_code: bool, limited_api: str | None = None) -> str:
+    """The tag of a wheel built here: ``py3-none-any``, ``cp311-cp311-<platform>`` or
+    ``cp310-abi3-<platform>``.
+
+    ``limited_api`` is the minimum CPython of a limited-API build, as ``"cp310"``.
+    """
+    if not has_native_code:
+        return PURE_TAG
+    if limited_api is not None:
+        _check_limited_api(limited_api)
+        return f"{limited_api}-abi3-{platform_tag()}"
+    first = next(iter(tags.sys_tags()))
+    return f"{first.interpreter}-{first.abi}-{platform_tag()}"
+
+
+def ext_suffix(limited_api: str | None, python_abi_suffix: bool) -> str:
+    """The file suffix of an extension module: ``.cpython-311-x86_64-linux-gnu.so``, ``.abi3.so``
+    or ``.so`` (``.pyd`` on Windows)."""
+    windows = sys.platform == "win32"
+    if limited_api is not None:
+        _check_limited_api(limited_api)
+        return ".pyd" if windows else ".abi3.so"
+    if not python_abi_suffix:
+        return ".pyd" if windows else ".so"
+    suffix = sysconfig.get_config_var("EXT_SUFFIX")
+    assert isinstance(suffix, str), "every CPython since 3.5 defines EXT_SUFFIX"
+    return suffix
+
+
+def _check_limited_api(limited_api: str) -> None:
+    if not _LIMITED_API.fullmatch(limited_api):
+        raise ConfigError(f"limited API version {limited_api!r} is not of the form 'cp310'")
+    if sys.implementation.name != "cpython" or sysconfig.get_config_var("Py_GIL_DISABLED"):
+        raise ConfigError("the limited API (abi3) needs a CPython build without free threading")

@@ -1,0 +1,198 @@
+"""A small, exact wheel writer.
+
+https://packaging.python.org/specifications/binary-distribution-format/
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import hashlib
+import io
+import os
+import stat
+import time
+import zipfile
+from pathlib import Path, PureWindowsPath
+from types import TracebackType
+
+from packaging.tags import parse_tag
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+
+from .metadata import ProjectMetadata
+from .reproducible import archive_epoch, temporary_name
+from .tags import PURE_TAG
+
+_CHUNK = 1 << 20
+
+
+class WheelWriter:
+    """Writes ``<name>-<version>-<tag>.whl`` into ``out_dir``.
+
+    Members are collected by :meth:`add_file` / :meth:`add_bytes` and written, sorted, by
+    :meth:`finish` into a temporary file; leaving the ``with`` block without an exception
+    renames it into place, any exception (KeyboardInterrupt too) deletes it.
+    """
+
+    def __init__(
+        self,
+        out_dir: Path,
+        dist_name: str,
+        version: str,
+        tag: str,
+        *,
+        source_date_epoch: int | None,
+    ) -> None:
+        self.dist_name = canonicalize_name(dist_name).replace("-", "_")
+        self.version = str(Version(version))
+        self.tag = tag
+        self.tags = sorted(str(t) for t in parse_tag(tag))
+        self.path = Path(out_dir) / f"{self.dist_name}-{self.version}-{tag}.whl"
+        self.dist_info = f"{self.dist_name}-{self.version}.dist-info"
+        self._date_time = time.gmtime(archive_epoch(source_date_epoch, for_zip=True))[:6]
+        self._members: dict[str, Path | tuple[bytes, bool]] = {}
+        self._temp: Path | None = None
+        self._finished = False
+
+    @property
+    def filename(self) -> str:
+        return self.path.name
+
+    def __enter__(self) -> WheelWriter:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if exc_type is None and not self._finished:
+            self._discard()
+            raise RuntimeError("WheelWriter: leaving the with block before finish()")
+        try:
+            if exc_type is None:
+                assert self._temp is not None
+                os.replace(self._temp, self.path)
+        finally:
+            self._discard()  # after a successful rename there is nothing left to remove
+
+    def add_file(self, arcname: str, path: Path) -> None:
+        """Add the file at ``path`` (symlinks followed) as ``arcname``."""
+        self._claim(arcname)
+        self._members[arcname] = Path(path)
+
+    def add_bytes(self, arcname: str, data: bytes, executable: bool = False) -> None:
+        self._claim(arcname)
+        self._members[arcname] = (bytes(data), executable)
+
+    def finish(self, metadata: ProjectMetadata) -> None:
+        """Write every member, then ``.dist-info`` (METADATA, WHEEL, entry points, licenses,
+        RECORD), into the temporary file."""
+        if (metadata.distribution_name, metadata.version) != (self.dist_name, self.version):
+            raise ValueError(
+                f"metadata is for {metadata.distribution_name} {metadata.version}, "
+                f"the wheel for {self.dist_name} {self.version}"
+            )
+        if self._finished:
+            raise RuntimeError("WheelWriter.finish() called twice")
+        dist_info: list[tuple[str, Path | tuple[bytes, bool]]] = [
+            (f"{self.dist_info}/METADATA", (metadata.metadata_bytes(), False)),
+            (f"{self.dist_info}/WHEEL", (self._wheel_file(), False)),
+        ]
+        entry_points = metadata.entry_points_text()
+        if entry_points is not None:
+            dist_info.append((f"{self.dist_info}/entry_points.txt", (entry_points.encode(), False)))
+        for relative, absolute in metadata.license_files:
+            dist_info.append((f"{self.dist_info}/licenses/{relative}", absolute))
+        for arcname, _ in dist_info:
+            _check_arcname(arcname)
+
+        self._temp = temporary_name(self.path)
+        records: list[tuple[str, str, str]] = []
+        with open(self._temp, "xb") as raw, zipfile.ZipFile(raw, "w") as archive:
+            for arcname, source in sorted(self._members.items()) + dist_info:
+                digest, size = self._write_member(archive, arcname, source)
+                records.append((arcname, f"sha256={digest}", str(size)))
+            record_name = f"{self.dist_info}/RECORD"
+            records.append((record_name, "", ""))
+            text = io.StringIO()
+            csv.writer(text, lineterminator="\n").writerows(records)
+            self._write_member(archive, record_name, (text.getvalue().encode(), False))
+        self._finished = True
+
+    def _claim(self, arcname: str) -> None:
+        _check_arcname(arcname)
+        if self._finished:
+            raise RuntimeError("WheelWriter: adding a member after finish()")
+        if arcname in self._members:
+            raise ValueError(f"{arcname!r} is already in the wheel")
+        if arcname.split("/", 1)[0] == self.dist_info:
+            raise ValueError(f"{arcname!r}: finish() writes {self.dist_info}/ itself")
+
+    def _wheel_file(self) -> bytes:
+        lines = [
+            "Wheel-Version: 1.0",
+            f"Generator: pep517_torch {_generator_version()}",
+            f"Root-Is-Purelib: {'true' if self.tag == PURE_TAG else 'false'}",
+            *(f"Tag: {tag}" for tag in self.tags),
+        ]
+        return ("\n".join(lines) + "\n").encode()
+
+    def _write_member(
+        self, archive: zipfile.ZipFile, arcname: str, source: Path | tuple[bytes, bool]
+    ) -> tuple[str, int]:
+        info = zipfile.ZipInfo(arcname, date_time=self._date_time)
+        info.compress_type = zipfile.ZIP_DEFLATED
+        info.create_system = 3  # Unix, so that the mode bits below mean the same everywhere
+        hasher = hashlib.sha256()
+        size = 0
+        if isinstance(source, Path):
+            with open(source, "rb") as src:
+                status = os.fstat(src.fileno())
+                info.external_attr = _file_mode(bool(status.st_mode & 0o111))
+                info.file_size = status.st_size  # lets zipfile choose ZIP64 for huge libraries
+                with archive.open(info, "w") as dst:
+                    while chunk := src.read(_CHUNK):
+                        hasher.update(chunk)
+                        dst.write(chunk)
+                        size += len(chunk)
+        else:
+            data, executable = source
+            info.external_attr = _file_mode(executable)
+            archive.writestr(info, data)
+            hasher.update(data)
+            size = len(data)
+        return base64.urlsafe_b64encode(hasher.digest()).rstrip(b"=").decode("ascii"), size
+
+    def _discard(self) -> None:
+        if self._temp is not None:
+            self._temp.unlink(missing_ok=True)
+            self._temp = None
+
+
+def _file_mode(executable: bool) -> int:
+    return (stat.S_IFREG | (0o755 if executable else 0o644)) << 16
+
+
+def _check_arcname(arcname: str) -> None:
+    """Refuse names that could land outside the install directory (a bug guard)."""
+    parts = arcname.split("/")
+    if (
+        not arcname
+        or "\\" in arcname
+        or arcname.startswith("/")
+        or PureWindowsPath(arcname).drive
+        or any(part in ("", ".", "..") for part in parts)
+    ):
+        raise ValueError(f"{arcname!r} is not a safe relative archive name")
+
+
+def _generator_version() -> str:
+    try:
+        from .. import __version__  # type: ignore[attr-defined]
+    except ImportError:
+        return "0"
+    return str(__version__)
+

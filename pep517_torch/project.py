@@ -1,0 +1,317 @@
+"""The glue between the layers: config → compile core → dist, for the hooks and the CLI.
+
+This is the only module that knows all three layers; each function is one user-visible
+operation (metadata, wheel, editable wheel, sdist).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from packaging.requirements import Requirement
+
+from . import config
+from .core import toolchain
+from .core.graph import artifact_name
+from .core.spec import ExtensionSpec, Kind
+from .dist import metadata as dist_metadata
+from .dist import tags
+from .dist.reproducible import source_date_epoch
+from .errors import ToolchainError
+
+ConfigSettings = Mapping[str, "str | list[str]"] | None
+
+
+def log(line: str) -> None:
+    print(line, flush=True)
+
+
+@dataclass(frozen=True)
+class Loaded:
+    project: config.ResolvedProject
+    torch: toolchain.TorchInstall | None
+    metadata: dist_metadata.ProjectMetadata
+
+
+def _torch_or_none() -> toolchain.TorchInstall | None:
+    try:
+        return toolchain.find_torch()
+    except ToolchainError:
+        return None
+
+
+def _facts(env: Mapping[str, str], torch: toolchain.TorchInstall | None) -> config.Facts:
+    from .core import cuda
+
+    return config.Facts(
+        env=dict(env),
+        torch_version=torch.version if torch else None,
+        torch_cuda=torch.cuda if torch else None,
+        nvcc_available=cuda.find_cuda(env) is not None,
+    )
+
+
+def _version(project: config.ResolvedProject, env: Mapping[str, str]) -> str | None:
+    dynamic = project.pyproject.get("project", {}).get("dynamic", [])  # type: ignore[union-attr]
+    if "version" not in dynamic:
+        return None
+    source = project.version
+    file = source.file
+    if file is None:
+        packages = sorted(project.layout.packages.items(), key=lambda item: item[0].count("."))
+        if not packages:
+            from .errors import ConfigError
+
+            raise ConfigError(
+                "version is dynamic but there is no package to read __version__ from;"
+                " set [tool.torch-ext.version] file",
+                "project.dynamic",
+            )
+        file = packages[0][1] / "__init__.py"
+    suffix = env.get(source.suffix_env, "") if source.suffix_env else None
+    return dist_metadata.read_version(file, source.pattern, suffix or None)
+
+
+def load(root: Path, config_settings: ConfigSettings, env: Mapping[str, str] | None = None) -> Loaded:
+    """Read and validate everything; compile nothing."""
+    env = dict(os.environ if env is None else env)
+    pyproject = config.read_pyproject(root)
+    torch = _torch_or_none()
+    facts = _facts(env, torch)
+    build_dir_vars = {
+        "wheel_tag": tags.wheel_tag(True),
+        "python_tag": tags.python_tag(),
+        "torch_version": torch.version if torch else "none",
+    }
+    project = config.resolve_project(root, pyproject, config_settings, facts, build_dir_vars)
+    pin: list[Requirement] = []
+    if project.extensions:
+        if torch is None:
+            toolchain.find_torch()  # raises the "torch is not installed" error
+        assert torch is not None
+        requirement = dist_metadata.torch_pin(torch.version, project.torch_requirement)
+        pin = [requirement] if requirement else []
+    metadata = dist_metadata.build_metadata(
+        pyproject, project.root, version=_version(project, env), extra_requirements=pin
+    )
+    return Loaded(project, torch, metadata)
+
+
+def _wheel_tag(specs: tuple[ExtensionSpec, ...]) -> str:
+    if not specs:
+        return tags.wheel_tag(False)
+    minimums = [s.py_limited_api for s in specs]
+    if all(minimums):
+        return tags.wheel_tag(True, max(minimums, key=lambda tag: int(tag[3:])))  # type: ignore[arg-type]
+    return tags.wheel_tag(True)
+
+
+def in_tree_path(project: config.ResolvedProject, spec: ExtensionSpec) -> Path:
+    """Where an artifact sits in the source tree (editable installs link it there)."""
+    package, _, _ = spec.name.rpartition(".")
+    filename = artifact_name(spec).rpartition("/")[2]
+    if package:
+        directory = project.layout.packages.get(package)
+        if directory is None:
+            from .errors import ConfigError
+
+            raise ConfigError(
+                f"extension {spec.name!r} lives in package {package!r}, which is not one of the"
+                f" packages shipped ({', '.join(sorted(project.layout.packages)) or 'none'})",
+                "tool.torch-ext.packages",
+            )
+        return directory / filename
+    top_dirs = {p.parent for name, p in project.layout.packages.items() if "." not in name}
+    base = next(iter(sorted(top_dirs)), project.root)
+    return base / filename
+
+
+def _isolation_note(torch: toolchain.TorchInstall, env: Mapping[str, str]) -> str | None:
+    isolated = str(torch.root).startswith(tempfile.gettempdir()) or "builds-v0" in str(torch.root)
+    if not isolated:
+        return None
+    note = (
+        f"building against torch {torch.version} from an isolated build environment; the wheel"
+        " will require it. To build against the torch you run with, use --no-build-isolation"
+        " (or `python -m pep517_torch wheel`)"
+    )
+    venv = env.get("VIRTUAL_ENV")
+    if venv:
+        for candidate in Path(venv).glob("lib/python*/site-packages/torch/version.py"):
+            installed = toolchain.find_torch(candidate.parent).version
+            if installed.split("+")[0] != torch.version.split("+")[0]:
+                note = f"WARNING: your environment {venv} has torch {installed}, but " + note
+    return note
+
+
+def _compile(loaded: Loaded):
+    from .core import build as core_build
+
+    project = loaded.project
+    for name, reason in project.skipped:
+        log(f"pep517_torch: skipping extension {name}: {reason}")
+    if not project.extensions:
+        return None
+    assert loaded.torch is not None
+    note = _isolation_note(loaded.torch, project.options.env or os.environ)
+    if note:
+        log(f"pep517_torch: {note}")
+    started = time.perf_counter()
+    result = core_build.build(list(project.extensions), project.options, log=log)
+    run = result.run
+    total = time.perf_counter() - started
+    count = len(project.extensions)
+    log(
+        f"pep517_torch: {count} extension{'s' * (count != 1)}: {run.compiled} compiled,"
+        f" {run.linked} linked, {run.precompiled} headers precompiled in {run.seconds:.1f} s"
+        f" (setup {total - run.seconds:.2f} s)"
+    )
+    return result
+
+
+def _dist_info_files(metadata: dist_metadata.ProjectMetadata) -> dict[str, bytes]:
+    files = {"METADATA": metadata.metadata_bytes()}
+    entry_points = metadata.entry_points_text()
+    if entry_points:
+        files["entry_points.txt"] = entry_points.encode()
+    for relative, path in metadata.license_files:
+        files[f"licenses/{relative}"] = path.read_bytes()
+    return files
+
+
+def prepare_metadata(root: Path, metadata_directory: Path, config_settings: ConfigSettings) -> str:
+    loaded = load(root, config_settings)
+    meta = loaded.metadata
+    dist_info = f"{meta.distribution_name}-{meta.version}.dist-info"
+    for name, data in _dist_info_files(meta).items():
+        target = metadata_directory / dist_info / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+    return dist_info
+
+
+def build_wheel(root: Path, out_dir: Path, config_settings: ConfigSettings, *, editable: bool = False) -> str:
+    from .dist.files import package_files
+    from .dist.import_guard import native_filename, render_import_guard
+    from .dist.wheel import WheelWriter
+
+    loaded = load(root, config_settings)
+    project, meta = loaded.project, loaded.metadata
+    result = _compile(loaded)
+    artifacts = result.artifacts if result else {}
+    in_tree = {name: in_tree_path(project, spec) for spec in project.extensions for name in [spec.name]}
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tag = _wheel_tag(project.extensions)
+    with WheelWriter(out_dir, meta.name, meta.version, tag, source_date_epoch=source_date_epoch()) as wheel:
+        if editable:
+            _add_editable(wheel, loaded, result, in_tree)
+        else:
+            layout = project.layout
+            files = package_files(
+                layout.packages, layout.py_modules, layout.package_data, exclude=set(in_tree.values())
+            )
+            for arcname, path in files:
+                wheel.add_file(arcname, path)
+            for spec in project.extensions:
+                arcname = artifact_name(spec)
+                if project.torch_import_check and spec.kind is Kind.MODULE:
+                    assert loaded.torch is not None
+                    suffix = arcname.rpartition("/")[2][len(spec.module_name):]
+                    native = native_filename(spec.name, suffix)
+                    directory = arcname.rpartition("/")[0]
+                    shim = f"{directory}/{spec.module_name}.py" if directory else f"{spec.module_name}.py"
+                    wheel.add_bytes(shim, render_import_guard(spec.name, native, loaded.torch.version))
+                    arcname = f"{directory}/{native}" if directory else native
+                wheel.add_file(arcname, artifacts[spec.name])
+        wheel.finish(meta)
+    return wheel.filename
+
+
+def _add_editable(wheel, loaded: Loaded, result, in_tree: dict[str, Path]) -> None:
+    from .dist.editable import RebuildCommand, editable_members
+
+    project = loaded.project
+    roots: dict[str, Path] = {}
+    for name, directory in project.layout.packages.items():
+        if "." not in name:
+            roots[name] = directory
+    for name, path in project.layout.py_modules.items():
+        roots[name] = path
+    links = []
+    for spec in project.extensions:
+        built, link = result.artifacts[spec.name], in_tree[spec.name]
+        _symlink(link, built)
+        links.append((built, link))
+        if "." not in spec.name:
+            roots[spec.name] = link
+    rebuild = None
+    if result is not None:
+        plan = result.plan
+        isolated = _isolation_note(plan.torch, os.environ) is not None
+        if isolated:
+            log("pep517_torch: editable install from an isolated build environment: extensions"
+                " will not rebuild on import (use pip install -e . --no-build-isolation)")
+        else:
+            rebuild = RebuildCommand(plan.ninja, plan.build_dir, tuple(plan.targets.values()))
+    members = editable_members(
+        project.pyproject["project"]["name"],  # type: ignore[index]
+        package_roots=roots,
+        artifacts=links,
+        rebuild=rebuild,
+        torch_version=loaded.torch.version if (loaded.torch and project.extensions) else None,
+    )
+    for arcname, data in members:
+        wheel.add_bytes(arcname, data)
+
+
+def _symlink(link: Path, target: Path) -> None:
+    if link.is_symlink() and os.readlink(link) == str(target):
+        return
+    if link.exists() and not link.is_symlink():
+        from .errors import ConfigError
+
+        raise ConfigError(
+            f"{link} exists and is not a link to the built extension; remove it (a stale"
+            " in-place build?) before an editable install"
+        )
+    tmp = link.with_name(f".{link.name}.{os.getpid()}.tmp")
+    tmp.unlink(missing_ok=True)
+    os.symlink(target, tmp)
+    os.replace(tmp, link)
+
+
+def build_sdist(root: Path, out_dir: Path, config_settings: ConfigSettings) -> str:
+    from .dist.sdist import sdist_files, write_sdist
+
+    pyproject = config.read_pyproject(root)
+    torch = _torch_or_none()
+    facts = _facts(os.environ, torch)
+    vars_ = {"wheel_tag": tags.wheel_tag(True), "python_tag": tags.python_tag(),
+             "torch_version": torch.version if torch else "none"}
+    project = config.resolve_project(root, pyproject, config_settings, facts, vars_)
+    # The sdist cannot know which torch its wheel will be built against: no pin in PKG-INFO,
+    # and Requires-Dist is declared dynamic (core metadata 2.2) for the wheel to add it.
+    dynamic = ["Requires-Dist"] if project.extensions and project.torch_requirement != "none" else []
+    meta = dist_metadata.build_metadata(
+        pyproject, project.root, version=_version(project, os.environ), dynamic_metadata=dynamic
+    )
+    files = sdist_files(
+        project.root,
+        include=meta.referenced_files,
+        include_globs=project.sdist_include,
+        exclude_globs=project.sdist_exclude,
+        build_dir=project.options.build_dir,
+    )
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = write_sdist(out_dir, project.root, meta, files, source_date_epoch=source_date_epoch())
+    return path.name
+
+
+def main_error(exc: BaseException) -> None:
+    print(f"pep517_torch: error: {exc}", file=sys.stderr)

@@ -1,0 +1,444 @@
+"""CUDA arch lists: parsing, user arch flags, defaults, and what nvcc really puts in an object."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from pep517_torch.core.arch import (
+    NAMED_ARCHES,
+    ArchEntry,
+    default_arch_entries,
+    format_arch_list,
+    parse_arch_list,
+    resolve_arch_flags,
+    user_arch_flags,
+)
+from pep517_torch.core.cuda import CudaToolkit, require_cuda
+from pep517_torch.errors import ConfigError
+from tests.cuda_tools import (
+    NVCC_13_0_CODES,
+    REAL_ROOT,
+    SYSTEM_PATH,
+    fatbin_contents,
+    find_cuobjdump,
+    real_toolkit_available,
+    write_fake_nvidia_smi,
+)
+
+KEY = "tool.torch-ext.cuda-arch-list"
+
+
+def toolkit(
+    version: tuple[int, int] = (13, 0), codes: Sequence[str] = NVCC_13_0_CODES
+) -> CudaToolkit:
+    archs = sorted((int(c[3:-1]), int(c[-1])) for c in codes)
+    return CudaToolkit(
+        root=Path("/cuda"),
+        nvcc=Path("/cuda/bin/nvcc"),
+        version=version,
+        include_dirs=(),
+        library_dirs=(),
+        found_via="CUDA_HOME",
+        supported_archs=tuple(f"{a}.{b}" for a, b in archs),
+    )
+
+
+NVCC_13_0 = toolkit()
+NVCC_12_8 = toolkit(
+    (12, 8),
+    [f"sm_{n}" for n in (50, 52, 53, 60, 61, 62, 70, 72, 75, 80, 86, 87, 89, 90, 100, 101, 120)],
+)
+NVCC_11_8 = toolkit(
+    (11, 8), [f"sm_{n}" for n in (35, 37, 50, 52, 60, 61, 70, 75, 80, 86, 87, 89, 90)]
+)
+NO_GPU_ENV = {"PATH": "/nonexistent"}  # no nvidia-smi: no GPU visible
+
+
+def flags_for(
+    text: str, tk: CudaToolkit = NVCC_13_0, env: dict[str, str] | None = None
+) -> list[str]:
+    entries = parse_arch_list(text, key=KEY)
+    return resolve_arch_flags(entries, tk, user_nvcc_flags=[], env=env or NO_GPU_ENV).flags
+
+
+def gencode(number: str, *, ptx: bool = False) -> list[str]:
+    sass = [f"-gencode=arch=compute_{number},code=sm_{number}"]
+    return [*sass, f"-gencode=arch=compute_{number},code=compute_{number}"] if ptx else sass
+
+
+# ---------------------------------------------------------------------------------- parsing
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("8.0", [ArchEntry(8, 0)]),
+        ("9.0+PTX", [ArchEntry(9, 0, ptx=True)]),
+        ("9.0+ptx", [ArchEntry(9, 0, ptx=True)]),
+        ("9.0a", [ArchEntry(9, 0, "a")]),
+        ("10.0a", [ArchEntry(10, 0, "a")]),
+        ("12.0a+PTX", [ArchEntry(12, 0, "a", ptx=True)]),
+        ("10.0f", [ArchEntry(10, 0, "f")]),
+        ("12.0f+PTX", [ArchEntry(12, 0, "f", ptx=True)]),
+        ("native", [ArchEntry(0, 0, native=True)]),
+        ("NATIVE", [ArchEntry(0, 0, native=True)]),
+    ],
+)
+def test_entry_forms(text: str, expected: list[ArchEntry]) -> None:
+    assert parse_arch_list(text, key=KEY) == expected
+    assert format_arch_list(expected) in (text, text.replace("ptx", "PTX"), text.lower())
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["8.0;9.0+PTX", "8.0 9.0+PTX", "8.0,9.0+PTX", " 8.0 ;, 9.0+PTX ;", ["8.0", "9.0+PTX"],
+     ["8.0;9.0+PTX"], ("8.0", " 9.0+PTX ")],
+)  # fmt: skip
+def test_separators_and_lists(value: str | list[str]) -> None:
+    assert parse_arch_list(value, key=KEY) == [ArchEntry(8, 0), ArchEntry(9, 0, ptx=True)]
+
+
+@pytest.mark.parametrize("value", ["", "  ", ";;", []])
+def test_empty(value: str | list[str]) -> None:
+    assert parse_arch_list(value, key=KEY) == []
+
+
+def test_named_arches_match_torch_2_13() -> None:
+    torch_table = {
+        "Kepler+Tesla": "3.7", "Kepler": "3.5+PTX", "Maxwell+Tegra": "5.3",
+        "Maxwell": "5.0;5.2+PTX", "Pascal": "6.0;6.1+PTX", "Volta+Tegra": "7.2",
+        "Volta": "7.0+PTX", "Turing": "7.5+PTX", "Ampere+Tegra": "8.7",
+        "Ampere": "8.0;8.6+PTX", "Ada": "8.9+PTX", "Hopper": "9.0+PTX",
+        "Blackwell+Tegra": "11.0", "Blackwell": "10.0;10.3;12.0;12.1+PTX",
+    }  # fmt: skip
+    assert {name.lower(): value for name, value in torch_table.items()} == NAMED_ARCHES
+    for name, value in torch_table.items():
+        entries = parse_arch_list(name, key=KEY)
+        assert format_arch_list(entries) == value
+        assert all(entry.origin == name for entry in entries)
+    assert parse_arch_list("ampere", key=KEY) == parse_arch_list("8.0;8.6+PTX", key=KEY)
+
+
+def test_names_mix_with_numbers() -> None:
+    entries = parse_arch_list("Ampere;9.0a, Blackwell+Tegra", key=KEY)
+    assert format_arch_list(entries) == "8.0;8.6+PTX;9.0a;11.0"
+
+
+@pytest.mark.parametrize(
+    ("bad", "hint"),
+    [
+        ("sm_90", "did you mean 9.0?"),
+        ("compute_90a", "did you mean 9.0a?"),
+        ("All", "list the architectures instead"),
+        ("90", ""),
+        ("9", ""),
+        ("9.0b", ""),
+        ("9.10", ""),
+        ("9.0+PTX+PTX", ""),
+        ("Ampere+PTX", ""),
+        ("Hoper", ""),
+        ("9.0;nope", ""),
+    ],
+)
+def test_bad_entries(bad: str, hint: str) -> None:
+    with pytest.raises(ConfigError) as error:
+        parse_arch_list(bad, key=KEY)
+    assert type(error.value) is ConfigError and error.value.key == KEY
+    message = str(error.value)
+    entry = bad.split(";")[-1]
+    assert message.startswith(f"{KEY}: unknown CUDA architecture {entry!r}")
+    assert hint in message
+    assert "X.Y, X.Y+PTX, X.Ya or X.Yf" in message and "native" in message and "Ampere" in message
+
+
+# --------------------------------------------------------------------- explicit lists → flags
+
+
+def test_flags_for_an_explicit_list() -> None:
+    decision = resolve_arch_flags(
+        parse_arch_list("8.0;9.0+PTX", key=KEY), NVCC_13_0, user_nvcc_flags=[], env=NO_GPU_ENV
+    )
+    assert decision.flags == gencode("80") + gencode("90", ptx=True)
+    assert decision.archs == ["sm_80", "sm_90", "compute_90"]
+    assert decision.note is None
+
+
+def test_arch_and_family_specific_flags() -> None:
+    assert flags_for("9.0a") == ["-gencode=arch=compute_90a,code=sm_90a"]
+    assert flags_for("12.0a+PTX") == gencode("120a", ptx=True)
+    assert flags_for("10.0f;12.0f+PTX") == gencode("100f") + gencode("120f", ptx=True)
+
+
+def test_flags_are_sorted_numerically_and_deduplicated() -> None:
+    assert flags_for("12.0;9.0a;8.0;9.0;9.0+PTX;Ampere;10.0f") == (
+        gencode("80") + gencode("86", ptx=True) + gencode("90", ptx=True) + gencode("90a")
+        + gencode("100f") + gencode("120")
+    )  # fmt: skip
+
+
+def test_named_arches_resolve() -> None:
+    assert flags_for("Hopper") == gencode("90", ptx=True)
+    assert flags_for("Blackwell") == gencode("100") + gencode("103") + gencode("120") + gencode(
+        "121", ptx=True
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "tk", "shown"),
+    [
+        ("3.5", NVCC_13_0, "3.5"),
+        ("5.0", NVCC_13_0, "5.0"),
+        ("Maxwell", NVCC_13_0, "5.0 (from 'Maxwell')"),
+        ("10.1", NVCC_13_0, "10.1 (CUDA 13 renamed 10.1 to 11.0)"),
+        ("8.6a", NVCC_13_0, "8.6a"),
+        ("9.0f", NVCC_13_0, "9.0f"),
+        ("13.0", NVCC_13_0, "13.0"),
+        ("10.0f", NVCC_12_8, "10.0f"),  # family-specific needs nvcc 12.9+
+        ("9.0a", NVCC_11_8, "9.0a"),  # arch-specific needs nvcc 12.0+
+        ("12.0", NVCC_11_8, "12.0"),
+    ],
+)
+def test_entries_this_nvcc_cannot_build(text: str, tk: CudaToolkit, shown: str) -> None:
+    with pytest.raises(ConfigError) as error:
+        flags_for(text, tk)
+    message = str(error.value)
+    assert error.value.key == KEY
+    assert f"nvcc {tk.version_str} (/cuda/bin/nvcc) cannot build for {shown};" in message
+    assert f"it can build {', '.join(tk.supported_archs)}" in message
+
+
+def test_buildable_list_names_specific_variants() -> None:
+    with pytest.raises(ConfigError) as error:
+        flags_for("3.5")
+    message = str(error.value)
+    assert "arch-specific 9.0a, 10.0a, 10.3a, 11.0a, 12.0a, 12.1a" in message
+    assert "family-specific 10.0f, 10.3f, 11.0f, 12.0f, 12.1f" in message
+    with pytest.raises(ConfigError) as error:
+        flags_for("3.0", NVCC_11_8)
+    assert "arch-specific" not in str(error.value) and "family-specific" not in str(error.value)
+
+
+def test_nvcc_that_lists_nothing_is_not_second_guessed() -> None:
+    assert flags_for("9.0", toolkit(codes=[])) == gencode("90")
+
+
+# ------------------------------------------------------------------------- user's own flags
+
+
+@pytest.mark.parametrize(
+    ("flags", "found"),
+    [
+        (["-gencode=arch=compute_80,code=sm_80"], ["-gencode=arch=compute_80,code=sm_80"]),
+        (["-O3", "-gencode", "arch=compute_80,code=sm_80"],
+         ["-gencode=arch=compute_80,code=sm_80"]),
+        (["--generate-code=arch=compute_90,code=[sm_90,compute_90]"],
+         ["--generate-code=arch=compute_90,code=[sm_90,compute_90]"]),
+        (["--generate-code", "arch=compute_90,code=sm_90"],
+         ["--generate-code=arch=compute_90,code=sm_90"]),
+        (["-arch=sm_90"], ["-arch=sm_90"]),
+        (["-arch", "sm_90"], ["-arch=sm_90"]),
+        (["-arch=native"], ["-arch=native"]),
+        (["--gpu-architecture=sm_90a"], ["--gpu-architecture=sm_90a"]),
+        (["--gpu-architecture", "all"], ["--gpu-architecture=all"]),
+        (["-arch=compute_80", "-code=sm_80,sm_86"], ["-arch=compute_80", "-code=sm_80,sm_86"]),
+        (["--gpu-code", "sm_80"], ["--gpu-code=sm_80"]),
+    ],
+)  # fmt: skip
+def test_user_arch_flags_found(flags: list[str], found: list[str]) -> None:
+    assert user_arch_flags(flags) == found
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["-DMY_ARCH_FLAG"],
+        ["-DARCH=sm_90", "-UARCH"],
+        ["-Xarchive", "-foo"],
+        ["-Xarchive"],
+        ["-Xcompiler", "-march=native"],
+        ["-Xcompiler=-march=native"],
+        ["-Xcompiler", "-arch"],  # a value of -Xcompiler, not an nvcc option
+        ["-march=native", "--expt-relaxed-constexpr", "-Iarch", "-I", "-arch"],
+        ["--archive-options=-x", "-architecture", "-gencodes"],
+        [],
+    ],
+)
+def test_user_arch_flags_negative(flags: list[str]) -> None:
+    assert user_arch_flags(flags) == []
+
+
+def test_user_arch_flags_win() -> None:
+    decision = resolve_arch_flags(
+        parse_arch_list("8.0;9.0", key=KEY),
+        NVCC_13_0,
+        user_nvcc_flags=["-O3", "-gencode", "arch=compute_90a,code=[sm_90a,compute_90a]"],
+        env=NO_GPU_ENV,
+    )
+    assert decision.flags == []
+    assert decision.archs == ["sm_90a", "compute_90a"]
+    assert decision.note is not None
+    assert "-gencode=arch=compute_90a,code=[sm_90a,compute_90a]" in decision.note
+    assert "adding no arch flags" in decision.note and "(8.0;9.0) ignored" in decision.note
+
+
+def test_user_arch_flag_without_a_list() -> None:
+    decision = resolve_arch_flags(
+        None, NVCC_13_0, user_nvcc_flags=["-arch", "sm_89"], env=NO_GPU_ENV
+    )
+    assert decision.flags == [] and decision.archs == ["sm_89"]
+    assert decision.note is not None and "ignored" not in decision.note
+
+
+def test_flags_that_merely_mention_arch_do_not_count() -> None:
+    decision = resolve_arch_flags(
+        parse_arch_list("9.0", key=KEY),
+        NVCC_13_0,
+        user_nvcc_flags=["-DMY_ARCH_FLAG", "-Xarchive", "-v"],
+        env=NO_GPU_ENV,
+    )
+    assert decision.flags == gencode("90")
+
+
+# ------------------------------------------------------------------- defaults and native
+
+DEFAULT_13_0 = gencode("80") + gencode("90") + gencode("100") + gencode("110") + gencode(
+    "120", ptx=True
+)
+DEFAULT_NOTE_13_0 = (
+    "no GPU visible and no cuda-arch-list set: building for 8.0;9.0;10.0;11.0;12.0+PTX (the "
+    "default for nvcc 13.0); set cuda-arch-list or TORCH_CUDA_ARCH_LIST to choose"
+)
+
+
+@pytest.mark.parametrize("entries", [None, []])
+def test_default_without_gpu(entries: list[ArchEntry] | None) -> None:
+    decision = resolve_arch_flags(entries, NVCC_13_0, user_nvcc_flags=[], env=NO_GPU_ENV)
+    assert decision.flags == DEFAULT_13_0
+    assert decision.archs == ["sm_80", "sm_90", "sm_100", "sm_110", "sm_120", "compute_120"]
+    assert decision.note == DEFAULT_NOTE_13_0
+
+
+def test_default_entries_per_nvcc() -> None:
+    assert format_arch_list(default_arch_entries(NVCC_13_0)) == "8.0;9.0;10.0;11.0;12.0+PTX"
+    assert format_arch_list(default_arch_entries(NVCC_12_8)) == "8.0;9.0;10.0;12.0+PTX"
+    assert format_arch_list(default_arch_entries(NVCC_11_8)) == "8.0;9.0+PTX"
+    old = toolkit((10, 2), ["sm_30", "sm_35", "sm_50", "sm_60", "sm_70", "sm_75"])
+    assert format_arch_list(default_arch_entries(old)) == "7.5+PTX"
+    assert default_arch_entries(toolkit(codes=[])) == []
+
+
+def test_default_when_nvcc_lists_nothing() -> None:
+    decision = resolve_arch_flags(None, toolkit(codes=[]), user_nvcc_flags=[], env=NO_GPU_ENV)
+    assert decision.flags == [] and decision.note is not None
+    assert "nvcc's own default" in decision.note
+
+
+def test_native_without_gpu() -> None:
+    decision = resolve_arch_flags(
+        parse_arch_list("native", key=KEY), NVCC_13_0, user_nvcc_flags=[], env=NO_GPU_ENV
+    )
+    assert decision.flags == DEFAULT_13_0
+    assert decision.note == DEFAULT_NOTE_13_0.replace(
+        "no cuda-arch-list set", f"{KEY} has native"
+    )
+
+
+def test_cuda_visible_devices_empty_hides_gpus(tmp_path: Path) -> None:
+    write_fake_nvidia_smi(tmp_path, ["0, GPU-a, 8.6"])
+    env = {"PATH": str(tmp_path), "CUDA_VISIBLE_DEVICES": ""}
+    assert resolve_arch_flags(None, NVCC_13_0, user_nvcc_flags=[], env=env).flags == DEFAULT_13_0
+
+
+def test_env_arch_list_when_nothing_configured() -> None:
+    env = {**NO_GPU_ENV, "TORCH_CUDA_ARCH_LIST": "Ampere"}
+    decision = resolve_arch_flags(None, NVCC_13_0, user_nvcc_flags=[], env=env)
+    assert decision.flags == gencode("80") + gencode("86", ptx=True) and decision.note is None
+    # a configured list wins over the environment
+    assert flags_for("9.0", env=env) == gencode("90")
+    with pytest.raises(ConfigError) as error:
+        env = {"TORCH_CUDA_ARCH_LIST": "sm_80"}
+        resolve_arch_flags(None, NVCC_13_0, user_nvcc_flags=[], env=env)
+    assert error.value.key == "TORCH_CUDA_ARCH_LIST"
+
+
+@pytest.mark.parametrize(
+    ("gpus", "expected", "in_note"),
+    [
+        (["0, GPU-a, 8.6"], gencode("86", ptx=True), "visible GPUs (8.6): 8.6+PTX"),
+        (["0, GPU-a, 9.0", "1, GPU-b, 8.6"], gencode("86") + gencode("90", ptx=True), "(8.6, 9.0)"),
+        (["0, GPU-a, 10.1"], gencode("100", ptx=True), "(10.1): 10.0+PTX"),  # same major, lower
+        (["0, GPU-a, 13.0"], gencode("121", ptx=True), "(13.0): 12.1+PTX"),  # newer than nvcc
+    ],
+)
+def test_visible_gpus_are_the_default(
+    tmp_path: Path, gpus: list[str], expected: list[str], in_note: str
+) -> None:
+    write_fake_nvidia_smi(tmp_path, gpus)
+    decision = resolve_arch_flags(None, NVCC_13_0, user_nvcc_flags=[], env={"PATH": str(tmp_path)})
+    assert decision.flags == expected
+    assert decision.note is not None and in_note in decision.note
+    assert decision.note.startswith("no cuda-arch-list set: building for the visible GPUs")
+
+
+def test_gpu_too_old_for_nvcc_falls_back_to_the_default(tmp_path: Path) -> None:
+    write_fake_nvidia_smi(tmp_path, ["0, GPU-a, 6.1"])
+    decision = resolve_arch_flags(None, NVCC_13_0, user_nvcc_flags=[], env={"PATH": str(tmp_path)})
+    assert decision.flags == DEFAULT_13_0
+    assert decision.note is not None
+    assert decision.note.startswith(
+        "no usable GPU visible (GPU 6.1: nvcc 13.0 cannot build for it) and no cuda-arch-list set"
+    )
+
+
+def test_native_with_gpu_merges_with_explicit_entries(tmp_path: Path) -> None:
+    write_fake_nvidia_smi(tmp_path, ["0, GPU-a, 8.9"])
+    decision = resolve_arch_flags(
+        parse_arch_list("native;9.0a", key=KEY), NVCC_13_0, user_nvcc_flags=[],
+        env={"PATH": str(tmp_path)},
+    )  # fmt: skip
+    assert decision.flags == gencode("89", ptx=True) + gencode("90a")
+    assert decision.note is not None and f"{KEY} has native" in decision.note
+
+
+# --------------------------------------------- proof: what nvcc puts in the object file
+
+CUOBJDUMP = find_cuobjdump()
+
+
+@pytest.fixture(scope="module")
+def real_toolkit() -> CudaToolkit:
+    if not real_toolkit_available():
+        pytest.skip("needs the real nvcc 13.0 at /usr/local/cuda-13.0 and gcc")
+    if CUOBJDUMP is None:
+        pytest.skip("needs cuobjdump: pip install 'nvidia-cuda-cuobjdump==13.2.*'")
+    return require_cuda({"PATH": SYSTEM_PATH, "CUDA_HOME": str(REAL_ROOT)}, search_paths=[])
+
+
+@pytest.mark.cuda
+@pytest.mark.compile
+@pytest.mark.parametrize(
+    ("arch_list", "elf", "ptx"),
+    [
+        ("8.0;9.0+PTX", {"sm_80", "sm_90"}, {"compute_90"}),
+        ("9.0a", {"sm_90a"}, set()),
+        (None, {"sm_80", "sm_90", "sm_100", "sm_110", "sm_120"}, {"compute_120"}),
+    ],
+)
+def test_object_holds_exactly_the_requested_code(
+    real_toolkit: CudaToolkit, tmp_path: Path, arch_list: str | None, elf: set[str], ptx: set[str]
+) -> None:
+    entries = parse_arch_list(arch_list, key=KEY) if arch_list else None
+    decision = resolve_arch_flags(entries, real_toolkit, user_nvcc_flags=[], env=NO_GPU_ENV)
+    source = tmp_path / "k.cu"
+    source.write_text("__global__ void twice(float* x) { x[threadIdx.x] *= 2.0f; }\n")
+    obj = tmp_path / "k.o"
+    subprocess.run(
+        [str(real_toolkit.nvcc), "-c", str(source), "-o", str(obj), *decision.flags],
+        check=True, env={"PATH": SYSTEM_PATH}, capture_output=True,
+    )  # fmt: skip
+    assert CUOBJDUMP is not None
+    assert fatbin_contents(CUOBJDUMP, obj) == (elf, ptx)

@@ -1,0 +1,225 @@
+"""The editable hook: strict finder, torch check and ninja rebuild, run in fresh interpreters."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pep517_torch.dist.editable import RebuildCommand, editable_members
+
+NINJA = shutil.which("ninja")
+needs_ninja = pytest.mark.skipif(NINJA is None, reason="needs ninja on PATH")
+
+# A "compiler" that copies its input, and fails with a diagnostic when the input says FAIL.
+BUILD_NINJA = """\
+rule copy
+  command = if grep -q FAIL $in; then echo "input.txt:1: error: FAIL found" >&2; exit 1; fi; $
+            cp $in $out
+build out/data.txt: copy {input}
+"""
+
+
+class Project:
+    """A source tree, its build directory and a site directory holding the editable install."""
+
+    def __init__(self, base: Path) -> None:
+        self.root = base / "proj"
+        self.build = base / "build"
+        self.site = base / "site"
+        package = self.root / "src" / "myproj"
+        (package / "sub").mkdir(parents=True)
+        (package / "__init__.py").write_text(
+            "import os\nwith open(os.path.join(os.path.dirname(__file__), 'data.txt')) as f:\n"
+            "    VALUE = f.read().strip()\n"
+        )
+        (package / "sub" / "__init__.py").write_text("NAME = 'sub'\n")
+        (self.root / "helper.py").write_text("HELP = 'me'\n")
+        (self.root / "stray.py").write_text("raise SystemExit('stray must not be importable')\n")
+        (self.root / "input.txt").write_text("one\n")
+        self.build.mkdir()
+        (self.build / "build.ninja").write_text(BUILD_NINJA.format(input=self.root / "input.txt"))
+        self.site.mkdir()
+        self.artifact = self.build / "out" / "data.txt"
+        self.link = package / "data.txt"
+
+    def install(
+        self, *, torch_version: str | None = None, ninja: str | None = NINJA, rebuild: bool = True
+    ) -> None:
+        command = None
+        if rebuild:
+            subprocess.run([NINJA, "-C", self.build], check=True, capture_output=True)
+            self.link.symlink_to(self.artifact)
+            command = RebuildCommand(Path(ninja or "/nowhere/ninja"), self.build, ("out/data.txt",))
+        members = editable_members(
+            "MyProj",
+            package_roots={
+                "myproj": self.root / "src" / "myproj",
+                "helper": self.root / "helper.py",
+            },
+            artifacts=[(self.artifact, self.link)] if rebuild else [],
+            rebuild=command,
+            torch_version=torch_version,
+        )
+        for name, data in members:
+            (self.site / name).write_bytes(data)
+
+    def fake_torch(self, version: str) -> None:
+        dist_info = self.site / f"torch-{version}.dist-info"
+        dist_info.mkdir()
+        metadata = f"Metadata-Version: 2.1\nName: torch\nVersion: {version}\n"
+        (dist_info / "METADATA").write_text(metadata)
+
+    def python(self, code: str, **env: str) -> subprocess.CompletedProcess[str]:
+        # -S: only the stdlib and our site directory, so the real torch of this venv is not seen.
+        script = f"import site; site.addsitedir({str(self.site)!r})\n{code}"
+        return subprocess.run(
+            [sys.executable, "-S", "-c", script],
+            cwd=self.root.parent,
+            env={**os.environ, **env},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+
+def make_stale(project: Project) -> None:
+    """Date the artifact back, so that the edit of input.txt is newer even on coarse clocks."""
+    past = os.path.getmtime(project.root / "input.txt") - 10
+    os.utime(project.artifact, (past, past))
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Project:
+    return Project(tmp_path)
+
+
+def test_members(project: Project) -> None:
+    project.install(rebuild=False)
+    pth = project.site / "_pep517_torch_editable_myproj.pth"
+    assert pth.read_text() == "import _pep517_torch_editable_myproj\n"
+    source = (project.site / "_pep517_torch_editable_myproj.py").read_text()
+    assert "CONFIG_JSON = r'''\n{" in source and "import pep517_torch" not in source
+    compile(source, "hook", "exec")
+
+
+def test_strict_finder_maps_only_the_projects_names(project: Project) -> None:
+    project.install(rebuild=False)
+    (project.root / "src" / "myproj" / "data.txt").write_text("plain\n")
+    result = project.python(
+        "import myproj, myproj.sub, helper\n"
+        "print(myproj.VALUE, myproj.sub.NAME, helper.HELP)\n"
+        "print(myproj.__file__)\n"
+        "try:\n    import stray\nexcept ModuleNotFoundError:\n    print('no stray')\n"
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        "plain sub me",
+        str(project.root / "src" / "myproj" / "__init__.py"),
+        "no stray",
+    ]
+    assert result.stderr == ""
+
+
+def test_quotes_in_paths_survive(tmp_path: Path) -> None:
+    project = Project(tmp_path / "it's '''quoted'''")
+    project.install(rebuild=False)
+    (project.root / "src" / "myproj" / "data.txt").write_text("q\n")
+    result = project.python("import myproj; print(myproj.VALUE)")
+    assert (result.returncode, result.stdout) == (0, "q\n"), result.stderr
+
+
+@pytest.mark.parametrize(("installed", "ok"), [("2.13.1", True), ("2.12.0", False), (None, False)])
+def test_torch_version_check(project: Project, installed: str | None, ok: bool) -> None:
+    project.install(torch_version="2.13.0+cpu", rebuild=False)
+    (project.root / "src" / "myproj" / "data.txt").write_text("x\n")
+    if installed is not None:
+        project.fake_torch(installed)
+    result = project.python(
+        "for attempt in range(2):\n"
+        "    try:\n        import myproj\n        print('imported')\n"
+        "    except ImportError as error:\n        print(error)\n"
+    )
+    assert result.returncode == 0, result.stderr
+    if ok:
+        assert result.stdout == "imported\nimported\n"
+        return
+    first, second = result.stdout.splitlines()
+    assert first == second  # the failure repeats; it is not a one-time event
+    assert "MyProj was built in editable mode against torch 2.13.0+cpu" in first
+    assert ("torch 2.12.0 is installed" if installed else "torch is not installed") in first
+    assert "pip install -e . --no-build-isolation" in first and "pip install torch==2.13.0" in first
+
+
+@needs_ninja
+def test_rebuild_on_import(project: Project) -> None:
+    project.install()
+    code = "import myproj; print(myproj.VALUE)"
+    result = project.python(code)
+    assert (result.returncode, result.stdout, result.stderr) == (0, "one\n", "")
+
+    (project.root / "input.txt").write_text("two\n")
+    make_stale(project)
+    assert project.python(code, PEP517_TORCH_EDITABLE_REBUILD="0").stdout == "one\n"  # opted out
+    result = project.python(code)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "two\n"
+    lines = result.stderr.splitlines()
+    assert lines[0] == "pep517_torch: rebuilding MyProj (1 steps)..."
+    assert lines[1].startswith("pep517_torch: rebuilt MyProj in ") and len(lines) == 2
+
+    result = project.python(code)
+    assert (result.stdout, result.stderr) == ("two\n", "")
+
+
+@needs_ninja
+def test_failed_rebuild_raises_import_error_with_the_output(project: Project) -> None:
+    project.install()
+    (project.root / "input.txt").write_text("FAIL\n")
+    make_stale(project)
+    result = project.python("import myproj")
+    assert result.returncode != 0
+    assert "pep517_torch: rebuilding MyProj (1 steps)..." in result.stderr
+    assert "ImportError: pep517_torch: rebuilding MyProj (editable install) failed:" in (
+        result.stderr
+    )
+    assert "input.txt:1: error: FAIL found" in result.stderr
+
+
+@needs_ninja
+def test_missing_ninja_warns_and_uses_the_existing_build(project: Project, tmp_path: Path) -> None:
+    project.install(ninja="/nowhere/ninja")
+    (project.root / "input.txt").write_text("two\n")
+    empty = tmp_path / "empty-path"
+    empty.mkdir()
+    result = project.python("import myproj, myproj.sub; print(myproj.VALUE)", PATH=str(empty))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "one\n"
+    assert result.stderr.count("ninja not found") == 1
+
+
+@needs_ninja
+def test_missing_link_is_recreated(project: Project) -> None:
+    project.install()
+    project.link.unlink()
+    result = project.python("import myproj; print(myproj.VALUE)")
+    assert (result.returncode, result.stdout) == (0, "one\n"), result.stderr
+    assert project.link.is_symlink() and project.link.resolve() == project.artifact
+
+
+@needs_ninja
+def test_import_after_fixing_a_failed_rebuild_retries(project: Project) -> None:
+    project.install()
+    (project.root / "input.txt").write_text("FAIL\n")
+    make_stale(project)
+    result = project.python(
+        "from pathlib import Path\n"
+        "try:\n    import myproj\nexcept ImportError:\n    print('failed')\n"
+        f"Path({str(project.root / 'input.txt')!r}).write_text('fixed\\n')\n"
+        "import myproj\nprint(myproj.VALUE)\n"
+    )
+    assert (result.returncode, result.stdout) == (0, "failed\nfixed\n"), result.stderr
