@@ -1,0 +1,39 @@
+# One-command set-up on a fresh machine: `make demo` and `make test` create .venv themselves.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+TORCH := torch==2.13.0
+PYTEST_ARGS ?=
+
+.PHONY: venv test test-all demo bench clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q "$(TORCH)" "packaging>=23.2" "pyproject-metadata>=0.9" "filelock>=3.12" "ninja>=1.11"
+	$(PY) -m pip install -q --no-build-isolation -e ".[test]"
+	touch $@
+
+venv: $(VENV)/.installed
+
+# The default suite: no GPU, CPU torch, everything but the slow fuzzing tier (< 25 min on 2 cores).
+test: venv
+	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+
+# Everything CPU-side, including >= 1000-example config fuzzing.
+test-all: venv
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+# Build a wheel of fixtures/minimal with pip through our backend, install it, run its op.
+demo: venv
+	rm -rf .demo && mkdir -p .demo
+	$(PY) -m pip wheel --no-build-isolation --no-deps -w .demo fixtures/minimal
+	$(PY) -m pip install -q --force-reinstall --no-deps .demo/myops-*.whl
+	cd .demo && ../$(PY) -c "import torch, myops; x = torch.arange(4.0); \
+		y = myops.fused_scale_add(x, torch.ones(4), 2.0); print('myops.fused_scale_add ->', y.tolist()); \
+		assert torch.equal(y, x * 2 + 1)"
+
+bench: venv
+	$(PY) benchmarks/run.py
+
+clean:
+	rm -rf .demo build dist fixtures/*/build fixtures/*/dist .pytest_cache

@@ -1,0 +1,132 @@
+"""``python -m pep517_torch`` / ``pep517-torch``: wheel, sdist, doctor, migrate.
+
+``wheel`` builds against the torch installed in *this* environment (no isolation, never a
+download): the wheel runs with exactly the torch it was built for.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from .errors import ConfigError, Pep517TorchError
+
+
+def _config_settings(pairs: Sequence[str]) -> dict[str, str | list[str]]:
+    settings: dict[str, str | list[str]] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"-C expects KEY=VALUE, got {pair!r}")
+        previous = settings.get(key)
+        if previous is None:
+            settings[key] = value
+        else:  # repeated keys become a list, as pip and build pass them
+            settings[key] = [*([previous] if isinstance(previous, str) else previous), value]
+    return settings
+
+
+def missing_build_requirements(root: Path) -> list[str]:
+    """[build-system] requires entries not satisfied in this environment."""
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
+
+    from .config import read_pyproject
+
+    requires = read_pyproject(root).get("build-system", {}).get("requires", [])
+    missing = []
+    for text in requires:
+        requirement = Requirement(text)
+        if requirement.marker is not None and not requirement.marker.evaluate():
+            continue
+        try:
+            installed = metadata.version(requirement.name)
+        except metadata.PackageNotFoundError:
+            missing.append(text)
+            continue
+        if requirement.specifier and not requirement.specifier.contains(installed, prereleases=True):
+            missing.append(f"{text} (installed: {installed})")
+    return missing
+
+
+def _wheel(args: argparse.Namespace) -> int:
+    from . import project
+
+    root = Path(args.path).resolve()
+    missing = missing_build_requirements(root)
+    if missing:
+        quoted = " ".join(f"'{m.split(' (')[0]}'" for m in missing)
+        print(
+            "pep517_torch: error: build requirements missing from this environment: "
+            + ", ".join(missing)
+            + f"\n  install them with: {sys.executable} -m pip install {quoted}",
+            file=sys.stderr,
+        )
+        return 1
+    out = Path(args.outdir) if args.outdir else root / "dist"
+    name = project.build_wheel(root, out.resolve(), _config_settings(args.config_setting))
+    print(f"pep517_torch: wrote {out / name}")
+    return 0
+
+
+def _sdist(args: argparse.Namespace) -> int:
+    from . import project
+
+    root = Path(args.path).resolve()
+    out = Path(args.outdir) if args.outdir else root / "dist"
+    name = project.build_sdist(root, out.resolve(), _config_settings(args.config_setting))
+    print(f"pep517_torch: wrote {out / name}")
+    return 0
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    from .doctor import run_checks
+
+    return run_checks(Path(args.path).resolve())
+
+
+def _migrate(argv: list[str]) -> int:
+    from .migrate import main as migrate_main
+
+    return migrate_main(argv)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="pep517-torch", description="Build PyTorch C++/CUDA extensions from pyproject.toml."
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    for name, helptext in (
+        ("wheel", "build a wheel against this environment's torch"),
+        ("sdist", "build a source distribution"),
+    ):
+        sub = commands.add_parser(name, help=helptext)
+        sub.add_argument("path", nargs="?", default=".", help="project directory (default: .)")
+        sub.add_argument("-o", "--outdir", help="output directory (default: PATH/dist)")
+        sub.add_argument(
+            "-C", "--config-setting", action="append", default=[], metavar="KEY=VALUE",
+            help="a setting, as pip's --config-settings (e.g. -Cbuild-type=debug)",
+        )
+    doctor = commands.add_parser("doctor", help="check torch, compilers, nvcc, ninja, memory")
+    doctor.add_argument("path", nargs="?", default=".", help="project directory to check too")
+    commands.add_parser("migrate", help="convert a setup.py to pyproject.toml", add_help=False)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["migrate"]:
+        return _migrate(argv[1:])
+    args = _parser().parse_args(argv)
+    handlers = {"wheel": _wheel, "sdist": _sdist, "doctor": _doctor}
+    try:
+        return handlers[args.command](args)
+    except Pep517TorchError as exc:
+        print(f"pep517_torch: error: {exc}", file=sys.stderr)
+        return 2 if isinstance(exc, ConfigError) else 1
+    except KeyboardInterrupt:
+        print("pep517_torch: interrupted", file=sys.stderr)
+        return 130

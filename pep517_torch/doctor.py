@@ -1,0 +1,125 @@
+"""``python -m pep517_torch doctor``: one verdict per line about everything a build needs."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from .errors import Pep517TorchError
+
+Check = Callable[[], tuple[str, str]]  # -> (verdict, text); verdict: ok | warn | fail | info
+
+
+def _torch() -> tuple[str, str]:
+    from .core.toolchain import find_torch
+
+    torch = find_torch()
+    flavour = f"CUDA {torch.cuda} build" if torch.cuda else "CPU build"
+    if torch.cuda and not torch.has_cuda_runtime:
+        return "warn", f"torch {torch.version} ({flavour}) but libc10_cuda is missing at {torch.root}"
+    return "ok", f"torch {torch.version} ({flavour}) at {torch.root}"
+
+
+def _compiler() -> tuple[str, str]:
+    from .core.toolchain import find_compiler
+
+    compiler = find_compiler(os.environ)
+    via = f" via {compiler.launcher}" if compiler.launcher else ""
+    origin = "CXX" if os.environ.get("CXX") else "c++ on PATH"
+    text = f"C++ compiler ({origin}): {compiler.path} = {compiler.family} {compiler.version_text}{via}"
+    minimum = {"gcc": (9,), "clang": (10,)}.get(compiler.family)
+    if minimum is None or compiler.version < minimum:
+        return "warn", text + " (torch extensions need gcc >= 9 or clang >= 10)"
+    return "ok", text
+
+
+def _launcher() -> tuple[str, str]:
+    from .core.toolchain import find_compiler, find_launcher
+
+    launcher = find_launcher("auto", find_compiler(os.environ), os.environ)
+    if launcher:
+        return "ok", f"compiler cache: {' '.join(launcher)} (compiler-launcher = \"auto\")"
+    return "info", "compiler cache: none found (install ccache or sccache to cache objects)"
+
+
+def _ninja() -> tuple[str, str]:
+    from .core.toolchain import find_ninja
+
+    ninja = find_ninja(os.environ)
+    version = subprocess.run([str(ninja), "--version"], capture_output=True, text=True).stdout
+    return "ok", f"ninja {version.strip()} at {ninja}"
+
+
+def _cuda() -> tuple[str, str]:
+    from .core import cuda
+    from .core.toolchain import find_torch
+
+    toolkit = cuda.find_cuda(os.environ)
+    if toolkit is None:
+        return "info", "nvcc: not found (only needed for .cu sources; set CUDA_HOME to use one)"
+    text = f"nvcc {toolkit.version_str} at {toolkit.root} (found via {toolkit.found_via})"
+    try:
+        torch = find_torch()
+        notes = cuda.check_versions(toolkit, torch.cuda, allow_mismatch=False)
+    except Pep517TorchError as exc:
+        return "fail", f"{text}: {exc}"
+    if torch.cuda is None:
+        notes.append("torch is a CPU build: CUDA sources build, torch's CUDA APIs are unavailable")
+    return ("warn" if notes else "ok"), text + "".join(f"; {n}" for n in notes)
+
+
+def _arch() -> tuple[str, str]:
+    from .core import arch, cuda
+
+    toolkit = cuda.find_cuda(os.environ)
+    if toolkit is None:
+        return "info", "CUDA archs: n/a (no nvcc)"
+    decision = arch.resolve_arch_flags(None, toolkit, user_nvcc_flags=(), env=os.environ)
+    return "info", f"CUDA archs: {' '.join(decision.archs)}" + (
+        f" ({decision.note})" if decision.note else ""
+    )
+
+
+def _resources() -> tuple[str, str]:
+    from .core.jobs import plan_jobs
+
+    plan = plan_jobs(int(os.environ["MAX_JOBS"]) if os.environ.get("MAX_JOBS", "").isdigit() else None)
+    verdict = "ok" if plan.heavy >= 1 else "warn"
+    return verdict, f"parallel jobs: {plan.reason}"
+
+
+def _project(path: Path) -> Check:
+    def check() -> tuple[str, str]:
+        from . import project
+
+        loaded = project.load(path, None)
+        resolved = loaded.project
+        names = ", ".join(s.name for s in resolved.extensions) or "none"
+        skipped = "".join(f"; skipped {n}: {why}" for n, why in resolved.skipped)
+        return "ok", (
+            f"project {loaded.metadata.name} {loaded.metadata.version}: extensions {names};"
+            f" build dir {resolved.options.build_dir}{skipped}"
+        )
+
+    return check
+
+
+def run_checks(path: Path) -> int:
+    from . import __version__
+
+    print(f"pep517_torch {__version__} on Python {sys.version.split()[0]} ({sys.executable})")
+    checks: list[Check] = [_torch, _compiler, _launcher, _ninja, _cuda, _arch, _resources]
+    if (path / "pyproject.toml").is_file():
+        checks.append(_project(path))
+    failed = False
+    for check in checks:
+        try:
+            verdict, text = check()
+        except Pep517TorchError as exc:
+            verdict, text = "fail", str(exc)
+        failed |= verdict == "fail"
+        print(f"{verdict:<5} {text}")
+    return 1 if failed else 0
