@@ -1,0 +1,26 @@
+"""The config layer: pyproject.toml `[tool.torch-ext]` + -C + environment -> ResolvedProject.
+
+One dataclass model (:mod:`.model`) drives parsing, the JSON schema and the reference docs.
+Precedence: ``-C`` config settings > environment > pyproject (after its overrides).
+"""
+
+from __future__ import annotations
+
+from .model import ExtensionSettings, ProjectSettings
+from .pyproject import parse_settings, read_pyproject
+from .resolve import resolve_project
+from .resolved import Facts, PackageLayout, ResolvedProject, VersionSource
+from .settings import config_setting_fields
+
+__all__ = [
+    "ExtensionSettings",
+    "Facts",
+    "PackageLayout",
+    "ProjectSettings",
+    "ResolvedProject",
+    "VersionSource",
+    "config_setting_fields",
+    "parse_settings",
+    "read_pyproject",
+    "resolve_project",
+]

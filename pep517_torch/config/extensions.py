@@ -1,0 +1,168 @@
+"""Extension settings (after overrides) -> ExtensionSpec, or a reason the extension is skipped."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..core.spec import SOURCE_SUFFIXES, BuildType, ExtensionSpec, Kind
+from ..errors import ConfigError
+from .conditions import condition_failure
+from .model import CudaVariant, ExtensionSettings, ProjectSettings
+from .overrides import Origins, split_list
+from .parse import index_path, key_path
+from .paths import directory, existing_file, expand_glob
+from .resolved import Facts
+
+DEFAULT_LIMITED_API = "cp310"
+
+
+@dataclass(frozen=True)
+class ExtensionContext:
+    root: Path
+    build_dir: Path
+    cuda_on: bool
+    facts: Facts
+    project: ProjectSettings
+    project_origins: Origins
+    build_type: BuildType
+
+
+def check_static(extensions: list[ExtensionSettings], origins: list[Origins]) -> None:
+    """Checks that do not depend on the machine: unique names, `cuda` table vs with-cuda."""
+    first_index: dict[str, int] = {}
+    for index, (ext, where) in enumerate(zip(extensions, origins, strict=True)):
+        if ext.name in first_index:
+            raise ConfigError(
+                f"extension name {ext.name!r} is already used by"
+                f" tool.torch-ext.extension[{first_index[ext.name]}]",
+                where.of("name"),
+            )
+        first_index[ext.name] = index
+        if ext.cuda is not None and ext.with_cuda is False:
+            raise ConfigError(
+                "a `cuda` table is not allowed on an extension with with-cuda = false",
+                where.of("cuda"),
+            )
+
+
+def _variant(ext: ExtensionSettings, cuda_on: bool) -> CudaVariant | None:
+    if ext.cuda is None:
+        return None
+    if ext.with_cuda is True or (ext.with_cuda == "auto" and cuda_on):
+        return ext.cuda
+    return None
+
+
+def _entries(
+    ext: ExtensionSettings,
+    variant: CudaVariant | None,
+    origins: Origins,
+    name: str,
+) -> list[tuple[str, str]]:
+    """(value, key path) for a list field, with the `cuda` table's entries appended."""
+    entries = [(value, origins.of(name, i)) for i, value in enumerate(getattr(ext, name))]
+    if variant is not None:
+        base = key_path(origins.of("cuda"), name.replace("_", "-"))
+        entries += [(v, index_path(base, i)) for i, v in enumerate(getattr(variant, name))]
+    return entries
+
+
+def _sources(ctx: ExtensionContext, entries: list[tuple[str, str]]) -> tuple[Path, ...]:
+    files: dict[Path, None] = {}
+    for pattern, key in entries:
+        for path in expand_glob(ctx.root, pattern, key, "source", skip_dir=ctx.build_dir):
+            if path.suffix not in SOURCE_SUFFIXES:
+                known = ", ".join(sorted(SOURCE_SUFFIXES))
+                raise ConfigError(
+                    f"{pattern!r} matches {path.relative_to(ctx.root)}, which is not a source"
+                    f" file (expected one of {known}; headers are found through include-dirs)",
+                    key,
+                )
+            files[path] = None
+    return tuple(files)
+
+
+def _macros(
+    ext: ExtensionSettings, variant: CudaVariant | None
+) -> tuple[tuple[str, str | None], ...]:
+    merged = {**ext.define_macros, **(variant.define_macros if variant else {})}
+    macros: list[tuple[str, str | None]] = []
+    for name, value in merged.items():
+        if value is True:
+            macros.append((name, None))
+        elif value is not False:
+            macros.append((name, str(value)))
+    return tuple(macros)
+
+
+def _flags(ext: ExtensionSettings, variant: CudaVariant | None, name: str) -> tuple[str, ...]:
+    return (*getattr(ext, name), *(getattr(variant, name) if variant else ()))
+
+
+def build_spec(ctx: ExtensionContext, ext: ExtensionSettings, origins: Origins) -> ExtensionSpec:
+    variant = _variant(ext, ctx.cuda_on)
+    project = ctx.project
+
+    def dirs(name: str, what: str) -> tuple[Path, ...]:
+        return tuple(
+            directory(ctx.root, value, key, what)
+            for value, key in _entries(ext, variant, origins, name)
+        )
+
+    arch_list = split_list(ext.cuda_arch_list) or split_list(project.cuda_arch_list)
+    if ext.pch_header is not None:
+        header = existing_file(ctx.root, ext.pch_header, origins.of("pch_header"), "pch-header")
+    elif project.pch_header is not None:
+        header = existing_file(
+            ctx.root, project.pch_header, ctx.project_origins.of("pch_header"), "pch-header"
+        )
+    else:
+        header = None
+    limited_api = ext.py_limited_api
+    spec_arguments = dict(
+        name=ext.name,
+        sources=_sources(ctx, _entries(ext, variant, origins, "sources")),
+        include_dirs=dirs("include_dirs", "include directory"),
+        define_macros=_macros(ext, variant),
+        extra_cflags=_flags(ext, variant, "extra_cflags"),
+        extra_cuda_cflags=_flags(ext, variant, "extra_cuda_cflags"),
+        extra_ldflags=_flags(ext, variant, "extra_ldflags"),
+        libraries=_flags(ext, variant, "libraries"),
+        library_dirs=dirs("library_dirs", "library directory"),
+        runtime_library_dirs=tuple(ext.runtime_library_dirs),
+        with_cuda=None if ext.with_cuda == "auto" else bool(ext.with_cuda),
+        cuda_arch_list=tuple(arch_list) or None,
+        py_limited_api=DEFAULT_LIMITED_API if limited_api is True else (limited_api or None),
+        kind=Kind(ext.kind),
+        python_abi_suffix=ext.python_abi_suffix,
+        openmp=ext.openmp,
+        build_type=ctx.build_type,
+        strip=project.strip if ext.strip is None else ext.strip,
+        pch=project.pch if ext.pch is None else ext.pch,
+        pch_header=header,
+    )
+    try:
+        return ExtensionSpec(**spec_arguments)  # type: ignore[arg-type]
+    except ConfigError as exc:
+        field_name = {"name": "name", "sources": "sources", "with-cuda": "with_cuda"}.get(
+            exc.key or ""
+        )
+        key = origins.of(field_name) if field_name else origins.base
+        raise ConfigError(str(exc).removeprefix(f"{exc.key}: "), key) from None
+
+
+def resolve_extensions(
+    ctx: ExtensionContext, extensions: list[ExtensionSettings], origins: list[Origins]
+) -> tuple[tuple[ExtensionSpec, ...], tuple[tuple[str, str], ...]]:
+    """The specs to build and the (name, reason) of those whose `if` does not hold."""
+    check_static(extensions, origins)
+    specs: list[ExtensionSpec] = []
+    skipped: list[tuple[str, str]] = []
+    for ext, where in zip(extensions, origins, strict=True):
+        failure = condition_failure(ext.if_, ctx.facts, ctx.cuda_on) if ext.if_ else None
+        if failure is not None:
+            skipped.append((ext.name, f"if.{failure}"))
+            continue
+        specs.append(build_spec(ctx, ext, where))
+    return tuple(specs), tuple(skipped)

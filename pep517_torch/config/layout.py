@@ -1,0 +1,154 @@
+"""Which Python code ships: packages (listed or discovered), py-modules and package data."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import ConfigError
+from .model import MODULE_NAME_PATTERN, ProjectSettings
+from .overrides import Origins
+from .paths import contained, expand_glob, is_inside
+from .resolved import PackageLayout
+
+# Top-level directory names a flat layout never ships (after setuptools' flat-layout finder).
+FLAT_LAYOUT_EXCLUDE = frozenset(
+    {
+        "benchmark", "benchmarks", "bin", "build", "changelog", "ci", "debian", "dist", "doc",
+        "docs", "documentation", "env", "example", "examples", "exercise", "exercises",
+        "fixtures", "htmlcov", "manpages", "news", "newsfragments", "python", "requirements",
+        "scripts", "site_scons", "tasks", "test", "tests", "testing", "third_party", "tools",
+        "unit_test", "unit_tests", "util", "utils", "venv",
+    }
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class PackageDirs:
+    """The `package-dir` mapping made absolute: package name ('' for the root) -> directory."""
+
+    root: Path
+    mapping: dict[str, Path]
+
+    def locate(self, name: str) -> Path:
+        """setuptools' rule: the longest mapped prefix, the rest as subdirectories."""
+        parts = name.split(".")
+        for cut in range(len(parts), 0, -1):
+            prefix = ".".join(parts[:cut])
+            if prefix in self.mapping:
+                return self.mapping[prefix].joinpath(*parts[cut:])
+        return self.mapping.get("", self.root).joinpath(*parts)
+
+
+def package_dirs(root: Path, project: ProjectSettings, origins: Origins) -> PackageDirs:
+    raw = project.package_dir
+    entries = {"": raw} if isinstance(raw, str) else raw
+    mapping: dict[str, Path] = {}
+    for name, value in entries.items():
+        key = origins.of("package_dir") if isinstance(raw, str) else origins.of("package_dir", name)
+        if name and not re.fullmatch(MODULE_NAME_PATTERN.strip("^$"), name):
+            raise ConfigError(f"{name!r} is not a package name (dotted Python identifiers)", key)
+        path = contained(root, value or ".", key, "package directory")
+        if not path.is_dir():
+            raise ConfigError(f"package directory {value!r} does not exist", key)
+        mapping[name] = path
+    return PackageDirs(root, mapping)
+
+
+def _is_package_dir(path: Path, build_dir: Path) -> bool:
+    return (
+        path.is_dir()
+        and path.name.isidentifier()
+        and (path / "__init__.py").is_file()
+        and not path.is_relative_to(build_dir)
+    )
+
+
+def _with_subpackages(
+    root: Path, name: str, path: Path, build_dir: Path, key: str
+) -> dict[str, Path]:
+    """``name`` and every subdirectory below it that has an ``__init__.py``."""
+    if not is_inside(root, path):
+        raise ConfigError(
+            f"package {name!r} at {path} resolves outside the project root {root}", key
+        )
+    found = {name: path}
+    for child in sorted(path.iterdir()):
+        if child.name != "__pycache__" and _is_package_dir(child, build_dir):
+            found.update(_with_subpackages(root, f"{name}.{child.name}", child, build_dir, key))
+    return found
+
+
+def listed_packages(
+    root: Path, names: list[str], dirs: PackageDirs, origins: Origins, build_dir: Path
+) -> dict[str, Path]:
+    packages: dict[str, Path] = {}
+    for index, name in enumerate(names):
+        key = origins.of("packages", index)
+        path = dirs.locate(name)
+        if not path.is_dir():
+            raise ConfigError(f"package {name!r}: directory {path} does not exist", key)
+        packages.update(_with_subpackages(root, name, path, build_dir, key))
+    return packages
+
+
+def discovered_packages(
+    root: Path, dirs: PackageDirs, origins: Origins, build_dir: Path
+) -> dict[str, Path]:
+    """src/ layout when ``src/`` exists (or `package-dir` maps ''), else the flat layout."""
+    key = origins.of("packages")
+    if "" in dirs.mapping:
+        base, flat = dirs.mapping[""], dirs.mapping[""] == root
+    elif (root / "src").is_dir():
+        base, flat = root / "src", False
+    else:
+        base, flat = root, True
+    packages: dict[str, Path] = {}
+    for child in sorted(base.iterdir()):
+        if flat and child.name in FLAT_LAYOUT_EXCLUDE:
+            continue
+        if _is_package_dir(child, build_dir):
+            packages.update(_with_subpackages(root, child.name, child, build_dir, key))
+    for name, path in sorted(dirs.mapping.items()):
+        if name and path.is_dir():
+            packages.update(_with_subpackages(root, name, path, build_dir, key))
+    return packages
+
+
+def resolve_layout(
+    root: Path, project: ProjectSettings, origins: Origins, build_dir: Path
+) -> PackageLayout:
+    dirs = package_dirs(root, project, origins)
+    if project.packages is None:
+        packages = discovered_packages(root, dirs, origins, build_dir)
+    else:
+        packages = listed_packages(root, project.packages, dirs, origins, build_dir)
+
+    py_modules: dict[str, Path] = {}
+    for index, name in enumerate(project.py_modules):
+        key = origins.of("py_modules", index)
+        path = dirs.locate(name).with_name(name.rpartition(".")[2] + ".py")
+        if not path.is_file():
+            raise ConfigError(f"module {name!r}: file {path} does not exist", key)
+        if not is_inside(root, path):
+            raise ConfigError(f"module {name!r} resolves outside the project root {root}", key)
+        py_modules[name] = path
+
+    package_data: dict[str, tuple[Path, ...]] = {}
+    for package, patterns in project.package_data.items():
+        if package not in packages:
+            shipped = ", ".join(sorted(packages)) or "none"
+            raise ConfigError(
+                f"package {package!r} is not shipped (packages: {shipped})",
+                origins.of("package_data", package),
+            )
+        files: dict[Path, None] = {}
+        for index, pattern in enumerate(patterns):
+            key = f"{origins.of('package_data', package)}[{index}]"
+            for path in expand_glob(
+                root, pattern, key, "package data", base=packages[package], skip_dir=build_dir
+            ):
+                files[path] = None
+        package_data[package] = tuple(files)
+    return PackageLayout(packages=packages, py_modules=py_modules, package_data=package_data)

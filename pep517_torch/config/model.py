@@ -1,0 +1,400 @@
+"""The settings model: one set of dataclasses drives parsing, the JSON schema and the docs.
+
+A field ``snake_case_name`` is the TOML key ``snake-case-name`` (a trailing underscore, as in
+``if_``, is dropped). ``field(metadata=...)`` carries everything the three consumers need:
+
+``help``            one paragraph for the schema description and the reference docs
+``pattern``         regex every string in the value must match (also a schema ``pattern``)
+``pattern_help``    what a value failing ``pattern`` is not (for the error message)
+``check``           extra check for every string in the value: returns an error or None
+``format``          JSON-schema ``format`` for validate-pyproject (documentation only here)
+``key_pattern``     regex every key of a table value must match (schema ``propertyNames``)
+``minimum``         smallest allowed integer
+``min_items``       smallest allowed list length
+``config_setting``  the key may also be given as ``-C key=value``
+``env``             environment variable that sets the key (below -C, above pyproject)
+``flatten``         a ``Partial`` whose keys sit directly in the enclosing table
+``exclude``         keys of a ``Partial`` that are not allowed there
+``appendable_only`` a ``Partial`` that accepts only list and table keys (``append``)
+"""
+
+from __future__ import annotations
+
+import keyword
+import re
+from dataclasses import MISSING, dataclass, field
+from typing import Any, Generic, Literal, TypeVar
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+T = TypeVar("T")
+
+
+class Partial(dict[str, Any], Generic[T]):
+    """Type marker: a table holding some of ``T``'s keys, parsed to ``{field name: value}``."""
+
+
+MODULE_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$"
+IDENTIFIER_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
+LIMITED_API_PATTERN = r"^cp3[0-9]+$"
+BUILD_DIR_PLACEHOLDERS = ("wheel_tag", "python_tag", "torch_version", "cuda", "build_type")
+DEFAULT_BUILD_DIR = "build/{wheel_tag}-torch{torch_version}"
+OLDEST_LIMITED_API = 8  # cp38
+
+
+def no_keyword_parts(value: str) -> str | None:
+    bad = [part for part in value.split(".") if keyword.iskeyword(part)]
+    return f"{bad[0]!r} is a Python keyword and cannot name a module" if bad else None
+
+
+def valid_specifier(value: str) -> str | None:
+    try:
+        SpecifierSet(value)
+    except InvalidSpecifier:
+        return f"{value!r} is not a PEP 440 version specifier set (e.g. '>=2.5,<3')"
+    return None
+
+
+def valid_limited_api(value: str) -> str | None:
+    match = re.fullmatch(LIMITED_API_PATTERN[1:-1], value)
+    if match is None or int(value[3:]) < OLDEST_LIMITED_API:
+        return f"{value!r} is not a supported limited-API target (cp38 or newer, e.g. 'cp310')"
+    return None
+
+
+def one_group_regex(value: str) -> str | None:
+    try:
+        groups = re.compile(value).groups
+    except re.error as exc:
+        return f"invalid regular expression: {exc}"
+    return None if groups == 1 else f"the pattern must have exactly one group, it has {groups}"
+
+
+def setting(default: Any = MISSING, *, help: str, factory: Any = MISSING, **meta: Any) -> Any:
+    """A dataclass field carrying the model metadata (see the module docstring)."""
+    if factory is not MISSING:
+        return field(default_factory=factory, metadata={"help": help, **meta})
+    return field(default=default, metadata={"help": help, **meta})
+
+
+MODULE_NAME = {
+    "pattern": MODULE_NAME_PATTERN,
+    "pattern_help": "is not a valid module name (dotted Python identifiers)",
+    "check": no_keyword_parts,
+}
+SPECIFIER = {"check": valid_specifier, "format": "pep508-versionspec"}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Condition:
+    """A condition: every field given must hold (an empty table always holds)."""
+
+    env: dict[str, bool | str] | None = setting(
+        None,
+        help="Environment variables: `true` means set and non-empty, `false` means unset or"
+        " empty, a string means equal to that string.",
+    )
+    cuda: bool | None = setting(
+        None,
+        help="Whether CUDA is enabled at this point of resolution (the `cuda` key after the"
+        " overrides before this one, or its -C value).",
+    )
+    platform: str | None = setting(
+        None, help="fnmatch pattern matched against `sys.platform` (e.g. `linux`, `win32`)."
+    )
+    platform_machine: str | None = setting(
+        None,
+        help="fnmatch pattern matched against `platform.machine()` (e.g. `x86_64`, `aarch64`).",
+    )
+    torch: str | None = setting(
+        None,
+        help="PEP 440 specifier set matched against the torch version without its local label"
+        " (`2.13.0+cu130` is `2.13.0`; pre-releases match). False when torch is not found.",
+        **SPECIFIER,
+    )
+    python: str | None = setting(
+        None, help="PEP 440 specifier set matched against the Python version.", **SPECIFIER
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class CudaVariant:
+    """Added to an extension only when it is built with CUDA."""
+
+    sources: list[str] = setting(
+        factory=list, help="More source globs (e.g. the `.cu` files), appended to `sources`."
+    )
+    include_dirs: list[str] = setting(factory=list, help="Appended to `include-dirs`.")
+    define_macros: dict[str, str | int | bool] = setting(
+        factory=dict, help="Merged into `define-macros`.", key_pattern=IDENTIFIER_PATTERN
+    )
+    extra_cflags: list[str] = setting(factory=list, help="Appended to `extra-cflags`.")
+    extra_cuda_cflags: list[str] = setting(factory=list, help="Appended to `extra-cuda-cflags`.")
+    extra_ldflags: list[str] = setting(factory=list, help="Appended to `extra-ldflags`.")
+    libraries: list[str] = setting(factory=list, help="Appended to `libraries`.")
+    library_dirs: list[str] = setting(factory=list, help="Appended to `library-dirs`.")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExtensionSettings:
+    """One compiled artifact: a Python extension module or an operator library."""
+
+    name: str = setting(
+        help="Dotted module name of the artifact (`mypkg._C`); it lands in that package.",
+        **MODULE_NAME,
+    )
+    sources: list[str] = setting(
+        help="Source globs relative to the project root (`**` recurses); each must match at least"
+        " one file. Matches are sorted; files inside the build directory are skipped.",
+        min_items=1,
+    )
+    include_dirs: list[str] = setting(
+        factory=list,
+        help="Include directories; relative ones are inside the project root, absolute ones may"
+        " be anywhere.",
+    )
+    define_macros: dict[str, str | int | bool] = setting(
+        factory=dict,
+        help="Preprocessor macros: a string or integer defines `NAME=value`, `true` defines"
+        " `NAME`, `false` leaves it undefined.",
+        key_pattern=IDENTIFIER_PATTERN,
+    )
+    extra_cflags: list[str] = setting(
+        factory=list, help="Extra C++ compiler arguments, one argument per entry."
+    )
+    extra_cuda_cflags: list[str] = setting(
+        factory=list, help="Extra nvcc arguments, one argument per entry."
+    )
+    extra_ldflags: list[str] = setting(
+        factory=list, help="Extra linker arguments, one argument per entry."
+    )
+    libraries: list[str] = setting(factory=list, help="Libraries to link (`-l` names).")
+    library_dirs: list[str] = setting(
+        factory=list, help="Library search directories (relative ones are inside the root)."
+    )
+    runtime_library_dirs: list[str] = setting(
+        factory=list, help="Run-time search paths (rpath), e.g. `$ORIGIN/lib`; not resolved."
+    )
+    with_cuda: Literal["auto"] | bool = setting(
+        "auto",
+        help='Compile with CUDA; `"auto"` decides by the presence of `.cu`/`.cuh` sources.',
+    )
+    py_limited_api: bool | str = setting(
+        False,
+        help='Build against the stable ABI: `true` means `"cp310"`; a string names the oldest'
+        ' CPython (`"cp38"` or newer).',
+        pattern=LIMITED_API_PATTERN,
+        check=valid_limited_api,
+    )
+    cuda_arch_list: list[str] | str | None = setting(
+        None,
+        help="CUDA architectures for this extension (wins over the project value; a -C value or"
+        " TORCH_CUDA_ARCH_LIST wins over both). A string is split on `;`, commas and spaces.",
+    )
+    kind: Literal["module", "library"] = setting(
+        "module",
+        help="`module`: a Python extension module; `library`: a shared library registering"
+        " operators (`torch.ops.load_library`).",
+    )
+    python_abi_suffix: bool = setting(
+        True,
+        help="Name the file with the Python ABI suffix (`_C.cpython-312-x86_64-linux-gnu.so`).",
+    )
+    openmp: bool = setting(False, help="Compile and link with OpenMP.")
+    strip: bool | None = setting(None, help="Strip the artifact; unset: the project value.")
+    pch: bool | None = setting(None, help="Use a precompiled header; unset: the project value.")
+    pch_header: str | None = setting(
+        None, help="Project header to precompile; unset: the project value."
+    )
+    if_: Condition | None = setting(
+        None,
+        help="Build this extension only when the condition holds; otherwise it is listed as"
+        " skipped with the reason.",
+    )
+    cuda: CudaVariant | None = setting(
+        None,
+        help='Merged in (lists appended, macros merged) when `with-cuda = true`, or `"auto"`'
+        " and CUDA is enabled. Not allowed with `with-cuda = false`.",
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class VersionSettings:
+    """Where a dynamic version (`dynamic = ["version"]`) is read from."""
+
+    file: str | None = setting(
+        None,
+        help="File holding the version, relative to the root; default: the first package's"
+        " `__init__.py`.",
+    )
+    pattern: str | None = setting(
+        None,
+        help='Regex with exactly one group capturing the version; default: `__version__ = "..."`.',
+        check=one_group_regex,
+    )
+    suffix_env: str | None = setting(
+        None, help="Environment variable whose value is appended to the version (e.g. `+cu130`)."
+    )
+
+
+PROJECT_ONLY_KEYS = ("extension", "overrides")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProjectSettings:
+    """Settings of the pep517_torch build backend; every key is optional."""
+
+    packages: list[str] | None = setting(
+        None,
+        help="Python packages to ship (subpackages included); unset: discovered (`src/` layout,"
+        " else directories with `__init__.py` in the root, minus tests, docs and the like).",
+        **MODULE_NAME,
+    )
+    package_dir: str | dict[str, str] = setting(
+        factory=dict,
+        help='setuptools-style package directories: `"src"` means `{"" = "src"}`;'
+        ' `{"" = "src", pkg = "lib/pkg"}` maps root packages and single packages.',
+    )
+    py_modules: list[str] = setting(
+        factory=list, help="Top-level pure-Python modules to ship.", **MODULE_NAME
+    )
+    package_data: dict[str, list[str]] = setting(
+        factory=dict,
+        help="Package name to globs relative to that package's directory; the files ship in the"
+        " wheel (data, prebuilt libraries). Each glob must match at least one file.",
+    )
+    sdist_include: list[str] = setting(
+        factory=list, help="Extra globs (relative to the root) to put in the sdist."
+    )
+    sdist_exclude: list[str] = setting(
+        factory=list, help="Globs (relative to the root) to leave out of the sdist."
+    )
+    build_dir: str = setting(
+        DEFAULT_BUILD_DIR,
+        help="Build directory, relative to the root or absolute. Placeholders: `{wheel_tag}`,"
+        " `{python_tag}`, `{torch_version}`, `{cuda}` (e.g. `cu130` or `cpu`), `{build_type}`.",
+        config_setting=True,
+    )
+    cuda_arch_list: list[str] | str | None = setting(
+        None,
+        help="Default CUDA architectures for every extension (e.g. `8.0;9.0+PTX`). A -C value or"
+        " TORCH_CUDA_ARCH_LIST overrides every extension's list.",
+        config_setting=True,
+        env="TORCH_CUDA_ARCH_LIST",
+    )
+    torch_requirement: Literal["minor", "exact", "none"] = setting(
+        "minor",
+        help="Torch requirement written into the wheel: `minor` (`torch>=2.13,<2.14`), `exact`"
+        " (`torch==2.13.0`) or `none`.",
+        config_setting=True,
+    )
+    torch_import_check: Literal["auto"] | bool = setting(
+        "auto",
+        help='Check at import time that the running torch matches the build; `"auto"`: only'
+        ' when `torch-requirement = "none"`.',
+        config_setting=True,
+    )
+    jobs: int | None = setting(
+        None,
+        help="Parallel compile jobs; unset: bounded by cores and free memory.",
+        minimum=1,
+        config_setting=True,
+        env="MAX_JOBS",
+    )
+    verbose: bool = setting(False, help="Print every command.", config_setting=True)
+    build_type: Literal["release", "debug", "relwithdebinfo", "none"] = setting(
+        "release",
+        help="Optimisation profile: `release` (-O3), `debug` (-O0 -g), `relwithdebinfo`"
+        " (-O2 -g) or `none` (no -O flag).",
+        config_setting=True,
+    )
+    strip: bool = setting(False, help="Strip debug symbols from artifacts.", config_setting=True)
+    pch: bool = setting(
+        True, help="Precompile torch/extension.h (or `pch-header`).", config_setting=True
+    )
+    pch_header: str | None = setting(
+        None, help="Project header (relative to the root) to precompile instead."
+    )
+    compiler_launcher: str = setting(
+        "auto",
+        help='`"auto"` (ccache or sccache when found), `"none"`, or a launcher command.',
+        config_setting=True,
+    )
+    cuda: Literal["auto"] | bool = setting(
+        "auto",
+        help='Enable CUDA: `"auto"` means when torch is a CUDA build and nvcc is found. Governs'
+        " the extensions' `cuda` tables and `if.cuda` conditions.",
+        config_setting=True,
+    )
+    allow_cuda_version_mismatch: bool = setting(
+        False,
+        help="Allow an nvcc whose major version differs from torch's CUDA.",
+        config_setting=True,
+    )
+    version: VersionSettings | None = setting(
+        None, help='Dynamic version source (needs `dynamic = ["version"]`).'
+    )
+    extension: list[ExtensionSettings] = setting(
+        factory=list, help="The compiled extensions, one table each."
+    )
+    overrides: list[Override] = setting(
+        factory=list,
+        help="Conditional changes, applied in order after parsing, before -C and environment.",
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class OverrideAppend:
+    """Like an override, but appends to list keys and merges table keys key by key."""
+
+    settings: Partial[ProjectSettings] = setting(
+        factory=dict,
+        help="Any project-level list or table key.",
+        flatten=True,
+        exclude=PROJECT_ONLY_KEYS,
+        appendable_only=True,
+    )
+    extension: dict[str, Partial[ExtensionSettings]] = setting(
+        factory=dict,
+        help='Extension name (or `"*"` for all) to list and table keys to extend.',
+        exclude=("name",),
+        appendable_only=True,
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class Override:
+    """Conditional changes: when `if` holds, the other keys replace values and `append` extends
+    lists and tables. Overrides apply in order, after the rest of the table, before -C and the
+    environment."""
+
+    if_: Condition = setting(help="When this override applies (required).")
+    settings: Partial[ProjectSettings] = setting(
+        factory=dict,
+        help="Any project-level key except `extension` and `overrides`: replaces the value.",
+        flatten=True,
+        exclude=PROJECT_ONLY_KEYS,
+    )
+    extension: dict[str, Partial[ExtensionSettings]] = setting(
+        factory=dict,
+        help='Extension name (or `"*"` for all) to keys that replace that extension\'s values.',
+        exclude=("name",),
+    )
+    append: OverrideAppend | None = setting(
+        None, help="Keys to append to (lists) or merge into (tables) instead of replacing."
+    )
+
+
+MODEL_CLASSES: tuple[type, ...] = (
+    ProjectSettings,
+    ExtensionSettings,
+    CudaVariant,
+    Condition,
+    VersionSettings,
+    Override,
+    OverrideAppend,
+)
+
+
+def toml_key(field_name: str) -> str:
+    return field_name.rstrip("_").replace("_", "-")

@@ -1,0 +1,103 @@
+"""Paths and globs relative to the project root, refusing anything that escapes it."""
+
+from __future__ import annotations
+
+import glob
+import os
+from pathlib import Path
+
+from ..errors import ConfigError
+
+
+def absolute(root: Path, value: str) -> Path:
+    """``value`` made absolute against ``root``; with ``..`` in it, resolved as the OS would."""
+    path = root / value
+    if ".." in path.parts:
+        try:
+            return path.resolve()
+        except (OSError, RuntimeError):
+            pass
+    return Path(os.path.normpath(path))
+
+
+def is_inside(root: Path, path: Path) -> bool:
+    """Whether ``path`` stays inside ``root`` once symlinks and ``..`` are resolved."""
+    try:
+        return path.resolve().is_relative_to(root.resolve())
+    except (OSError, RuntimeError):  # a symlink loop cannot be inside anything
+        return False
+
+
+def contained(root: Path, value: str, key: str, what: str) -> Path:
+    """``value`` as an absolute path that must not leave the project root."""
+    if "\0" in value:
+        raise ConfigError(f"{what} {value!r} contains a NUL character", key)
+    path = absolute(root, value)
+    if not is_inside(root, root / value):
+        raise ConfigError(
+            f"{what} {value!r} is outside the project root {root} (through '..', an absolute"
+            " path or a symlink)",
+            key,
+        )
+    return path
+
+
+def existing_file(root: Path, value: str, key: str, what: str) -> Path:
+    path = contained(root, value, key, what)
+    if not path.is_file():
+        raise ConfigError(f"{what} {value!r} does not exist (relative to {root})", key)
+    return path
+
+
+def directory(root: Path, value: str, key: str, what: str) -> Path:
+    """An include or library directory: relative ones stay inside the root, absolute ones
+    may be anywhere (system directories; they are never packed)."""
+    if "\0" in value:
+        raise ConfigError(f"{what} {value!r} contains a NUL character", key)
+    if os.path.isabs(value):
+        return Path(os.path.normpath(value))
+    return contained(root, value, key, what)
+
+
+def expand_glob(
+    root: Path,
+    pattern: str,
+    key: str,
+    what: str,
+    *,
+    base: Path | None = None,
+    skip_dir: Path | None = None,
+) -> list[Path]:
+    """The files ``pattern`` matches (relative to ``base``, default the root; ``**`` recurses),
+    sorted; at least one.
+
+    The pattern may not leave ``base`` through ``..``, and no match may resolve outside the
+    root through a symlink; files under ``skip_dir`` (the build directory) are not matched.
+    """
+    base = base or root
+    if not pattern or "\0" in pattern:
+        raise ConfigError(f"{what} glob {pattern!r} is empty or contains a NUL character", key)
+    if not Path(os.path.normpath(base / pattern)).is_relative_to(base):
+        where = "the project root" if base == root else f"the package directory {base}"
+        raise ConfigError(f"{what} glob {pattern!r} points outside {where}", key)
+    try:
+        matches = glob.glob(pattern, root_dir=base, recursive=True)
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{what} glob {pattern!r} cannot be expanded: {exc}", key) from None
+    files: list[Path] = []
+    for match in sorted(set(matches)):
+        path = absolute(base, match)
+        if skip_dir is not None and path.is_relative_to(skip_dir):
+            continue
+        if not path.is_file():
+            continue
+        if not is_inside(root, path):
+            raise ConfigError(
+                f"{what} {match!r} (from {pattern!r}) resolves outside the project root {root}"
+                " (through a symlink)",
+                key,
+            )
+        files.append(path)
+    if not files:
+        raise ConfigError(f"{what} glob {pattern!r} matches no file (relative to {base})", key)
+    return files

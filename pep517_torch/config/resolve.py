@@ -1,0 +1,156 @@
+"""pyproject + -C + environment + Facts -> ResolvedProject: the config layer's one product."""
+
+from __future__ import annotations
+
+import dataclasses
+import string
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ..core.spec import BuildOptions, BuildType
+from ..errors import ConfigError
+from .conditions import cuda_enabled
+from .extensions import ExtensionContext, resolve_extensions
+from .layout import resolve_layout
+from .model import BUILD_DIR_PLACEHOLDERS, ProjectSettings
+from .overrides import Origins, apply_overrides, split_list
+from .parse import key_path
+from .paths import existing_file
+from .pyproject import parse_settings
+from .resolved import Facts, ResolvedProject, VersionSource
+from .settings import config_settings_layer, environment_layer, passthrough_env
+
+
+def format_build_dir(template: str, values: Mapping[str, str], key: str) -> str:
+    """Fill the build-dir placeholders; anything but a known ``{name}`` is a ConfigError."""
+    known = ", ".join("{" + p + "}" for p in BUILD_DIR_PLACEHOLDERS)
+    try:
+        parts = list(string.Formatter().parse(template))
+    except ValueError as exc:
+        raise ConfigError(
+            f"malformed template {template!r} ({exc}); placeholders: {known}", key
+        ) from None
+    for _, name, spec, conversion in parts:
+        if name is None:
+            continue
+        if name not in BUILD_DIR_PLACEHOLDERS or spec or conversion:
+            raise ConfigError(
+                f"unknown placeholder {{{name}{'!' + conversion if conversion else ''}"
+                f"{':' + spec if spec else ''}}} in {template!r}; placeholders: {known}",
+                key,
+            )
+        if name not in values:
+            raise ConfigError(f"placeholder {{{name}}} has no value in this build", key)
+    return template.format_map(values)
+
+
+def resolve_build_dir(
+    root: Path,
+    project: ProjectSettings,
+    origins: Origins,
+    values: Mapping[str, str],
+) -> Path:
+    key = origins.of("build_dir")
+    text = format_build_dir(project.build_dir, values, key)
+    if not text.strip() or "\0" in text:
+        raise ConfigError(f"{project.build_dir!r} gives an empty or invalid path", key)
+    path = Path(text)
+    path = path if path.is_absolute() else root / path
+    path = Path(path.resolve() if ".." in path.parts else path)
+    if root.is_relative_to(path):
+        raise ConfigError(f"the build directory {path} must not contain the project root", key)
+    return path
+
+
+def resolve_version(
+    root: Path, pyproject: Mapping[str, Any], project: ProjectSettings, origins: Origins
+) -> VersionSource:
+    table = project.version
+    if table is None:
+        return VersionSource()
+    dynamic = pyproject.get("project", {}).get("dynamic", [])
+    if "version" not in dynamic:
+        raise ConfigError(
+            "the version is static (project.version); add 'version' to project.dynamic"
+            " or remove this table",
+            origins.of("version"),
+        )
+    file = None
+    if table.file is not None:
+        key = key_path(origins.of("version"), "file")
+        file = existing_file(root, table.file, key, "version file")
+    return VersionSource(file=file, pattern=table.pattern, suffix_env=table.suffix_env)
+
+
+def resolve_project(
+    root: Path,
+    pyproject: Mapping[str, Any],
+    config_settings: Mapping[str, str | list[str]] | None,
+    facts: Facts,
+    build_dir_vars: Mapping[str, str],
+) -> ResolvedProject:
+    """Parse, apply overrides, then environment, then -C, and resolve every path.
+
+    ``build_dir_vars`` gives the build-dir placeholders; ``build_type`` and ``cuda`` (``cu130``
+    or ``cpu``) are filled in from the resolved settings when absent. The environment is
+    ``facts.env``; os.environ is never read.
+    """
+    root = Path(root).resolve()
+    settings = parse_settings(pyproject)
+    command_line = config_settings_layer(config_settings)
+    external = {**environment_layer(facts.env), **command_line}
+    forced_cuda = {"cuda": command_line["cuda"].value} if "cuda" in command_line else {}
+    applied = apply_overrides(settings, facts, forced_cuda)
+    project, origins = applied.project, applied.project_origins
+
+    arch_layer = external.pop("cuda_arch_list", None)
+    for name, layered in external.items():
+        project = dataclasses.replace(project, **{name: layered.value})
+        origins.replaced(name, layered.key)
+
+    cuda_on = cuda_enabled(project.cuda, facts)
+    build_type = BuildType(project.build_type)
+    cuda_tag = f"cu{facts.torch_cuda.replace('.', '')}" if cuda_on and facts.torch_cuda else "cpu"
+    values = {"build_type": build_type.value, "cuda": cuda_tag, **build_dir_vars}
+    build_dir = resolve_build_dir(root, project, origins, values)
+    arch_override = split_list(arch_layer.value) if arch_layer else []
+    options = BuildOptions(
+        build_dir=build_dir,
+        jobs=project.jobs,
+        verbose=project.verbose,
+        compiler_launcher=project.compiler_launcher,
+        cuda_arch_list=tuple(arch_override) or None,
+        allow_cuda_version_mismatch=project.allow_cuda_version_mismatch,
+        pch=project.pch,
+        source_root=root,
+        env=passthrough_env(facts.env),
+    )
+    layout = resolve_layout(root, project, origins, build_dir)
+    context = ExtensionContext(
+        root=root,
+        build_dir=build_dir,
+        cuda_on=cuda_on,
+        facts=facts,
+        project=project,
+        project_origins=origins,
+        build_type=build_type,
+    )
+    specs, skipped = resolve_extensions(context, applied.extensions, applied.extension_origins)
+    import_check = project.torch_import_check
+    return ResolvedProject(
+        root=root,
+        pyproject=pyproject,
+        extensions=specs,
+        skipped=skipped,
+        options=options,
+        layout=layout,
+        torch_requirement=project.torch_requirement,
+        torch_import_check=(
+            project.torch_requirement == "none" if import_check == "auto" else bool(import_check)
+        ),
+        cuda_enabled=cuda_on,
+        sdist_include=tuple(project.sdist_include),
+        sdist_exclude=tuple(project.sdist_exclude),
+        version=resolve_version(root, pyproject, project, origins),
+    )

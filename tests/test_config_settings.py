@@ -1,0 +1,171 @@
+"""Precedence: -C config settings > environment > pyproject (after overrides)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pep517_torch.config import Facts, ResolvedProject, config_setting_fields, resolve_project
+from pep517_torch.errors import ConfigError
+
+VARS = {"wheel_tag": "py3-none-any", "python_tag": "py3", "torch_version": "2.13.0"}
+EXT = {"name": "demo._C", "sources": ["a.cpp"]}
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    (tmp_path / "demo").mkdir()
+    (tmp_path / "demo/__init__.py").write_text("")
+    (tmp_path / "a.cpp").write_text("")
+    return tmp_path
+
+
+def resolve(
+    root: Path,
+    tool: dict[str, Any],
+    config_settings: dict[str, Any] | None = None,
+    env: dict[str, str] | None = None,
+    **facts: Any,
+) -> ResolvedProject:
+    pyproject = {"project": {"name": "demo", "version": "1"}, "tool": {"torch-ext": tool}}
+    return resolve_project(root, pyproject, config_settings, Facts(env=env or {}, **facts), VARS)
+
+
+def error_of(root: Path, tool: dict[str, Any], **kwargs: Any) -> ConfigError:
+    with pytest.raises(ConfigError) as info:
+        resolve(root, tool, **kwargs)
+    return info.value
+
+
+def test_config_setting_keys() -> None:
+    assert set(config_setting_fields()) == {
+        "build-dir", "cuda-arch-list", "verbose", "jobs", "build-type", "compiler-launcher",
+        "pch", "torch-requirement", "torch-import-check", "cuda", "strip",
+        "allow-cuda-version-mismatch",
+    }  # fmt: skip
+
+
+def test_every_config_setting(root: Path) -> None:
+    settings = {
+        "build-dir": "b/{build_type}",
+        "cuda-arch-list": "8.0;9.0 10.0,12.0",
+        "verbose": "YES",
+        "jobs": "7",
+        "build-type": "Debug",
+        "compiler-launcher": "none",
+        "pch": "off",
+        "torch-requirement": "exact",
+        "torch-import-check": "1",
+        "cuda": "true",
+        "strip": "on",
+        "allow-cuda-version-mismatch": "True",
+    }
+    resolved = resolve(root, {"extension": [EXT]}, settings)
+    options = resolved.options
+    assert options.build_dir == root / "b/debug"
+    assert options.cuda_arch_list == ("8.0", "9.0", "10.0", "12.0")
+    assert (options.verbose, options.jobs, options.compiler_launcher) == (True, 7, "none")
+    assert (options.pch, options.allow_cuda_version_mismatch) == (False, True)
+    assert (resolved.torch_requirement, resolved.torch_import_check) == ("exact", True)
+    assert resolved.cuda_enabled
+    (spec,) = resolved.extensions
+    assert (spec.build_type.value, spec.strip, spec.pch) == ("debug", True, False)
+
+
+@pytest.mark.parametrize(
+    ("tool", "env", "settings", "expected"),
+    [
+        ({}, {}, {}, None),
+        ({"jobs": 2}, {}, {}, 2),
+        ({"jobs": 2}, {"MAX_JOBS": "3"}, {}, 3),
+        ({"jobs": 2}, {"MAX_JOBS": "3"}, {"jobs": "4"}, 4),
+        ({}, {"MAX_JOBS": "3"}, {"jobs": "4"}, 4),
+        ({"jobs": 2}, {"MAX_JOBS": ""}, {}, 2),
+        ({"jobs": 2, "overrides": [{"if": {}, "jobs": 5}]}, {}, {}, 5),
+        ({"jobs": 2, "overrides": [{"if": {}, "jobs": 5}]}, {"MAX_JOBS": "3"}, {}, 3),
+    ],
+)
+def test_jobs_precedence(
+    root: Path,
+    tool: dict[str, Any],
+    env: dict[str, str],
+    settings: dict[str, str],
+    expected: int | None,
+) -> None:
+    assert resolve(root, tool, settings, env).options.jobs == expected
+
+
+def test_arch_list_precedence(root: Path) -> None:
+    tool = {
+        "cuda-arch-list": "7.5",
+        "extension": [EXT, {**EXT, "name": "demo._D", "cuda-arch-list": ["9.0"]}],
+    }
+    resolved = resolve(root, tool)
+    assert resolved.options.cuda_arch_list is None
+    assert [s.cuda_arch_list for s in resolved.extensions] == [("7.5",), ("9.0",)]
+    # the environment and -C go to BuildOptions, which the compile core lets win over specs
+    resolved = resolve(root, tool, env={"TORCH_CUDA_ARCH_LIST": "8.0 8.6+PTX"})
+    assert resolved.options.cuda_arch_list == ("8.0", "8.6+PTX")
+    assert [s.cuda_arch_list for s in resolved.extensions] == [("7.5",), ("9.0",)]
+    resolved = resolve(
+        root, tool, {"cuda-arch-list": ["8.0", "9.0a"]}, env={"TORCH_CUDA_ARCH_LIST": "8.6"}
+    )
+    assert resolved.options.cuda_arch_list == ("8.0", "9.0a")
+    assert resolve(root, tool, {"cuda-arch-list": ""}).options.cuda_arch_list is None
+
+
+def test_cuda_setting_and_auto(root: Path) -> None:
+    assert not resolve(root, {}).cuda_enabled
+    assert resolve(root, {}, torch_cuda="13.0", nvcc_available=True).cuda_enabled
+    assert not resolve(root, {}, torch_cuda="13.0", nvcc_available=False).cuda_enabled
+    assert not resolve(root, {"cuda": False}, torch_cuda="13.0", nvcc_available=True).cuda_enabled
+    assert resolve(root, {"cuda": True}).cuda_enabled
+    assert not resolve(root, {"cuda": True}, {"cuda": "no"}).cuda_enabled
+    assert resolve(
+        root, {"cuda": False}, {"cuda": "auto"}, torch_cuda="12.8", nvcc_available=True
+    ).cuda_enabled
+
+
+def test_environment_is_taken_from_facts_only(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MAX_JOBS", "abc")
+    monkeypatch.setenv("CXX", "from-os-environ")
+    resolved = resolve(root, {}, env={"CC": "clang", "PATH": "/bin", "OTHER": "x"})
+    assert resolved.options.jobs is None
+    assert resolved.options.env == {"CC": "clang", "PATH": "/bin"}
+
+
+@pytest.mark.parametrize(
+    ("settings", "key", "fragment"),
+    [
+        ({"jbos": "1"}, "jbos", "unknown config setting 'jbos' (did you mean 'jobs'?)"),
+        ({"build_type": "debug"}, "build_type", "did you mean 'build-type'"),
+        ({"zzz": "1"}, "zzz", "unknown config setting 'zzz' (valid: build-dir"),
+        ({"packages": "x"}, "packages", "cannot be given with -C"),
+        ({"jobs": "0"}, "jobs", "at least 1"),
+        ({"jobs": "many"}, "jobs", "expected an integer"),
+        ({"jobs": ["1", "2"]}, "jobs", "given 2 times"),
+        ({"verbose": "maybe"}, "verbose", "expected a boolean"),
+        ({"build-type": "fast"}, "build-type", 'one of "release"'),
+        ({"cuda": "sometimes"}, "cuda", '"auto" or a boolean'),
+        ({"torch-requirement": "any"}, "torch-requirement", "one of"),
+        ({"pch": 1}, "pch", "expected a string or a list of strings"),
+    ],
+)
+def test_bad_config_settings(root: Path, settings: dict[str, Any], key: str, fragment: str) -> None:
+    error = error_of(root, {}, config_settings=settings)
+    assert error.key == key
+    assert fragment in str(error)
+
+
+@pytest.mark.parametrize("value", ["abc", "0", "-2", "1.5"])
+def test_bad_max_jobs(root: Path, value: str) -> None:
+    error = error_of(root, {}, env={"MAX_JOBS": value})
+    assert error.key == "MAX_JOBS"
+    assert value in str(error)
+
+
+def test_config_settings_none_and_repeated_lists(root: Path) -> None:
+    assert resolve(root, {}, None).options.jobs is None
+    assert resolve(root, {}, {"jobs": ["3"]}).options.jobs == 3
