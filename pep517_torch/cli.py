@@ -67,8 +67,7 @@ def _wheel(args: argparse.Namespace) -> int:
         )
         return 1
     out = Path(args.outdir) if args.outdir else root / "dist"
-    name = project.build_wheel(root, out.resolve(), _config_settings(args.config_setting))
-    print(f"pep517_torch: wrote {out / name}")
+    project.build_wheel(root, out.resolve(), _config_settings(args.config_setting))
     return 0
 
 

@@ -162,15 +162,13 @@ def _compile(loaded: Loaded):
     note = _isolation_note(loaded.torch, project.options.env or os.environ)
     if note:
         log(f"pep517_torch: {note}")
-    started = time.perf_counter()
     result = core_build.build(list(project.extensions), project.options, log=log)
     run = result.run
-    total = time.perf_counter() - started
     count = len(project.extensions)
+    pch = f", {run.precompiled} header{'s' * (run.precompiled != 1)} precompiled" if run.precompiled else ""
     log(
         f"pep517_torch: {count} extension{'s' * (count != 1)}: {run.compiled} compiled,"
-        f" {run.linked} linked, {run.precompiled} headers precompiled in {run.seconds:.1f} s"
-        f" (setup {total - run.seconds:.2f} s)"
+        f" {run.linked} linked{pch} in {run.seconds:.1f} s"
     )
     return result
 
@@ -201,6 +199,7 @@ def build_wheel(root: Path, out_dir: Path, config_settings: ConfigSettings, *, e
     from .dist.import_guard import native_filename, render_import_guard
     from .dist.wheel import WheelWriter
 
+    started = time.perf_counter()
     loaded = load(root, config_settings)
     project, meta = loaded.project, loaded.metadata
     result = _compile(loaded)
@@ -230,6 +229,9 @@ def build_wheel(root: Path, out_dir: Path, config_settings: ConfigSettings, *, e
                     arcname = f"{directory}/{native}" if directory else native
                 wheel.add_file(arcname, artifacts[spec.name])
         wheel.finish(meta)
+    ninja = result.run.seconds if result else 0.0
+    overhead = time.perf_counter() - started - ninja
+    log(f"pep517_torch: wrote {wheel.path} (ninja {ninja:.2f} s, pep517_torch {overhead:.2f} s)")
     return wheel.filename
 
 

@@ -74,7 +74,7 @@ def test_python_m_build_no_isolation(fixture_copy) -> None:
     run(BIN / "check-wheel-contents", wheel)
     with zipfile.ZipFile(wheel) as zf:
         metadata = zf.read("lightops-0.3.0.dist-info/METADATA").decode()
-    assert "Requires-Dist: torch<2.14,>=2.0,>=2.13" in metadata
+    assert "Requires-Dist: torch<2.14,>=2.13" in metadata
 
 
 def test_python_m_build_with_isolation_uses_local_wheels(fixture_copy, own_wheel: Path,

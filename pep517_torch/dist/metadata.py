@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 import pyproject_metadata
 from packaging.requirements import Requirement
+from packaging.specifiers import Specifier, SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
@@ -168,11 +169,30 @@ def merge_requirements(
         own = [requirement for requirement in merged if canonicalize_name(requirement.name) == name]
         for requirement in own:
             if requirement.url is None:  # a direct URL already pins one exact build
-                requirement.specifier &= addition.specifier
+                requirement.specifier = _tightest(requirement.specifier & addition.specifier)
                 requirement.extras |= addition.extras
         if not own:
             merged.append(_copy(addition))
     return merged
+
+
+def _tightest(specifiers: SpecifierSet) -> SpecifierSet:
+    """Drop bounds another bound implies: ``>=2.0,>=2.13,<2.14`` -> ``>=2.13,<2.14``."""
+    lower = {">=", ">"}
+    upper = {"<=", "<"}
+    kept: list[Specifier] = []
+    for spec in specifiers:
+        if spec.operator in lower | upper:
+            rivals = [o for o in specifiers if o.operator in (lower if spec.operator in lower else upper)]
+            key = Version(spec.version)
+            tighter = [o for o in rivals if o is not spec and (
+                (Version(o.version) > key if spec.operator in lower else Version(o.version) < key)
+                or (Version(o.version) == key and o.operator in {">", "<"} and spec.operator in {">=", "<="})
+            )]
+            if tighter:
+                continue
+        kept.append(spec)
+    return SpecifierSet(",".join(str(s) for s in kept))
 
 
 def _copy(requirement: Requirement) -> Requirement:

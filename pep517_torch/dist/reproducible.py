@@ -6,6 +6,7 @@ import os
 import secrets
 from collections.abc import Mapping
 from pathlib import Path
+from typing import BinaryIO
 
 from ..errors import ConfigError
 
@@ -37,3 +38,59 @@ def archive_epoch(epoch: int | None, *, for_zip: bool = False) -> int:
 def temporary_name(destination: Path) -> Path:
     """A unique hidden name beside ``destination``, to write to and then rename into place."""
     return destination.with_name(f".{destination.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
+
+
+class AtomicFile:
+    """A file that appears at ``destination`` complete, or not at all.
+
+    On Linux it is created unnamed (O_TMPFILE) and linked into place by :meth:`publish`, so
+    even a SIGKILL mid-write leaves nothing in the output directory; elsewhere it is a hidden
+    temporary name renamed into place, removed by :meth:`discard` on errors.
+    """
+
+    def __init__(self, destination: Path) -> None:
+        self.destination = Path(destination)
+        self._temp: Path | None = None
+        fd = None
+        if hasattr(os, "O_TMPFILE"):
+            try:
+                fd = os.open(self.destination.parent, os.O_TMPFILE | os.O_RDWR, 0o644)
+            except OSError:  # a filesystem without O_TMPFILE
+                fd = None
+        if fd is None:
+            self._temp = temporary_name(self.destination)
+            fd = os.open(self._temp, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o644)
+        self.file: BinaryIO = os.fdopen(fd, "w+b")
+
+    def publish(self) -> None:
+        self.file.flush()
+        try:
+            if self._temp is None:
+                self._link_unnamed()
+            else:
+                os.replace(self._temp, self.destination)
+                self._temp = None
+        finally:
+            self.discard()
+
+    def _link_unnamed(self) -> None:
+        # A directory fd makes os.link use linkat(..., AT_SYMLINK_FOLLOW), which can name an
+        # O_TMPFILE file through /proc; plain link() would try to link the /proc symlink.
+        source = f"/proc/self/fd/{self.file.fileno()}"
+        directory = os.open(self.destination.parent, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            try:
+                os.link(source, self.destination.name, dst_dir_fd=directory)
+            except FileExistsError:  # replace an older file atomically, through a hidden name
+                temp = temporary_name(self.destination)
+                os.link(source, temp.name, dst_dir_fd=directory)
+                os.replace(temp, self.destination)
+        finally:
+            os.close(directory)
+
+    def discard(self) -> None:
+        if not self.file.closed:
+            self.file.close()
+        if self._temp is not None:
+            self._temp.unlink(missing_ok=True)
+            self._temp = None

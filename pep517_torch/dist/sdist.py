@@ -14,7 +14,7 @@ from pathlib import Path, PurePosixPath
 
 from ..errors import ConfigError
 from .metadata import ProjectMetadata
-from .reproducible import archive_epoch, temporary_name
+from .reproducible import AtomicFile, archive_epoch
 
 VCS_DIRS = frozenset({".git", ".hg", ".svn", ".bzr"})
 # Directories left out by default; include globs can bring their files back.
@@ -143,20 +143,18 @@ def write_sdist(
     members.update(dict.fromkeys(directories, b""))  # b"" marks a directory below
 
     destination = Path(out_dir) / f"{stem}.tar.gz"
-    temp = temporary_name(destination)
+    output = AtomicFile(destination)
     try:
-        with open(temp, "xb") as raw:
-            with (
-                gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as compressed,
-                tarfile.open(fileobj=compressed, mode="w", format=tarfile.PAX_FORMAT) as archive,
-            ):
-                archive.addfile(_tar_info(stem, tarfile.DIRTYPE, 0o755, 0, mtime))
-                for name, source in sorted(members.items()):
-                    _add_member(archive, f"{stem}/{name}", source, name in directories, mtime)
-        os.replace(temp, destination)
-    except BaseException:
-        temp.unlink(missing_ok=True)
-        raise
+        with (
+            gzip.GzipFile(filename="", mode="wb", fileobj=output.file, mtime=0) as compressed,
+            tarfile.open(fileobj=compressed, mode="w", format=tarfile.PAX_FORMAT) as archive,
+        ):
+            archive.addfile(_tar_info(stem, tarfile.DIRTYPE, 0o755, 0, mtime))
+            for name, source in sorted(members.items()):
+                _add_member(archive, f"{stem}/{name}", source, name in directories, mtime)
+        output.publish()
+    finally:
+        output.discard()
     return destination
 
 

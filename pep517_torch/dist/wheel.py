@@ -21,7 +21,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from .metadata import ProjectMetadata
-from .reproducible import archive_epoch, temporary_name
+from .reproducible import AtomicFile, archive_epoch
 from .tags import PURE_TAG
 
 _CHUNK = 1 << 20
@@ -52,7 +52,7 @@ class WheelWriter:
         self.dist_info = f"{self.dist_name}-{self.version}.dist-info"
         self._date_time = time.gmtime(archive_epoch(source_date_epoch, for_zip=True))[:6]
         self._members: dict[str, Path | tuple[bytes, bool]] = {}
-        self._temp: Path | None = None
+        self._output: AtomicFile | None = None
         self._finished = False
 
     @property
@@ -73,10 +73,10 @@ class WheelWriter:
             raise RuntimeError("WheelWriter: leaving the with block before finish()")
         try:
             if exc_type is None:
-                assert self._temp is not None
-                os.replace(self._temp, self.path)
+                assert self._output is not None
+                self._output.publish()
         finally:
-            self._discard()  # after a successful rename there is nothing left to remove
+            self._discard()  # after publishing there is nothing left to remove
 
     def add_file(self, arcname: str, path: Path) -> None:
         """Add the file at ``path`` (symlinks followed) as ``arcname``."""
@@ -109,9 +109,9 @@ class WheelWriter:
         for arcname, _ in dist_info:
             _check_arcname(arcname)
 
-        self._temp = temporary_name(self.path)
+        self._output = AtomicFile(self.path)
         records: list[tuple[str, str, str]] = []
-        with open(self._temp, "xb") as raw, zipfile.ZipFile(raw, "w") as archive:
+        with zipfile.ZipFile(self._output.file, "w") as archive:
             for arcname, source in sorted(self._members.items()) + dist_info:
                 digest, size = self._write_member(archive, arcname, source)
                 records.append((arcname, f"sha256={digest}", str(size)))
@@ -167,9 +167,9 @@ class WheelWriter:
         return base64.urlsafe_b64encode(hasher.digest()).rstrip(b"=").decode("ascii"), size
 
     def _discard(self) -> None:
-        if self._temp is not None:
-            self._temp.unlink(missing_ok=True)
-            self._temp = None
+        if self._output is not None:
+            self._output.discard()
+            self._output = None
 
 
 def _file_mode(executable: bool) -> int:
