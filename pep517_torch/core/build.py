@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 from collections.abc import Sequence
@@ -77,7 +78,7 @@ def _cuda_setup(
 ):
     from . import cuda
 
-    toolkit = cuda.require_cuda(options.env)
+    toolkit = cuda.require_cuda(options.env, torch_cuda=torch.cuda)
     notes.extend(cuda.check_versions(toolkit, torch.cuda, allow_mismatch=options.allow_cuda_version_mismatch))
     host = options.env.get("CC")
     host_compiler = compiler
@@ -100,7 +101,9 @@ def _arch_flags(spec: ExtensionSpec, options: BuildOptions, toolkit, notes: list
     from . import arch
 
     value = options.cuda_arch_list or spec.cuda_arch_list
-    key = "cuda-arch-list"
+    env_value = options.env.get(arch.ENV_VAR, "").strip()  # the JIT passes it as the list
+    from_env = options.cuda_arch_list is not None and ";".join(options.cuda_arch_list) == env_value
+    key = arch.ENV_VAR if from_env else "cuda-arch-list"
     entries = arch.parse_arch_list(";".join(value), key=key) if value else None
     decision = arch.resolve_arch_flags(
         entries, toolkit, user_nvcc_flags=spec.extra_cuda_cflags, env=options.env
@@ -110,10 +113,21 @@ def _arch_flags(spec: ExtensionSpec, options: BuildOptions, toolkit, notes: list
     return tuple(decision.flags)
 
 
+def _with_cuda_headers(spec: ExtensionSpec) -> ExtensionSpec:
+    """with-cuda = auto: a source that includes a ``.cuh`` header makes it a CUDA extension."""
+    if spec.with_cuda is not None or spec.uses_cuda:
+        return spec
+    found = scan.walk_includes(spec.sources, spec.include_dirs)
+    if any(include.header.endswith(".cuh") for include in found):
+        return dataclasses.replace(spec, with_cuda=True)
+    return spec
+
+
 def prepare(specs: Sequence[ExtensionSpec], options: BuildOptions) -> BuildPlan:
     """Discover tools, compute flags, plan PCHs and write build.ninja (compiles nothing)."""
     if not specs:
         raise ConfigError("nothing to build: no extensions")
+    specs = [_with_cuda_headers(spec) for spec in specs]
     names = [s.name for s in specs]
     if len(set(names)) != len(names):
         raise ConfigError(f"two extensions named {sorted(n for n in names if names.count(n) > 1)[0]!r}")
@@ -174,7 +188,7 @@ def prepare(specs: Sequence[ExtensionSpec], options: BuildOptions) -> BuildPlan:
 
     for entry in pch_plans.values():
         pch.write_stub(entry)
-        entry.concurrent_ok = job_plan.heavy >= 2
+        entry.decide(shared=options.pch_cache_dir is not None, heavy_jobs=job_plan.heavy)
     launcher_name = Path(launcher[0]).name if launcher else compiler.launcher
     nvcc_command = [*launcher, str(toolkit.nvcc)] if toolkit is not None else None
     text = graph.render(

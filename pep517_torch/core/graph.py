@@ -111,16 +111,21 @@ def render(
     )
     w.rule(
         "nvcc",
-        command="$nvcc -MD -MF $out.d $cuflags -c $in_q -o $out",
+        command="$nvcc -MMD -MF $out.d $cuflags -c $in_q -o $out",
         depfile="$out.d",
         deps="gcc",
         description="compiling $desc",
     )
     # Written under a per-process name, then renamed: concurrent builders of one shared PCH
-    # never read or write half a file.
+    # never read or write half a file. A PCH in the build directory also records its header
+    # dependencies (a project pch-header can change); a shared one is keyed by its inputs.
+    pch_command = "$cxx $cflags -x c++-header $in_q -o $out_q.$$$$.tmp && mv -f $out_q.$$$$.tmp $out_q"
+    w.rule("pch", command=pch_command, description="precompiling $desc")
     w.rule(
-        "pch",
-        command="$cxx $cflags -x c++-header $in_q -o $out_q.$$$$.tmp && mv -f $out_q.$$$$.tmp $out_q",
+        "pch_tracked",
+        command="$cxx -MMD -MF $out.d $cflags -x c++-header $in_q -o $out.tmp && mv -f $out.tmp $out",
+        depfile="$out.d",
+        deps="gcc",
         description="precompiling $desc",
     )
     w.rule(
@@ -130,7 +135,7 @@ def render(
     )
     w.newline()
 
-    for pch in pchs:
+    for pch in (p for p in pchs if p.build):
         output = _relative_or_absolute(pch.output, build_dir)
         variables = {
             "in_q": shell_args([str(pch.stub)]),
@@ -141,7 +146,8 @@ def render(
         }
         if shared_pch:
             variables["generator"] = "1"  # exists = up to date, whichever graph built it
-        w.build([output], "pch", [str(pch.stub)], variables=variables)
+        rule = "pch" if shared_pch else "pch_tracked"
+        w.build([output], rule, [str(pch.stub)], variables=variables)
     w.newline()
 
     for index, ext in enumerate(extensions):
@@ -157,18 +163,14 @@ def render(
                 "desc": escape_value(display_path(unit.source, source_root or base)),
             }
             implicit: list[str] = []
-            order_only: list[str] = []
             if unit.nvcc:
                 variables["cuflags"] = f"$cuflags_{index}"
             else:
                 variables["cflags"] = f"$cflags_{index}"
                 if unit.pch is not None:
                     variables["pchflags"] = shell_args(unit.pch.use_flags(launcher_name))
-                    output = _relative_or_absolute(unit.pch.output, build_dir)
                     if unit.pch.project_header:
-                        implicit.append(output)
-                    elif unit.pch.wait:
-                        order_only.append(output)
+                        implicit.append(_relative_or_absolute(unit.pch.output, build_dir))
             if unit.heavy:
                 variables["pool"] = "heavy"
             rule = "nvcc" if unit.nvcc else "cxx"
@@ -177,19 +179,23 @@ def render(
                 rule,
                 [str(unit.source)],
                 implicit=implicit,
-                order_only=order_only,
                 variables=variables,
             )
+        # Order-only: the link never waits in practice (ninja waits for every default target
+        # anyway), but it puts the PCH on the critical path, so ninja starts it first.
+        pch_outputs = sorted({
+            _relative_or_absolute(u.pch.output, build_dir)
+            for u in ext.units if u.pch is not None and u.pch.build and not u.pch.project_header
+        })
         w.build(
             [ext.output],
             "link",
             [u.object for u in ext.units],
+            order_only=pch_outputs,
             variables={"ldflags": f"$ldflags_{index}", "desc": escape_value(ext.spec.name)},
         )
         w.newline()
-    w.default([e.output for e in extensions] + [
-        _relative_or_absolute(p.output, build_dir) for p in pchs
-    ])
+    w.default([e.output for e in extensions])
     return w.text()
 
 

@@ -6,9 +6,12 @@ header is compiled with ``-include <dir>/pch.h``. The compiler uses the .gch whe
 and otherwise reads the stub as text: the same result either way, so a PCH that cannot apply
 falls back silently and objects are identical with and without it.
 
-A PCH with a single user is built concurrently with that user rather than before it (the TU
-simply reads the headers as text): one cold extension costs no more than without a PCH, and
-the next extension built with the same flags (JIT cache) finds it ready.
+When to build torch/extension.h's PCH: always for the JIT's shared cache (the next extension
+with the same flags finds it ready); for a wheel when more TUs use it than heavy compiles can
+run at once, i.e. when some TU would queue anyway. TUs never wait for it: it is built beside
+the first TUs, and those that start after it exists use it. A TU's command line is the same
+whether or not the .gch exists, so deciding differently next time rebuilds nothing. A project
+``pch-header`` is always built first, and its users depend on it (its content can change).
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ class PchPlan:
     flags: tuple[str, ...]
     project_header: bool
     users: list[Path] = field(default_factory=list)
-    concurrent_ok: bool = True  # False when only one heavy compile may run at a time
+    build: bool = True  # whether this graph builds the .gch (its users use it either way)
 
     @property
     def stub(self) -> Path:
@@ -43,10 +46,8 @@ class PchPlan:
     def output(self) -> Path:
         return self.directory / "pch.h.gch"
 
-    @property
-    def wait(self) -> bool:
-        """Whether users depend on it (order-only), or compile beside it."""
-        return self.project_header or len(self.users) > 1 or not self.concurrent_ok
+    def decide(self, *, shared: bool, heavy_jobs: int) -> None:
+        self.build = self.project_header or shared or len(self.users) > heavy_jobs
 
     def use_flags(self, launcher: str | None) -> tuple[str, ...]:
         extra = ("-fpch-preprocess",) if launcher == "ccache" else ()
