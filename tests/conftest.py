@@ -18,7 +18,20 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
-HOSTILE_NAME = "dir with spaces ünï $x 'q' #h"
+HOSTILE_NAME = "dir with spaces ünï $x 'q' \"dq\" #h ;s &a"
+COUNTS: dict[str, int] = {}
+
+
+def count(what: str, n: int = 1) -> None:
+    """Record how many cases a hardening test tried (printed at the end of the run)."""
+    COUNTS[what] = COUNTS.get(what, 0) + n
+
+
+def pytest_terminal_summary(terminalreporter) -> None:  # type: ignore[no-untyped-def]
+    if COUNTS:
+        terminalreporter.section("cases tried")
+        for what, n in sorted(COUNTS.items()):
+            terminalreporter.write_line(f"{n:6d}  {what}")
 
 
 def run_python(code: str, *, env: dict[str, str] | None = None, cwd: Path | None = None,

@@ -1,0 +1,275 @@
+"""pep517_torch against torch's own path, side by side in one run; ratios printed as a table.
+
+    python benchmarks/run.py [--only warm,cold,...] [--no-write]
+
+Measures (each on this machine, in this run):
+  warm     JIT load() of an already-built extension in a fresh process, after `import torch`
+  cold     `pip wheel --no-build-isolation` of fixtures/bench4 (4 TUs with torch/extension.h)
+           vs torch's setup.py + BuildExtension built the same way
+  noop     the same command again
+  edit     one .cpp changed, the same command again
+  jit      a second, different extension built just in time (ours reuses the shared PCH)
+  overhead pep517_torch's own time in the wheel builds: total minus time inside ninja
+Results go to docs/performance.md (between the BENCH markers) unless --no-write.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+WORK = ROOT / ".bench"
+FIXTURE = ROOT / "fixtures" / "bench4"
+PYTHON = sys.executable
+THEIRS_PYPROJECT = """\
+[build-system]
+requires = ["setuptools", "torch"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "benchops"
+version = "0.1.0"
+"""
+OPS_SOURCE = """\
+#include <torch/library.h>
+#include <ATen/core/Tensor.h>
+at::Tensor twice(const at::Tensor& x) { return x.mul(2); }
+TORCH_LIBRARY(TORCH_EXTENSION_NAME, m) { m.def("twice(Tensor x) -> Tensor", twice); }
+"""
+JIT_SOURCE = """\
+#include <torch/extension.h>
+torch::Tensor {name}_op(const torch::Tensor& x) {{ return torch::relu(x) * {k} + x.sin(); }}
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {{ m.def("op", &{name}_op); }}
+"""
+WARM_CHILD = """\
+import json, subprocess, sys, time
+import torch
+calls = 0
+original = subprocess.Popen.__init__
+def counting(self, *args, **kwargs):
+    global calls
+    calls += 1
+    return original(self, *args, **kwargs)
+subprocess.Popen.__init__ = counting
+start = time.perf_counter()
+if sys.argv[1] == "ours":
+    from pep517_torch import load
+else:
+    from torch.utils.cpp_extension import load
+load(sys.argv[2], [sys.argv[3]], build_directory=sys.argv[4], is_python_module=False)
+print(json.dumps({"ms": (time.perf_counter() - start) * 1000, "subprocesses": calls}))
+"""
+JIT_CHILD = """\
+import sys, time
+import torch
+if sys.argv[1] == "ours":
+    from pep517_torch import load
+else:
+    from torch.utils.cpp_extension import load
+start = time.perf_counter()
+module = load(sys.argv[2], [sys.argv[3]], build_directory=sys.argv[4])
+print(time.perf_counter() - start)
+"""
+
+
+def run(args: list[str | Path], *, cwd: Path | None = None, env: dict[str, str] | None = None) -> tuple[float, str]:
+    start = time.perf_counter()
+    result = subprocess.run([str(a) for a in args], cwd=cwd, capture_output=True, text=True,
+                            env={**os.environ, **(env or {})})
+    elapsed = time.perf_counter() - start
+    output = result.stdout + result.stderr
+    if result.returncode != 0:
+        raise SystemExit(f"command failed: {args}\n{output[-4000:]}")
+    return elapsed, output
+
+
+def pip_wheel(project: Path) -> tuple[float, str]:
+    return run([PYTHON, "-m", "pip", "wheel", "-v", "--no-build-isolation", "--no-deps",
+                "-w", project / "wheelhouse", project], cwd=project)
+
+
+def backend_seconds(output: str) -> float | None:
+    found = re.findall(r"\(ninja [\d.]+ s, pep517_torch ([\d.]+) s\)", output)
+    return float(found[-1]) if found else None
+
+
+def edit(project: Path, k: int) -> None:
+    norm = project / "csrc" / "norm.cpp"
+    text = re.sub(r"variance \+ eps(?: \* \d+)?", f"variance + eps * {k}", norm.read_text())
+    norm.write_text(text)
+
+
+def bench_wheels(results: dict[str, dict[str, float]]) -> None:
+    ours, theirs = WORK / "ours", WORK / "theirs"
+    for target in (ours, theirs):
+        shutil.rmtree(target, ignore_errors=True)
+        shutil.copytree(FIXTURE, target)
+    (ours / "setup.py").unlink()
+    (theirs / "pyproject.toml").write_text(THEIRS_PYPROJECT)
+    overheads = []
+    for step in ("cold", "noop", "edit"):
+        if step == "edit":
+            edit(ours, 2)
+            edit(theirs, 2)
+        print(f"  {step}: torch's setup.py ...", flush=True)
+        theirs_s, _ = pip_wheel(theirs)
+        print(f"  {step}: pep517_torch ...", flush=True)
+        ours_s, output = pip_wheel(ours)
+        overhead = backend_seconds(output)
+        if overhead is not None:
+            overheads.append(overhead)
+        results[step] = {"torch": theirs_s, "ours": ours_s}
+        print(f"  {step}: torch {theirs_s:.1f} s, pep517_torch {ours_s:.1f} s", flush=True)
+    if overheads:
+        results["overhead"] = {"ours": max(overheads)}
+
+
+def bench_jit(results: dict[str, dict[str, float]]) -> None:
+    base = WORK / "jit"
+    shutil.rmtree(base, ignore_errors=True)
+    sources = {}
+    for name, k in (("first_ext", 2), ("second_ext", 3)):
+        path = base / "src" / f"{name}.cpp"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(JIT_SOURCE.format(name=name, k=k))
+        sources[name] = path
+    env = {"TORCH_EXTENSIONS_DIR": str(base / "ours-root")}
+    print("  jit: pep517_torch first extension (builds the shared PCH) ...", flush=True)
+    run([PYTHON, "-c", JIT_CHILD, "ours", "first_ext", sources["first_ext"], base / "ours-first"], env=env)
+    print("  jit: pep517_torch second extension ...", flush=True)
+    _, out = run([PYTHON, "-c", JIT_CHILD, "ours", "second_ext", sources["second_ext"], base / "ours-second"], env=env)
+    ours = float(out.strip().splitlines()[-1])
+    print("  jit: torch second extension ...", flush=True)
+    (base / "theirs").mkdir(parents=True)
+    _, out = run([PYTHON, "-c", JIT_CHILD, "theirs", "second_ext", sources["second_ext"], base / "theirs"])
+    theirs = float(out.strip().splitlines()[-1])
+    results["jit"] = {"torch": theirs, "ours": ours}
+    print(f"  jit: torch {theirs:.1f} s, pep517_torch {ours:.1f} s", flush=True)
+
+
+def bench_warm(results: dict[str, dict[str, float]], repeats: int = 9) -> None:
+    base = WORK / "warm"
+    shutil.rmtree(base, ignore_errors=True)
+    source = base / "ops.cpp"
+    source.parent.mkdir(parents=True)
+    source.write_text(OPS_SOURCE)
+    samples: dict[str, list[dict[str, float]]] = {"ours": [], "torch": []}
+    for who in ("ours", "torch"):
+        build = base / who
+        build.mkdir()
+        args = [PYTHON, "-c", WARM_CHILD, who, f"warm_{who}", source, build]
+        run(args)  # the cold build
+        for _ in range(repeats):
+            samples[who].append(json.loads(run(args)[1].strip().splitlines()[-1]))
+    for who in samples:
+        ms = statistics.median(s["ms"] for s in samples[who])
+        procs = max(s["subprocesses"] for s in samples[who])
+        results.setdefault("warm", {})[who if who == "ours" else "torch"] = ms
+        results.setdefault("warm_subprocesses", {})[who if who == "ours" else "torch"] = procs
+    print(f"  warm: torch {results['warm']['torch']:.1f} ms, pep517_torch {results['warm']['ours']:.1f} ms",
+          flush=True)
+
+
+GOALS = {  # measure: (unit, goal on the ratio ours/torch, or on ours alone for absolutes)
+    "cold": ("s", 0.45), "noop": ("s", 0.3), "edit": ("s", 0.35), "jit": ("s", 0.4),
+    "warm": ("ms", None), "overhead": ("s", None),
+}
+LABELS = {
+    "cold": "cold wheel (4 TUs with torch/extension.h)",
+    "noop": "no-op rebuild (same command again)",
+    "edit": "one .cpp edited",
+    "jit": "JIT: a second, different extension",
+    "warm": "JIT warm load() in a fresh process",
+    "overhead": "backend overhead (total minus ninja)",
+}
+
+
+def table(results: dict[str, dict[str, float]]) -> str:
+    lines = ["| measure | torch | pep517_torch | ratio | goal | met |", "| --- | ---: | ---: | ---: | --- | --- |"]
+    for key, label in LABELS.items():
+        if key not in results:
+            continue
+        unit, goal = GOALS[key]
+        row = results[key]
+        ours = row["ours"]
+        theirs = row.get("torch")
+        if key == "warm":
+            procs = results["warm_subprocesses"]
+            ratio = ours / theirs
+            goal_text = "≤ 5 ms, 0 subprocesses"
+            met = ours <= 5 and procs["ours"] == 0
+            lines.append(f"| {label} | {theirs:.1f} ms ({procs['torch']:.0f} subprocesses) | "
+                         f"{ours:.1f} ms ({procs['ours']:.0f} subprocesses) | {ratio:.2f} | {goal_text} | {'yes' if met else 'NO'} |")
+            continue
+        if key == "overhead":
+            lines.append(f"| {label} | — | {ours:.2f} s | — | ≤ 0.5 s | {'yes' if ours <= 0.5 else 'NO'} |")
+            continue
+        ratio = ours / theirs
+        lines.append(f"| {label} | {theirs:.1f} {unit} | {ours:.1f} {unit} | {ratio:.2f} | ≤ {goal} | "
+                     f"{'yes' if ratio <= goal else 'NO'} |")
+    return "\n".join(lines)
+
+
+def machine() -> str:
+    cpu = "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    from pep517_torch.core.jobs import cpu_count, memory_available
+    from pep517_torch.core.toolchain import find_compiler, find_torch
+
+    compiler = find_compiler(os.environ)
+    memory = (memory_available() or 0) / 1024**3
+    return (f"{cpu}, {cpu_count()} cores, {memory:.0f} GiB available; {platform.platform()}; "
+            f"Python {platform.python_version()}; torch {find_torch().version}; "
+            f"{compiler.family} {compiler.version_text}")
+
+
+def write_docs(text: str) -> None:
+    path = ROOT / "docs" / "performance.md"
+    content = path.read_text()
+    begin, end = "<!-- BENCH:BEGIN -->", "<!-- BENCH:END -->"
+    head, _, rest = content.partition(begin)
+    _, _, tail = rest.partition(end)
+    path.write_text(f"{head}{begin}\n{text}\n{end}{tail}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", default="warm,wheels,jit", help="comma list of: warm, wheels, jit")
+    parser.add_argument("--no-write", action="store_true", help="don't update docs/performance.md")
+    args = parser.parse_args()
+    WORK.mkdir(exist_ok=True)
+    results: dict[str, dict[str, float]] = {}
+    chosen = args.only.split(",")
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    print(f"benchmarking on {machine()}", flush=True)
+    if "warm" in chosen:
+        bench_warm(results)
+    if "wheels" in chosen:
+        bench_wheels(results)
+    if "jit" in chosen:
+        bench_jit(results)
+    text = f"Measured {when} on: {machine()}.\n\n{table(results)}"
+    print("\n" + text)
+    (WORK / "results.json").write_text(json.dumps(results, indent=1))
+    if not args.no_write and {"warm", "wheels", "jit"} <= set(chosen):
+        write_docs(text)
+
+
+if __name__ == "__main__":
+    main()
