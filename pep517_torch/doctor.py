@@ -37,7 +37,8 @@ def _compiler() -> tuple[str, str]:
 
 
 def _launcher() -> tuple[str, str]:
-    from .core.toolchain import find_compiler, find_launcher
+    from .core.launcher import find_launcher
+    from .core.toolchain import find_compiler
 
     launcher = find_launcher("auto", find_compiler(os.environ), os.environ)
     if launcher:

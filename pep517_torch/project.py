@@ -166,8 +166,9 @@ def _compile(loaded: Loaded):
     run = result.run
     count = len(project.extensions)
     pch = f", {run.precompiled} header{'s' * (run.precompiled != 1)} precompiled" if run.precompiled else ""
+    cached = f" ({run.cache_hits} from cache)" if run.cache_hits is not None else ""
     log(
-        f"pep517_torch: {count} extension{'s' * (count != 1)}: {run.compiled} compiled,"
+        f"pep517_torch: {count} extension{'s' * (count != 1)}: {run.compiled} compiled{cached},"
         f" {run.linked} linked{pch} in {run.seconds:.1f} s"
     )
     return result

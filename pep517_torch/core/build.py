@@ -12,6 +12,7 @@ from pathlib import Path
 from ..errors import BuildError, ConfigError, ToolchainError
 from . import flags as flags_mod
 from . import graph, jobs, pch, scan, toolchain
+from .launcher import cache_hits, find_launcher
 from .runner import Log, NinjaRun, _stderr, run_ninja
 from .spec import BuildOptions, ExtensionSpec, is_cuda_source
 
@@ -137,7 +138,7 @@ def prepare(specs: Sequence[ExtensionSpec], options: BuildOptions) -> BuildPlan:
     compiler = toolchain.find_compiler(env)
     torch = toolchain.find_torch()
     ninja = toolchain.find_ninja(env)
-    launcher = toolchain.find_launcher(options.compiler_launcher, compiler, env)
+    launcher = find_launcher(options.compiler_launcher, compiler, env)
     notes: list[str] = []
     toolkit = host = None
     cuda_includes: tuple[Path, ...] = ()
@@ -203,7 +204,8 @@ def prepare(specs: Sequence[ExtensionSpec], options: BuildOptions) -> BuildPlan:
         launcher_name=launcher_name,
     )
     ninja_file = build_dir / "build.ninja"
-    graph.write_if_changed(ninja_file, text)
+    if graph.write_if_changed(ninja_file, text) or not (build_dir / COMPDB).exists():
+        _write_compile_commands(ninja, build_dir)
     return BuildPlan(
         build_dir=build_dir,
         ninja=ninja,
@@ -219,6 +221,19 @@ def prepare(specs: Sequence[ExtensionSpec], options: BuildOptions) -> BuildPlan:
     )
 
 
+COMPDB = "compile_commands.json"
+
+
+def _write_compile_commands(ninja: Path, build_dir: Path) -> None:
+    """compile_commands.json for editors and clangd, regenerated when build.ninja changes."""
+    result = subprocess.run(
+        [str(ninja), "-C", str(build_dir), "-t", "compdb", "cxx", "nvcc"],
+        capture_output=True, text=True, check=False, errors="replace",
+    )
+    if result.returncode == 0:
+        graph.write_if_changed(build_dir / COMPDB, result.stdout)
+
+
 def run(
     plan: BuildPlan,
     options: BuildOptions,
@@ -231,7 +246,8 @@ def run(
     env.update(options.env)
     if plan.launcher and Path(plan.launcher[0]).name == "ccache":
         env.setdefault("CCACHE_SLOPPINESS", "pch_defines,time_macros,include_file_mtime,include_file_ctime")
-    return run_ninja(
+    hits_before = cache_hits(plan.launcher)
+    result = run_ninja(
         plan.ninja,
         plan.build_dir,
         jobs=plan.jobs.jobs,
@@ -242,6 +258,10 @@ def run(
         what=what,
         slow_notice=slow_notice,
     )
+    hits_after = cache_hits(plan.launcher) if hits_before is not None else None
+    if hits_before is not None and hits_after is not None:
+        result.cache_hits = hits_after - hits_before
+    return result
 
 
 def build(

@@ -44,6 +44,7 @@ class NinjaRun:
     steps: list[str] = field(default_factory=list)  # descriptions of finished edges
     seconds: float = 0.0
     output: str = ""
+    cache_hits: int | None = None  # compiles the compiler cache served (None: no cache)
 
     @property
     def compiled(self) -> int:

@@ -78,7 +78,7 @@ class TorchInstall:
             return False
 
 
-def _split_command(value: str, variable: str) -> list[str]:
+def split_command(value: str, variable: str) -> list[str]:
     try:
         args = shlex.split(value)
     except ValueError as exc:
@@ -91,7 +91,7 @@ def _split_command(value: str, variable: str) -> list[str]:
 def cxx_command(env: Mapping[str, str]) -> list[str]:
     """The compiler command from CXX (which may carry a launcher), else ``c++`` on PATH."""
     variable = "CXX" if env.get("CXX") else None
-    args = _split_command(env["CXX"], "CXX") if variable else ["c++"]
+    args = split_command(env["CXX"], "CXX") if variable else ["c++"]
     found = which(args[0], env)
     if found is None:
         where = f"CXX={env['CXX']!r}" if variable else "'c++' on PATH"
@@ -152,23 +152,6 @@ def find_compiler(env: Mapping[str, str]) -> Compiler:
     stdout, _ = _probe(tuple(args), (str(real), stat.st_mtime_ns, stat.st_size))
     family, version = parse_compiler_version(stdout)
     return Compiler(tuple(args), real, family, version, launcher)
-
-
-def find_launcher(setting: str, compiler: Compiler, env: Mapping[str, str]) -> list[str]:
-    """The cache launcher to put in front of c++ and nvcc: [] when none."""
-    if setting == "none" or compiler.launcher:
-        return []
-    if setting == "auto":
-        for name in ("ccache", "sccache"):
-            found = which(name, env)
-            if found:
-                return [found]
-        return []
-    args = _split_command(setting, "compiler-launcher")
-    found = which(args[0], env)
-    if found is None:
-        raise ToolchainError(f"compiler-launcher {args[0]!r} not found on PATH")
-    return [found, *args[1:]]
 
 
 def find_ninja(env: Mapping[str, str]) -> Path:
