@@ -1,0 +1,129 @@
+"""The compile core end to end on small sources: PCH, launchers, incremental rebuilds."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from pep517_torch.core.build import build
+from pep517_torch.core.spec import BuildOptions, ExtensionSpec, Kind
+from tests.conftest import count, run_python
+
+pytestmark = pytest.mark.compile
+
+COMMON_H = textwrap.dedent(
+    """
+    #pragma once
+    #include <torch/library.h>
+    #include <ATen/core/Tensor.h>
+    """
+)
+
+
+def op_source(name: str, factor: int) -> str:
+    return textwrap.dedent(
+        f"""
+        #include "common.h"
+        at::Tensor {name}(const at::Tensor& x) {{ return x.mul({factor}).add(1); }}
+        TORCH_LIBRARY_FRAGMENT(TORCH_EXTENSION_NAME, m) {{ m.def("{name}(Tensor x) -> Tensor", {name}); }}
+        """
+    )
+
+
+def pch_project(root: Path) -> list[Path]:
+    (root / "csrc").mkdir(parents=True)
+    (root / "csrc" / "common.h").write_text(COMMON_H)
+    sources = []
+    for name, factor in (("triple", 3), ("quintuple", 5), ("septuple", 7)):
+        path = root / "csrc" / f"{name}.cpp"
+        path.write_text(op_source(name, factor))
+        sources.append(path)
+    return sources
+
+
+def compilers() -> list[str]:
+    return ["g++"] + (["clang++"] if shutil.which("clang++") else [])
+
+
+@pytest.mark.parametrize("compiler", compilers())
+def test_project_pch_header_gives_identical_objects(tmp_path: Path, compiler: str) -> None:
+    sources = pch_project(tmp_path)
+    header = tmp_path / "csrc" / "common.h"
+    env = {**os.environ, "CXX": compiler}
+    results = {}
+    for use_pch in (True, False):
+        spec = ExtensionSpec("pchops", tuple(sources), kind=Kind.LIBRARY, python_abi_suffix=False,
+                             pch_header=header, pch=use_pch)
+        out = tmp_path / f"build-{use_pch}"
+        result = build([spec], BuildOptions(build_dir=out, source_root=tmp_path, env=env), log=lambda _: None)
+        assert result.run.precompiled == (1 if use_pch else 0)
+        assert result.run.compiled == 3
+        objects = sorted((out / "obj" / "pchops").rglob("*.o"))
+        results[use_pch] = (result.artifacts["pchops"], [o.read_bytes() for o in objects])
+    assert results[True][1] == results[False][1]  # byte-identical objects
+    code = ("import sys, torch; torch.ops.load_library(sys.argv[1]); x = torch.arange(3.0);"
+            "print(torch.ops.pchops.triple(x).tolist(), torch.ops.pchops.septuple(x).tolist())")
+    for use_pch in (True, False):
+        out = run_python(code.replace("sys.argv[1]", repr(str(results[use_pch][0]))))
+        assert out.stdout.strip() == "[1.0, 4.0, 7.0] [1.0, 8.0, 15.0]"
+    count(f"PCH on/off builds compared byte for byte ({compiler})", 2)
+
+
+def test_pch_header_edit_rebuilds_pch_and_its_users(tmp_path: Path) -> None:
+    sources = pch_project(tmp_path)
+    spec = ExtensionSpec("pchedit", tuple(sources), kind=Kind.LIBRARY, python_abi_suffix=False,
+                         pch_header=tmp_path / "csrc" / "common.h")
+    options = BuildOptions(build_dir=tmp_path / "b", source_root=tmp_path)
+    build([spec], options, log=lambda _: None)
+    again = build([spec], options, log=lambda _: None)
+    assert again.run.steps == []
+    (tmp_path / "csrc" / "common.h").write_text(COMMON_H + "#define EXTRA 1\n")
+    edited = build([spec], options, log=lambda _: None)
+    assert (edited.run.precompiled, edited.run.compiled, edited.run.linked) == (1, 3, 1)
+
+
+def test_incremental_rebuilds_touch_only_what_changed(tmp_path: Path) -> None:
+    sources = pch_project(tmp_path)
+    spec = ExtensionSpec("incr", tuple(sources), kind=Kind.LIBRARY, python_abi_suffix=False, pch=False)
+    options = BuildOptions(build_dir=tmp_path / "b", source_root=tmp_path)
+    first = build([spec], options, log=lambda _: None)
+    assert first.run.compiled == 3
+    assert build([spec], options, log=lambda _: None).run.steps == []
+    sources[1].write_text(op_source("quintuple", 6))
+    edited = build([spec], options, log=lambda _: None)
+    assert edited.run.steps == ["compiling csrc/quintuple.cpp", "linking incr"]
+    flagged = ExtensionSpec("incr", tuple(sources), kind=Kind.LIBRARY, python_abi_suffix=False,
+                            pch=False, extra_cflags=("-DNEW_FLAG=1",))
+    assert build([flagged], options, log=lambda _: None).run.compiled == 3
+
+
+def test_compiler_launcher_wraps_every_compile_and_counts_hits(tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    log = tmp_path / "launcher.log"
+    fake = bin_dir / "ccache"
+    fake.write_text(textwrap.dedent(f"""\
+        #!/bin/sh
+        if [ "$1" = "--print-stats" ]; then
+          n=$(wc -l < {log} 2>/dev/null || echo 0)
+          printf 'direct_cache_hit\\t%s\\npreprocessed_cache_hit\\t0\\n' "$n"; exit 0
+        fi
+        echo "$@" >> {log}
+        exec "$@"
+        """))
+    fake.chmod(0o755)
+    sources = pch_project(tmp_path)
+    spec = ExtensionSpec("launched", tuple(sources[:2]), kind=Kind.LIBRARY, python_abi_suffix=False)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    result = build([spec], BuildOptions(build_dir=tmp_path / "b", env=env, compiler_launcher="auto"),
+                   log=lambda _: None)
+    calls = log.read_text().splitlines()
+    assert len([c for c in calls if " -c " in c]) == 2
+    assert result.run.cache_hits == len(calls)  # what the (fake) cache reported, before/after
+    none = build([spec], BuildOptions(build_dir=tmp_path / "c", env=env, compiler_launcher="none"),
+                 log=lambda _: None)
+    assert none.run.cache_hits is None and len(log.read_text().splitlines()) == len(calls)
