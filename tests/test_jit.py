@@ -281,3 +281,37 @@ def test_ninja_missing_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None
     assert not pep517_torch.is_ninja_available()
     with pytest.raises(ToolchainError, match="pip install ninja"):
         pep517_torch.verify_ninja_availability()
+
+
+INLINE_SOURCE = """
+torch::Tensor gelu_like(const torch::Tensor& x) {{ return x * torch::sigmoid({k} * x); }}
+"""
+
+
+@pytest.mark.torch_ext
+def test_load_inline_with_torch_extension_h_shares_one_pch(tmp_path: Path, jit_env: Path) -> None:
+    """Three torch/extension.h builds: A makes the shared PCH, B reuses it, C has it off."""
+    first = pep517_torch.load_inline("pch_first", INLINE_SOURCE.format(k=1.0), functions="gelu_like",
+                                     build_directory=str(tmp_path / "a"))
+    gch = list((jit_env / "pch-cache").glob("*/pch.h.gch"))
+    assert len(gch) == 1 and gch[0].stat().st_size > 100_000_000
+    with_pch = pep517_torch.load_inline("pch_second", INLINE_SOURCE.format(k=1.702),
+                                        functions={"gelu_like": "x * sigmoid(1.702 x)"},
+                                        build_directory=str(tmp_path / "b"))
+    # The same extension without the PCH, in a fresh process (so it is not renamed _v1).
+    without = run_python(
+        "import torch, pep517_torch; torch.manual_seed(0); x = torch.randn(100);"
+        f"m = pep517_torch.load_inline('pch_second', {INLINE_SOURCE.format(k=1.702)!r},"
+        " functions={'gelu_like': 'x * sigmoid(1.702 x)'},"
+        f" build_directory={str(tmp_path / 'c')!r}, use_pch=False);"
+        "print(m.gelu_like(x).tolist())",
+        env={"TORCH_EXTENSIONS_DIR": str(jit_env)},
+    )
+    torch.manual_seed(0)
+    x = torch.randn(100)
+    assert with_pch.gelu_like(x).tolist() == eval(without.stdout)
+    assert torch.allclose(with_pch.gelu_like(x), x * torch.sigmoid(1.702 * x))
+    assert torch.equal(first.gelu_like(x), x * torch.sigmoid(x))
+    objects = [next((tmp_path / d / "obj").rglob("main.cpp.o")).read_bytes() for d in "bc"]
+    assert objects[0] == objects[1]
+    assert "x * sigmoid(1.702 x)" in with_pch.gelu_like.__doc__
