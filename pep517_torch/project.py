@@ -203,19 +203,20 @@ def build_wheel(root: Path, out_dir: Path, config_settings: ConfigSettings, *, e
     started = time.perf_counter()
     loaded = load(root, config_settings)
     project, meta = loaded.project, loaded.metadata
+    in_tree = {name: in_tree_path(project, spec) for spec in project.extensions for name in [spec.name]}
+    layout = project.layout
+    files = package_files(
+        layout.packages, layout.py_modules, layout.package_data, exclude=set(in_tree.values())
+    )
+    _check_module_collisions(project, files)  # before compiling: it cannot succeed
     result = _compile(loaded)
     artifacts = result.artifacts if result else {}
-    in_tree = {name: in_tree_path(project, spec) for spec in project.extensions for name in [spec.name]}
     out_dir.mkdir(parents=True, exist_ok=True)
     tag = _wheel_tag(project.extensions)
     with WheelWriter(out_dir, meta.name, meta.version, tag, source_date_epoch=source_date_epoch()) as wheel:
         if editable:
             _add_editable(wheel, loaded, result, in_tree)
         else:
-            layout = project.layout
-            files = package_files(
-                layout.packages, layout.py_modules, layout.package_data, exclude=set(in_tree.values())
-            )
             for arcname, path in files:
                 wheel.add_file(arcname, path)
             for spec in project.extensions:
@@ -234,6 +235,30 @@ def build_wheel(root: Path, out_dir: Path, config_settings: ConfigSettings, *, e
     overhead = time.perf_counter() - started - ninja
     log(f"pep517_torch: wrote {wheel.path} (ninja {ninja:.2f} s, pep517_torch {overhead:.2f} s)")
     return wheel.filename
+
+
+def _check_module_collisions(
+    project: config.ResolvedProject, files: list[tuple[str, Path]]
+) -> None:
+    """An extension module and a shipped ``.py`` file or package of the same dotted name would
+    shadow each other (and collide with the import-guard shim): refuse them by name."""
+    from .config.pyproject import tool_table
+    from .errors import ConfigError
+
+    shipped = dict(files)
+    tables = tool_table(project.pyproject).get("extension", [])
+    for spec in project.extensions:
+        if spec.kind is not Kind.MODULE:
+            continue
+        stem = spec.name.replace(".", "/")
+        for arcname in (f"{stem}.py", f"{stem}/__init__.py"):
+            if arcname in shipped:
+                index = next(i for i, t in enumerate(tables) if t.get("name") == spec.name)
+                raise ConfigError(
+                    f"extension {spec.name!r} and {shipped[arcname]} are both the module"
+                    f" {spec.name}: only one of them could be imported; rename one",
+                    f"tool.torch-ext.extension[{index}].name",
+                )
 
 
 def _add_editable(wheel, loaded: Loaded, result, in_tree: dict[str, Path]) -> None:

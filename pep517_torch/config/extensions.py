@@ -100,6 +100,27 @@ def _flags(ext: ExtensionSettings, variant: CudaVariant | None, name: str) -> tu
     return (*getattr(ext, name), *(getattr(variant, name) if variant else ()))
 
 
+def _check_limited_api(
+    macros: tuple[tuple[str, str | None], ...], flags: tuple[str, ...], minimum: str, key: str
+) -> None:
+    """A Py_LIMITED_API the user defines must be the one the wheel tag (``cp3X-abi3``) says."""
+    wanted = (3 << 8) | int(minimum[3:])
+    values = [value for name, value in macros if name == "Py_LIMITED_API"]
+    values += [f.partition("=")[2] or None for f in flags if f.split("=")[0] == "-DPy_LIMITED_API"]
+    for value in values:
+        try:
+            agrees = value is not None and int(value, 0) >> 16 == wanted
+        except ValueError:
+            agrees = False
+        if not agrees:
+            raise ConfigError(
+                f"the extension defines Py_LIMITED_API{'=' + value if value else ''}, but"
+                f" {minimum}-abi3 needs 0x{wanted:04X}0000; remove that define (it is set for"
+                " you) or change py-limited-api",
+                key,
+            )
+
+
 def build_spec(ctx: ExtensionContext, ext: ExtensionSettings, origins: Origins) -> ExtensionSpec:
     variant = _variant(ext, ctx.cuda_on)
     project = ctx.project
@@ -120,6 +141,10 @@ def build_spec(ctx: ExtensionContext, ext: ExtensionSettings, origins: Origins) 
     else:
         header = None
     limited_api = ext.py_limited_api
+    if limited_api:
+        minimum = DEFAULT_LIMITED_API if limited_api is True else limited_api
+        flags = _flags(ext, variant, "extra_cflags") + _flags(ext, variant, "extra_cuda_cflags")
+        _check_limited_api(_macros(ext, variant), flags, minimum, origins.of("py_limited_api"))
     spec_arguments = dict(
         name=ext.name,
         sources=_sources(ctx, _entries(ext, variant, origins, "sources")),
