@@ -6,10 +6,29 @@ level, imports torch: ``get_requires_for_build_*`` runs before torch may even be
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import functools
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import TypeVar
+
+from .errors import Pep517TorchError
 
 ConfigSettings = Mapping[str, "str | list[str]"] | None
+Hook = TypeVar("Hook", bound=Callable[..., object])
+
+
+def _user_facing(hook: Hook) -> Hook:
+    """Our own errors reach the frontend without our internal frames: the message (naming the
+    key, file or tool) is what the user needs, not a 20-frame traceback above it."""
+
+    @functools.wraps(hook)
+    def wrapper(*args: object, **kwargs: object) -> object:
+        try:
+            return hook(*args, **kwargs)
+        except Pep517TorchError as exc:
+            raise exc.with_traceback(None) from None
+
+    return wrapper  # type: ignore[return-value]
 
 
 def get_requires_for_build_wheel(config_settings: ConfigSettings = None) -> list[str]:
@@ -25,6 +44,7 @@ def get_requires_for_build_sdist(config_settings: ConfigSettings = None) -> list
     return []
 
 
+@_user_facing
 def prepare_metadata_for_build_wheel(
     metadata_directory: str, config_settings: ConfigSettings = None
 ) -> str:
@@ -40,6 +60,7 @@ def prepare_metadata_for_build_editable(
     return prepare_metadata_for_build_wheel(metadata_directory, config_settings)
 
 
+@_user_facing
 def build_wheel(
     wheel_directory: str,
     config_settings: ConfigSettings = None,
@@ -50,6 +71,7 @@ def build_wheel(
     return project.build_wheel(Path.cwd(), Path(wheel_directory), config_settings)
 
 
+@_user_facing
 def build_editable(
     wheel_directory: str,
     config_settings: ConfigSettings = None,
@@ -60,6 +82,7 @@ def build_editable(
     return project.build_wheel(Path.cwd(), Path(wheel_directory), config_settings, editable=True)
 
 
+@_user_facing
 def build_sdist(sdist_directory: str, config_settings: ConfigSettings = None) -> str:
     from . import project
 

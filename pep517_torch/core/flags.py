@@ -169,8 +169,8 @@ def _link_flags(spec: ExtensionSpec, tools: Toolchain) -> list[str]:
         ld.append(cudart_flag(tools.cuda_library_dirs))
     if spec.openmp:
         ld.append("-fopenmp")
-    if spec.strip:
-        ld.append("-s")
+    if spec.strip and spec.build_type not in (BuildType.DEBUG, BuildType.RELWITHDEBINFO):
+        ld.append("-s")  # a build asked for debug info keeps it
     if spec.build_type in (BuildType.DEBUG, BuildType.RELWITHDEBINFO):
         ld.append("-g")
     ld += spec.extra_ldflags
