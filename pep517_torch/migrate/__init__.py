@@ -1,0 +1,162 @@
+"""``python -m pep517_torch migrate``: a torch extension's setup.py -> pyproject.toml.
+
+The setup.py runs with ``setup()`` intercepted (nothing is built), as often as needed to see
+the choices it makes from its environment; :mod:`.variants` turns those into `cuda` tables
+and overrides, :mod:`.render` writes the TOML and :mod:`.pyproject_file` merges it into an
+existing pyproject.toml. See docs/migrate.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .intercept import MigrateError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
+
+__all__ = ["MigrateError", "Migration", "main", "migrate", "write"]
+
+
+@dataclass
+class Migration:
+    """The generated tables for one setup.py, and where they go."""
+
+    setup_py: Path
+    pyproject: Path
+    text: str  # [build-system], [project] and [tool.torch-ext], with comments
+    existing_text: str | None  # the pyproject.toml already there
+    existing: dict[str, Any]
+    problems: list[str]  # what the config parser says about the result (empty: valid)
+
+    @property
+    def has_torch_ext(self) -> bool:
+        return "torch-ext" in self.existing.get("tool", {})
+
+
+def _setup_path(value: str | os.PathLike[str]) -> Path:
+    path = Path(os.path.abspath(value))
+    return path / "setup.py" if path.is_dir() else path
+
+
+def _read_existing(pyproject: Path) -> tuple[str | None, dict[str, Any]]:
+    try:
+        text = pyproject.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None, {}
+    except (OSError, UnicodeDecodeError) as exc:
+        raise MigrateError(f"{pyproject}: cannot be read ({exc})") from None
+    try:
+        return text, tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise MigrateError(f"{pyproject}: invalid TOML: {exc}") from None
+
+
+def check_text(text: str) -> list[str]:
+    """Problems the config parser finds in generated text (suggestions switched on too)."""
+    from ..config import parse_settings
+    from ..errors import ConfigError
+
+    try:
+        parse_settings(tomllib.loads(text))
+    except (ConfigError, tomllib.TOMLDecodeError) as exc:
+        return [str(exc)]
+    return []
+
+
+def migrate(setup_py: str | os.PathLike[str] = "setup.py") -> Migration:
+    """Run ``setup_py`` (or ``<dir>/setup.py``) intercepted and generate its tables."""
+    from .pyproject_file import merge_project
+    from .render import render_plan
+    from .variants import make_plan
+
+    path = _setup_path(setup_py)
+    if not path.is_file():
+        raise MigrateError(f"{path}: no such file")
+    plan = make_plan(path)
+    pyproject = path.parent / "pyproject.toml"
+    existing_text, existing = _read_existing(pyproject)
+    if isinstance(existing.get("project"), dict):
+        merged, notes = merge_project(plan.base.project, existing["project"])
+        plan.base.project = merged
+        plan.base.notes += [("project", note) for note in notes]
+        if "version" in merged:
+            plan.base.tool.pop("version", None)
+    build_system = existing.get("build-system", {})
+    if not isinstance(build_system, dict):
+        build_system = {}
+    carried = [str(r) for r in build_system.get("requires", [])]
+    text = render_plan(plan, carried_requires=carried)
+    checked = render_plan(plan, carried_requires=carried, enable_disabled=True)
+    return Migration(path, pyproject, text, existing_text, existing, check_text(checked))
+
+
+def write(migration: Migration, *, force: bool = False) -> Path:
+    """Create or update pyproject.toml next to the setup.py; other tables are kept."""
+    from .pyproject_file import splice
+
+    if migration.has_torch_ext and not force:
+        raise MigrateError(f"{migration.pyproject}: already has a [tool.torch-ext] table;"
+                           " pass --force to replace it")  # fmt: skip
+    text = migration.text
+    if migration.existing_text is not None:
+        text = splice(migration.existing_text, migration.text)
+    target = migration.pyproject
+    with tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=target.parent, delete=False,
+                                     prefix=".pyproject.", suffix=".tmp") as handle:  # fmt: skip
+        handle.write(text)
+    os.replace(handle.name, target)
+    return target
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m pep517_torch migrate",
+        description="Convert a torch extension's setup.py into pyproject.toml tables for"
+        " pep517_torch. setup.py runs with setup() intercepted: nothing is built.",
+    )
+    parser.add_argument("setup_py", nargs="?", default="setup.py",
+                        help="the setup.py (or its directory); default: ./setup.py")  # fmt: skip
+    parser.add_argument("--write", action="store_true",
+                        help="create or update pyproject.toml next to setup.py instead of"
+                        " printing the tables")  # fmt: skip
+    parser.add_argument("--force", action="store_true",
+                        help="with --write: replace an existing [tool.torch-ext] table")
+    return parser
+
+
+def main(argv: list[str]) -> int:
+    """The command line: 0 done, 1 written but the result needs fixing, 2 bad input."""
+    args = _parser().parse_args(argv)
+    try:
+        migration = migrate(args.setup_py)
+        if args.write:
+            target = write(migration, force=args.force)
+    except MigrateError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    for problem in migration.problems:
+        print(f"warning: the result does not validate: {problem}", file=sys.stderr)
+    if not args.write:
+        sys.stdout.write(migration.text)
+        if migration.has_torch_ext:
+            print(f"note: {migration.pyproject} already has [tool.torch-ext]; --write needs"
+                  " --force to replace it", file=sys.stderr)  # fmt: skip
+        return 1 if migration.problems else 0
+    print(f"wrote {target}; setup.py is no longer used by the build: review the notes, then"
+          " delete it", file=sys.stderr)  # fmt: skip
+    tool = migration.existing.get("tool", {})
+    stale = sorted(name for name in tool if name.startswith("setuptools")) if isinstance(
+        tool, dict) else []  # fmt: skip
+    if stale:
+        print(f"note: [tool.{'], [tool.'.join(stale)}] kept; pep517_torch ignores them",
+              file=sys.stderr)  # fmt: skip
+    return 1 if migration.problems else 0

@@ -1,0 +1,289 @@
+"""The patches that record a setup.py run: setup(), torch's factories, CUDA probes, os.environ.
+
+Installed by :func:`patched` around one execution and undone afterwards; see
+:mod:`.intercept` for what is recorded and why.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dis
+import os
+import sys
+import types
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from .intercept import (
+    EXTRAS_ATTRIBUTE,
+    FACTORY_ATTRIBUTE,
+    FAKE_CUDA_HOME,
+    FAKE_CUDA_VERSION,
+    OPTIONS_ATTRIBUTE,
+    SetupRun,
+    build_ext_options,
+)
+
+
+class Recorder:
+    """Receives every patched call of one run; ``cuda`` forces the CUDA probes (None: real)."""
+
+    def __init__(self, run: SetupRun, cuda: bool | None) -> None:
+        self.run = run
+        self.cuda = cuda
+        self.root = os.path.normcase(str(run.root)) + os.sep
+        self.skip_modules = {"os", "_collections_abc", "collections.abc", __name__}
+
+    def from_project(self) -> bool:
+        """Whether the code that called into a patched function is the project's own.
+
+        Frames of this module, of ``os`` and of ``_collections_abc`` (``os.getenv`` ->
+        ``Mapping.get`` -> ``__getitem__``) are skipped to find the caller.
+        """
+        frame: types.FrameType | None = sys._getframe(1)
+        # By module name: os and _collections_abc are frozen ("<frozen os>") from 3.11 on.
+        while frame is not None and frame.f_globals.get("__name__") in self.skip_modules:
+            frame = frame.f_back
+        if frame is None:
+            return False
+        filename = os.path.normcase(frame.f_code.co_filename)
+        return filename.startswith(self.root) and not any(
+            part in filename for part in ("site-packages", "dist-packages")
+        )
+
+    # -- setup() and the extension factories ---------------------------------------------
+    def setup(self, *args: Any, **kwargs: Any) -> None:
+        self.run.setup_calls += 1
+        if self.run.kwargs is None:
+            # Generators (ext_modules=(e for e in ...)) are read more than once later.
+            self.run.kwargs = {k: list(v) if isinstance(v, Iterator) else v
+                               for k, v in kwargs.items()}  # fmt: skip
+
+    def extension_factory(self, factory: str) -> Callable[..., Any]:
+        from setuptools.extension import Extension
+
+        def make(name: str, sources: Any, *args: Any, **kwargs: Any) -> Any:
+            extras = {k: kwargs.pop(k) for k in ("dlink", "dlink_libraries") if k in kwargs}
+            extension = Extension(name, list(sources), *args, **kwargs)
+            setattr(extension, FACTORY_ATTRIBUTE, factory)
+            setattr(extension, EXTRAS_ATTRIBUTE, extras)
+            return extension
+
+        make.__name__ = make.__qualname__ = factory
+        return make
+
+    # -- CUDA probes --------------------------------------------------------------------
+    def probe(self, label: str, real: Any, forced_on: Any, forced_off: Any) -> Any:
+        if not self.from_project():
+            return real
+        value = real if self.cuda is None else (forced_on if self.cuda else forced_off)
+        self.run.cuda_probes.setdefault(label, value)
+        return value
+
+    def probing_function(self, label: str, original: Callable[..., Any], on: Any, off: Any) -> Any:
+        recorder = self
+
+        def probed(*args: Any, **kwargs: Any) -> Any:
+            if recorder.cuda is not None and recorder.from_project():
+                value = on if recorder.cuda else off
+                recorder.run.cuda_probes.setdefault(label, value)
+                return value
+            real = original(*args, **kwargs)
+            if recorder.from_project():
+                recorder.run.cuda_probes.setdefault(label, real)
+            return real
+
+        probed.__name__ = getattr(original, "__name__", label)
+        return probed
+
+    def probing_module_class(
+        self, module: types.ModuleType, probes: dict[str, tuple[Any, Any]]
+    ) -> type:
+        """A ModuleType subclass recording reads of ``probes`` (name -> (stand-in, off))."""
+        recorder = self
+        prefix = module.__name__
+
+        class ProbedModule(types.ModuleType):
+            def __getattribute__(self, name: str) -> Any:
+                real = super().__getattribute__(name)
+                if name not in probes:
+                    return real
+                stand_in, off = probes[name]
+                on = real if real is not None else stand_in
+                return recorder.probe(f"{prefix}.{name}", real, on, off)
+
+        return ProbedModule
+
+    # -- the environment ----------------------------------------------------------------
+    def read(self, name: object, value: str | None, caller: types.FrameType | None) -> None:
+        if isinstance(name, str) and _is_lookup(caller) and self.from_project():
+            self.run.env_reads.setdefault(name, value)
+
+
+@contextlib.contextmanager
+def patched(recorder: Recorder) -> Iterator[None]:
+    """Install every patch; undo them all on the way out."""
+    import setuptools
+    import torch
+    import torch.cuda
+    import torch.utils.cpp_extension as cpp_extension
+    import torch.version
+
+    undo: list[Callable[[], None]] = []
+
+    def replace(owner: Any, name: str, value: Any) -> None:
+        missing = object()
+        original = owner.__dict__.get(name, missing) if isinstance(owner, type) else getattr(
+            owner, name, missing
+        )
+        setattr(owner, name, value)
+        undo.append(
+            lambda: delattr(owner, name) if original is missing else setattr(owner, name, original)
+        )
+
+    try:
+        replace(setuptools, "setup", recorder.setup)
+        for core in _distutils_cores():
+            replace(core, "setup", recorder.setup)
+        for factory in ("CppExtension", "CUDAExtension"):
+            replace(cpp_extension, factory, recorder.extension_factory(factory))
+        _patch_build_extension(cpp_extension.BuildExtension, replace)
+        _forbid_commands(replace)
+        _patch_cuda_probes(recorder, torch, cpp_extension, replace, undo)
+        _patch_environ(recorder, replace)
+        yield
+    finally:
+        for step in reversed(undo):
+            step()
+
+
+def _distutils_cores() -> list[types.ModuleType]:
+    """Every distutils.core module object a setup.py can reach (setuptools' copy usually)."""
+    with contextlib.suppress(ImportError):
+        import distutils.core  # noqa: F401  (setuptools' copy, once setuptools is imported)
+    candidates = [
+        sys.modules.get("distutils.core"),
+        sys.modules.get("setuptools._distutils.core"),
+        getattr(sys.modules.get("distutils"), "core", None),
+        getattr(sys.modules.get("setuptools._distutils"), "core", None),
+    ]
+    cores: dict[int, types.ModuleType] = {}
+    for module in candidates:
+        if isinstance(module, types.ModuleType) and hasattr(module, "setup"):
+            cores.setdefault(id(module), module)
+    return list(cores.values())
+
+
+def _forbid_commands(replace: Callable[..., None]) -> None:
+    """A safety net: a setup() that escaped interception must still build nothing."""
+    import setuptools.dist
+
+    def refuse(self: Any) -> None:
+        raise RuntimeError("a setup() that migrate could not intercept tried to run commands")
+
+    classes: set[type] = {setuptools.dist.Distribution}
+    classes.update(core.Distribution for core in _distutils_cores())
+    for name in ("distutils.dist", "setuptools._distutils.dist"):
+        dist_module = sys.modules.get(name)
+        if dist_module is not None and hasattr(dist_module, "Distribution"):
+            classes.add(dist_module.Distribution)
+    for distribution in classes:
+        replace(distribution, "run_commands", refuse)
+
+
+def _patch_build_extension(build_extension: type, replace: Callable[..., None]) -> None:
+    original = build_extension.__dict__["with_options"].__func__
+
+    def with_options(cls: Any, /, **options: Any) -> Any:
+        command = original(cls, **options)
+        setattr(command, OPTIONS_ATTRIBUTE, {**(build_ext_options(cls) or {}), **options})
+        return command
+
+    replace(build_extension, "with_options", classmethod(with_options))
+
+
+def _patch_cuda_probes(
+    recorder: Recorder,
+    torch: types.ModuleType,
+    cpp_extension: types.ModuleType,
+    replace: Callable[..., None],
+    undo: list[Callable[[], None]],
+) -> None:
+    cuda = torch.cuda
+    replace(cuda, "is_available", recorder.probing_function(
+        "torch.cuda.is_available()", cuda.is_available, True, False))
+    replace(cuda, "device_count", recorder.probing_function(
+        "torch.cuda.device_count()", cuda.device_count, 1, 0))
+    backends_cuda = getattr(getattr(torch, "backends", None), "cuda", None)
+    if backends_cuda is not None and hasattr(backends_cuda, "is_built"):
+        replace(backends_cuda, "is_built", recorder.probing_function(
+            "torch.backends.cuda.is_built()", backends_cuda.is_built, True, False))
+    # Forced on, these read as their real value where there is one, else as the stand-in.
+    module_probes = [
+        (cpp_extension, {"CUDA_HOME": (FAKE_CUDA_HOME, None)}),
+        (torch.version, {"cuda": (FAKE_CUDA_VERSION, None)}),
+    ]
+    for module, probes in module_probes:
+        original_class = module.__class__
+        module.__class__ = recorder.probing_module_class(module, probes)
+        undo.append(_class_restorer(module, original_class))
+
+
+def _class_restorer(module: types.ModuleType, cls: type) -> Callable[[], None]:
+    def restore() -> None:
+        module.__class__ = cls
+
+    return restore
+
+
+def _is_lookup(frame: types.FrameType | None) -> bool:
+    """Whether ``frame`` calls ``os.environ.__getitem__`` to read one variable.
+
+    ``os.environ[name]``, ``.get``, ``os.getenv``, ``in`` and ``.setdefault`` do; copying or
+    walking the whole environment (``dict(os.environ)``, ``.copy()``, ``.items()``) does not,
+    and must not count as reading every variable.
+    """
+    if frame is None:
+        return False
+    if frame.f_globals.get("__name__") in ("collections.abc", "_collections_abc"):
+        return frame.f_code.co_name in ("get", "__contains__", "setdefault", "pop")
+    current = None
+    for instruction in dis.get_instructions(frame.f_code):
+        if instruction.offset > frame.f_lasti:
+            break
+        current = instruction
+    return current is not None and current.opname in ("BINARY_SUBSCR", "BINARY_OP", "CONTAINS_OP")
+
+
+def _patch_environ(recorder: Recorder, replace: Callable[..., None]) -> None:
+    environ_class = type(os.environ)
+    getitem, contains = environ_class.__getitem__, environ_class.__contains__
+    setitem, delitem = environ_class.__setitem__, environ_class.__delitem__
+
+    def __getitem__(self: Any, key: Any) -> Any:
+        try:
+            value = getitem(self, key)
+        except KeyError:
+            recorder.read(key, None, sys._getframe(1))
+            raise
+        recorder.read(key, value, sys._getframe(1))
+        return value
+
+    def __contains__(self: Any, key: Any) -> bool:
+        found = contains(self, key)
+        recorder.read(key, getitem(self, key) if found else None, sys._getframe(1))
+        return found
+
+    def __setitem__(self: Any, key: Any, value: Any) -> None:
+        if recorder.from_project():
+            recorder.run.env_writes[key] = value
+        setitem(self, key, value)
+
+    def __delitem__(self: Any, key: Any) -> None:
+        if recorder.from_project():
+            recorder.run.env_writes[key] = None
+        delitem(self, key)
+
+    for name, function in [("__getitem__", __getitem__), ("__contains__", __contains__),
+                           ("__setitem__", __setitem__), ("__delitem__", __delitem__)]:  # fmt: skip
+        replace(environ_class, name, function)

@@ -1,0 +1,191 @@
+"""Run a setup.py with ``setup()`` intercepted and record what it asked of its environment.
+
+Nothing is built: ``setuptools.setup`` (and distutils') only records its keyword arguments,
+torch's ``CppExtension``/``CUDAExtension`` return plain ``setuptools.Extension`` objects
+carrying exactly the user's arguments (torch's own include dirs and libraries left out), and
+``BuildExtension.with_options`` remembers its options. Environment reads made by project code
+(``os.environ.get``, ``os.getenv``, ``os.environ[...]``, ``in os.environ``) and CUDA probes
+(``torch.cuda.is_available()``, ``torch.utils.cpp_extension.CUDA_HOME``, ``torch.version.cuda``)
+are recorded; the probes can be forced on or off so both branches of a setup.py can be seen.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import io
+import os
+import sys
+import traceback
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+FACTORY_ATTRIBUTE = "_pep517_migrate_factory"
+EXTRAS_ATTRIBUTE = "_pep517_migrate_extras"
+OPTIONS_ATTRIBUTE = "_pep517_migrate_options"
+FAKE_CUDA_HOME = "/usr/local/cuda"
+FAKE_CUDA_VERSION = "12.8"
+# Modules a setup.py imports that are build tools, not build requirements of the project.
+BUILD_TOOL_MODULES = frozenset(
+    {"torch", "setuptools", "distutils", "pkg_resources", "_distutils_hack", "wheel", "pip",
+     "pep517_torch", "packaging", "typing_extensions", "sysconfig", "ninja"}
+)  # fmt: skip
+
+
+class MigrateError(Exception):
+    """Bad input for migrate; the message is one line naming the file.
+
+    ``run`` is what a setup.py that failed had recorded by then (its CUDA probes, say).
+    """
+
+    def __init__(self, message: str, run: SetupRun | None = None) -> None:
+        super().__init__(message)
+        self.run = run
+
+
+@dataclass
+class SetupRun:
+    """What one execution of a setup.py did."""
+
+    path: Path
+    kwargs: dict[str, Any] | None = None  # the first setup() call's keyword arguments
+    setup_calls: int = 0
+    env_reads: dict[str, str | None] = field(default_factory=dict)  # name -> value seen
+    env_writes: dict[str, str | None] = field(default_factory=dict)  # None: deleted
+    cuda_probes: dict[str, Any] = field(default_factory=dict)  # probe -> value it returned
+    imported: list[str] = field(default_factory=list)  # third-party top-level modules imported
+    output: str = ""  # what the setup.py printed
+
+    @property
+    def root(self) -> Path:
+        return self.path.parent
+
+
+def factory_of(extension: object) -> str:
+    """``CppExtension``, ``CUDAExtension`` or ``Extension`` (a plain setuptools one)."""
+    return getattr(extension, FACTORY_ATTRIBUTE, "Extension")
+
+
+def factory_extras(extension: object) -> dict[str, Any]:
+    """Arguments torch's factory accepts but setuptools' Extension does not (dlink, ...)."""
+    return dict(getattr(extension, EXTRAS_ATTRIBUTE, {}))
+
+
+def build_ext_options(command_class: object) -> dict[str, Any] | None:
+    """The ``BuildExtension.with_options(...)`` options of a cmdclass entry, if it has any."""
+    options = getattr(command_class, OPTIONS_ATTRIBUTE, None)
+    return dict(options) if options is not None else None
+
+
+@contextlib.contextmanager
+def _process_state(path: Path, env: Mapping[str, str | None]) -> Iterator[None]:
+    """cwd, argv, sys.path, the environment and the project's modules, restored afterwards."""
+    saved_cwd, saved_argv, saved_path = os.getcwd(), sys.argv[:], sys.path[:]
+    saved_env = dict(os.environ)
+    saved_modules = set(sys.modules)
+    saved_bytecode = sys.dont_write_bytecode
+    try:
+        for name, value in env.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        os.chdir(path.parent)
+        sys.argv = [path.name, "bdist_wheel"]
+        sys.path.insert(0, str(path.parent))
+        sys.dont_write_bytecode = True
+        yield
+    finally:
+        os.chdir(saved_cwd)
+        sys.argv, sys.path[:] = saved_argv, saved_path
+        sys.dont_write_bytecode = saved_bytecode
+        for name in set(os.environ) - set(saved_env):
+            del os.environ[name]
+        for name, value in saved_env.items():
+            if os.environ.get(name) != value:
+                os.environ[name] = value
+        root = os.path.normcase(str(path.parent)) + os.sep
+        for name in set(sys.modules) - saved_modules:
+            filename = getattr(sys.modules[name], "__file__", None) or ""
+            if os.path.normcase(filename).startswith(root):
+                del sys.modules[name]  # project modules re-run in the next execution
+
+
+def _third_party_imports(before: set[str], root: Path) -> list[str]:
+    tops = sorted({name.partition(".")[0] for name in set(sys.modules) - before})
+    found = []
+    for top in tops:
+        module = sys.modules.get(top)
+        filename = getattr(module, "__file__", None) or ""
+        if (top in BUILD_TOOL_MODULES or top in sys.stdlib_module_names or top.startswith("_")
+                or not filename or Path(filename).is_relative_to(root)):  # fmt: skip
+            continue
+        found.append(top)
+    return found
+
+
+def describe_exception(exc: BaseException, path: Path) -> str:
+    """``RuntimeError: message (line 12: raise RuntimeError(...))`` on one line."""
+    message = " ".join(str(exc).split()) or "(no message)"
+    text = f"{type(exc).__name__}: {message}"
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == str(path)]
+    if frames:
+        text += f" (line {frames[-1].lineno}: {(frames[-1].line or '').strip()})"
+    return text
+
+
+def run_setup(
+    path: Path, *, env: Mapping[str, str | None] | None = None, cuda: bool | None = None
+) -> SetupRun:
+    """Execute ``path`` as ``__main__`` in its directory with setup() intercepted.
+
+    ``env`` sets (or, with None, unsets) variables for this run; ``cuda`` forces the CUDA
+    probes on or off (None: the real values).
+    """
+    path = Path(os.path.abspath(path))
+    if not path.is_file():
+        raise MigrateError(f"{path}: no such file")
+    try:
+        source = path.read_bytes()
+        code = compile(source, str(path), "exec", dont_inherit=True)
+    except OSError as exc:
+        raise MigrateError(f"{path}: cannot be read ({exc.strerror})") from None
+    except (SyntaxError, ValueError) as exc:
+        line = f" (line {exc.lineno})" if isinstance(exc, SyntaxError) and exc.lineno else ""
+        message = f"{path}: not valid Python: {exc.__class__.__name__}{line}: {exc}"
+        raise MigrateError(message) from None
+    try:
+        import setuptools  # noqa: F401
+        import torch.utils.cpp_extension  # noqa: F401
+    except ImportError as exc:
+        message = f"{path}: migrate needs torch and setuptools installed ({exc})"
+        raise MigrateError(message) from None
+
+    from .hooks import Recorder, patched
+
+    run = SetupRun(path)
+    recorder = Recorder(run, cuda)
+    output = io.StringIO()
+    namespace = {"__name__": "__main__", "__file__": str(path), "__builtins__": builtins,
+                 "__doc__": None, "__package__": None, "__spec__": None}  # fmt: skip
+    before = set(sys.modules)
+    with _process_state(path, env or {}):
+        try:
+            with patched(recorder), contextlib.redirect_stdout(output), \
+                    contextlib.redirect_stderr(output):  # fmt: skip
+                exec(code, namespace)
+        except SystemExit as exc:
+            if exc.code not in (None, 0):
+                message = f"{path}: setup.py exited with status {exc.code!r}"
+                raise MigrateError(message, run) from None
+        except Exception as exc:
+            message = f"{path}: setup.py raised {describe_exception(exc, path)}"
+            raise MigrateError(message, run) from None
+        finally:
+            run.output = output.getvalue()
+        run.imported = _third_party_imports(before, path.parent)
+    if run.setup_calls == 0:
+        raise MigrateError(f"{path}: setup() was never called (is it behind a condition?)")
+    return run

@@ -1,0 +1,233 @@
+"""setup() metadata keywords -> a PEP 621 ``[project]`` table (plain data) plus notes."""
+
+from __future__ import annotations
+
+import ast
+import configparser
+import glob
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from packaging.requirements import InvalidRequirement, Requirement
+
+# setuptools' default license_files patterns (they land in .dist-info/licenses).
+DEFAULT_LICENSE_FILES = ("LICEN[CS]E*", "COPYING*", "NOTICE*", "AUTHORS*")
+README_TYPES = {".md": "text/markdown", ".rst": "text/x-rst", ".txt": "text/plain"}
+VERSION_FILES = ("__init__.py", "version.py", "_version.py", "__version__.py")
+# Keywords that only steer setuptools itself; silently dropped.
+SETUPTOOLS_ONLY = frozenset(
+    {"zip_safe", "include_package_data", "cmdclass", "ext_modules", "options", "packages",
+     "package_dir", "py_modules", "package_data", "distclass", "script_name", "script_args",
+     "long_description_content_type", "exclude_package_data", "setup_requires", "tests_require",
+     "test_suite", "namespace_packages", "use_2to3", "eager_resources", "dependency_links"}
+)  # fmt: skip
+HANDLED = frozenset(
+    {"name", "version", "description", "long_description", "author", "author_email",
+     "maintainer", "maintainer_email", "license", "license_file", "license_files", "url",
+     "download_url", "project_urls", "keywords", "classifiers", "python_requires",
+     "install_requires", "extras_require", "entry_points", "platforms"}
+)  # fmt: skip
+
+Notes = list[tuple[str, str]]  # (anchor, text)
+
+
+def _as_list(value: Any) -> list[str]:
+    """A setup() list-ish value (list, tuple, or newline/comma separated string)."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        lines = (line.split("#", 1)[0].strip() for line in value.splitlines())
+        return [line for line in lines if line]
+    return [str(item) for item in value]
+
+
+def _people(names: Any, emails: Any) -> list[dict[str, str]]:
+    name_list = [n.strip() for n in str(names or "").split(",") if n.strip()]
+    email_list = [e.strip() for e in str(emails or "").split(",") if e.strip()]
+    if len(name_list) == len(email_list):
+        return [{"name": n, "email": e} for n, e in zip(name_list, email_list, strict=True)]
+    people = [{"name": n} for n in name_list]
+    return people + [{"email": e} for e in email_list]
+
+
+def _with_marker(requirement: str, marker: str) -> str:
+    try:
+        parsed = Requirement(requirement)
+    except InvalidRequirement:
+        return f"{requirement}; {marker}"
+    if parsed.marker is None:
+        return f"{requirement}; {marker}"
+    base = requirement.split(";", 1)[0].strip()
+    return f"{base}; ({parsed.marker}) and ({marker})"
+
+
+def _entry_points(value: Any, notes: Notes) -> dict[str, dict[str, str]]:
+    groups: dict[str, list[str]] = {}
+    if isinstance(value, str):
+        parser = configparser.ConfigParser(delimiters=("=",))
+        parser.optionxform = str  # type: ignore[assignment,method-assign]
+        parser.read_string(value)
+        for section in parser.sections():
+            groups[section] = [f"{k} = {v}" for k, v in parser.items(section)]
+    else:
+        for group, entries in dict(value).items():
+            groups[group] = _as_list(entries)
+    result: dict[str, dict[str, str]] = {}
+    for group, entries in groups.items():
+        table: dict[str, str] = {}
+        for entry in entries:
+            name, sep, target = entry.partition("=")
+            if not sep:
+                notes.append(("project", f"entry point {entry!r} in {group} has no '=': dropped"))
+                continue
+            table[name.strip()] = target.strip()
+        result[group] = table
+    return result
+
+
+def _readme(root: Path, text: str, content_type: str | None) -> str | dict[str, str]:
+    """A readme file whose text is the long_description, else the text itself."""
+    for candidate in sorted(root.iterdir()):
+        if not candidate.is_file() or candidate.suffix.lower() not in README_TYPES:
+            continue
+        try:
+            if candidate.read_text(encoding="utf-8").strip() == text.strip():
+                implied = README_TYPES[candidate.suffix.lower()]
+                if content_type in (None, implied):
+                    return candidate.name
+                return {"file": candidate.name, "content-type": content_type}
+        except (OSError, UnicodeDecodeError):
+            continue
+    return {"text": text, "content-type": content_type or "text/x-rst"}
+
+
+def _license(value: str, classifiers: list[str], notes: Notes) -> str | dict[str, str]:
+    try:
+        from packaging.licenses import InvalidLicenseExpression, canonicalize_license_expression
+    except ImportError:  # packaging < 24.2
+        return {"text": value}
+    try:
+        expression = canonicalize_license_expression(value)
+    except InvalidLicenseExpression:
+        notes.append(("project", f"license {value!r} is not an SPDX expression: kept as text"))
+        return {"text": value}
+    if any(c.startswith("License ::") for c in classifiers):
+        notes.append(("project", "'License ::' classifiers dropped: PEP 639 forbids them next"
+                      " to an SPDX license expression"))  # fmt: skip
+    return str(expression)
+
+
+def version_file(root: Path, packages: Iterable[Path], version: str) -> str | None:
+    """A file (relative to root) whose module-level ``__version__`` literal is ``version``."""
+    for directory in packages:
+        for name in VERSION_FILES:
+            path = directory / name
+            try:
+                tree = ast.parse(path.read_text(encoding="utf-8"))
+            except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
+                continue
+            found = None
+            for node in tree.body:
+                if isinstance(node, ast.Assign) and any(
+                    isinstance(t, ast.Name) and t.id == "__version__" for t in node.targets
+                ):
+                    found = node.value
+            if isinstance(found, ast.Constant) and found.value == version:
+                return path.relative_to(root).as_posix()
+    return None
+
+
+def project_table(kwargs: dict[str, Any], root: Path, notes: Notes) -> dict[str, Any]:
+    """The ``[project]`` table; keywords that do not convert are reported in ``notes``."""
+    project: dict[str, Any] = {}
+    name = kwargs.get("name")
+    if name:
+        project["name"] = str(name)
+    else:
+        project["name"] = root.name
+        notes.append(("project", f"setup() has no name: {root.name!r} (the directory) is used"))
+    version = kwargs.get("version")
+    project["version"] = str(version) if version is not None else "0.0.0"
+    if version is None:
+        notes.append(("project", "setup() has no version: setuptools' default 0.0.0 is used"))
+    if kwargs.get("description"):
+        project["description"] = " ".join(str(kwargs["description"]).split())
+    if kwargs.get("long_description"):
+        project["readme"] = _readme(
+            root, str(kwargs["long_description"]), kwargs.get("long_description_content_type")
+        )
+    classifiers = _as_list(kwargs.get("classifiers"))
+    if kwargs.get("license"):
+        project["license"] = _license(str(kwargs["license"]), classifiers, notes)
+        if isinstance(project["license"], str):
+            classifiers = [c for c in classifiers if not c.startswith("License ::")]
+    license_globs = _as_list(kwargs.get("license_files")) or _as_list(kwargs.get("license_file"))
+    license_globs = license_globs or [
+        p for p in DEFAULT_LICENSE_FILES if glob.glob(p, root_dir=root)
+    ]
+    if license_globs and not isinstance(project.get("license"), dict):
+        project["license-files"] = license_globs
+    for key, names, emails in (("authors", "author", "author_email"),
+                               ("maintainers", "maintainer", "maintainer_email")):  # fmt: skip
+        people = _people(kwargs.get(names), kwargs.get(emails))
+        if people:
+            project[key] = people
+    keywords = kwargs.get("keywords")
+    if keywords:
+        project["keywords"] = (
+            [k for k in str(keywords).replace(",", " ").split() if k]
+            if isinstance(keywords, str) else [str(k) for k in keywords]
+        )  # fmt: skip
+    if classifiers:
+        project["classifiers"] = classifiers
+    if kwargs.get("python_requires"):
+        project["requires-python"] = str(kwargs["python_requires"])
+    dependencies = _as_list(kwargs.get("install_requires"))
+    optional: dict[str, list[str]] = {}
+    for extra, requirements in dict(kwargs.get("extras_require") or {}).items():
+        extra_name, _, marker = str(extra).partition(":")
+        for requirement in _as_list(requirements):
+            requirement = _with_marker(requirement, marker) if marker else requirement
+            if extra_name:
+                optional.setdefault(extra_name, []).append(requirement)
+            else:
+                dependencies.append(requirement)
+    if dependencies:
+        project["dependencies"] = dependencies
+    if optional:
+        project["optional-dependencies"] = optional
+    urls = {"Homepage": kwargs.get("url"), "Download": kwargs.get("download_url")}
+    urls.update(dict(kwargs.get("project_urls") or {}))
+    if any(urls.values()):
+        project["urls"] = {k: str(v) for k, v in urls.items() if v}
+    if kwargs.get("entry_points"):
+        groups = _entry_points(kwargs["entry_points"], notes)
+        for group, key in (("console_scripts", "scripts"), ("gui_scripts", "gui-scripts")):
+            if groups.get(group):
+                project[key] = groups.pop(group)
+        if any(groups.values()):
+            project["entry-points"] = {g: t for g, t in groups.items() if t}
+    _report_leftovers(kwargs, notes)
+    return project
+
+
+def _report_leftovers(kwargs: dict[str, Any], notes: Notes) -> None:
+    what = {
+        "scripts": "script files are not shipped: turn them into [project.scripts] entry points",
+        "data_files": "data_files are not shipped: move the files into a package"
+        " (tool.torch-ext.package-data)",
+        "setup_requires": "setup_requires: add what the build needs to [build-system].requires",
+        "include_package_data": "include_package_data: files from MANIFEST.in are not shipped;"
+        " list them in tool.torch-ext.package-data",
+        "exclude_package_data": "exclude_package_data is not converted",
+        "namespace_packages": "namespace_packages is not converted",
+        "platforms": "platforms is not converted (no [project] field)",
+    }
+    for key, text in what.items():
+        if kwargs.get(key):
+            notes.append(("project" if key != "setup_requires" else "build-system", text))
+    unknown = sorted(set(kwargs) - HANDLED - SETUPTOOLS_ONLY - set(what))
+    if unknown:
+        notes.append(("project", "setup() keywords not converted: " + ", ".join(unknown)))
+

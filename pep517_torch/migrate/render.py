@@ -1,0 +1,150 @@
+"""A migration plan -> the ``[build-system]``, ``[project]`` and ``[tool.torch-ext]`` text."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+
+from .toml_writer import Table, render, value
+from .variants import Override, Plan
+
+BACKEND_REQUIRES = ["pep517_torch", "torch"]
+# Build requirements of a setuptools build that pep517_torch does not need.
+SETUPTOOLS_REQUIRES = frozenset({"setuptools", "wheel", "torch", "pep517-torch", "ninja"})
+PROJECT_SUBTABLES = ("urls", "scripts", "gui-scripts", "optional-dependencies")
+TOOL_KEY_ORDER = ("packages", "package-dir", "py-modules", "cuda", "cuda-arch-list")
+INLINE_TABLE_LIMIT = 70
+
+
+def build_requires(found: list[str], carried: list[str]) -> list[str]:
+    """The backend's requirements plus what setup.py imported or pyproject already listed."""
+    result = list(BACKEND_REQUIRES)
+    seen: set[str] = {canonicalize_name(r) for r in result}
+    for requirement in [*found, *carried]:
+        try:
+            name: str = canonicalize_name(Requirement(requirement).name)
+        except InvalidRequirement:
+            name = requirement
+        if name not in seen and name not in SETUPTOOLS_REQUIRES:
+            seen.add(name)
+            result.append(requirement)
+    return result
+
+
+def _notes(plan: Plan, anchor: str) -> list[str]:
+    return list(dict.fromkeys(text for where, text in plan.base.notes if where == anchor))
+
+
+def _header(plan: Plan) -> list[str]:
+    lines = ["Converted from setup.py by `python -m pep517_torch migrate`: review the notes."]
+    if plan.environment:
+        lines.append("setup.py looked at its environment; migrate re-ran it to see each choice:")
+        lines += [f"- {line.strip()}" for line in plan.environment]
+    return lines
+
+
+def _project_tables(project: dict[str, Any], notes: list[str]) -> list[Table]:
+    main = Table(("project",), comments=notes)
+    tables = [main]
+    for name, item in project.items():
+        if name in PROJECT_SUBTABLES and isinstance(item, dict):
+            sub = Table(("project", name))
+            for k, v in item.items():
+                sub.add(k, v)
+            tables.append(sub)
+        elif name == "entry-points":
+            for group, entries in item.items():
+                sub = Table(("project", "entry-points", group))
+                for k, v in entries.items():
+                    sub.add(k, v)
+                tables.append(sub)
+        elif name == "readme" and isinstance(item, dict) and "text" in item:
+            sub = Table(("project", "readme"))
+            for k, v in item.items():
+                sub.add(k, v)
+            tables.append(sub)
+        else:
+            main.add(name, item)
+    return tables
+
+
+def _add_table_value(table: Table, name: str, item: dict[str, Any]) -> None:
+    """A table-valued key inline when short, else as one dotted key per entry."""
+    if len(value(item)) <= INLINE_TABLE_LIMIT:
+        table.add(name, item)
+        return
+    for k, v in item.items():
+        table.add((name, k), v)
+
+
+def _condition_entries(table: Table, condition: dict[str, Any]) -> None:
+    for field_name, item in condition.items():
+        if isinstance(item, dict):
+            for k, v in item.items():
+                table.add(("if", field_name, k), v)
+        else:
+            table.add(("if", field_name), item)
+
+
+def _extension_tables(plan: Plan) -> list[Table]:
+    tables = []
+    for extension in plan.base.extensions:
+        name = extension["name"]
+        table = Table(("tool", "torch-ext", "extension"), array=True, comments=_notes(plan, name))
+        for key, item in extension.items():
+            if isinstance(item, dict):
+                _add_table_value(table, key, item)
+            else:
+                table.add(key, item)
+        if name in plan.conditions:
+            _condition_entries(table, plan.conditions[name])
+        tables.append(table)
+        if name in plan.cuda_tables:
+            cuda = Table(("tool", "torch-ext", "extension", "cuda"))
+            for key, item in plan.cuda_tables[name].items():
+                if isinstance(item, dict):
+                    _add_table_value(cuda, key, item)
+                else:
+                    cuda.add(key, item)
+            tables.append(cuda)
+    return tables
+
+
+def _override_table(override: Override) -> Table:
+    table = Table(("tool", "torch-ext", "overrides"), array=True, comments=list(override.comments),
+                  disabled=override.disabled)  # fmt: skip
+    _condition_entries(table, override.condition)
+    for keys, item in override.body:
+        table.add(keys, item)
+    return table
+
+
+def plan_tables(plan: Plan, *, carried_requires: list[str] | None = None) -> list[Table]:
+    build = Table(("build-system",), comments=_header(plan) + _notes(plan, "build-system"))
+    build.add("requires", build_requires(plan.base.build_requires, carried_requires or []))
+    build.add("build-backend", "pep517_torch")
+    tables = [build, *_project_tables(plan.base.project, _notes(plan, "project"))]
+    tool = plan.base.tool
+    main = Table(("tool", "torch-ext"), comments=_notes(plan, "tool"))
+    for key in sorted(tool, key=lambda k: TOOL_KEY_ORDER.index(k) if k in TOOL_KEY_ORDER else 99):
+        if not isinstance(tool[key], dict) or key == "package-dir":
+            main.add(key, tool[key])
+    if main.entries or main.comments:
+        tables.append(main)
+    for key in ("package-data", "version"):
+        if isinstance(tool.get(key), dict):
+            sub = Table(("tool", "torch-ext", key))
+            for k, v in tool[key].items():
+                sub.add(k, v)
+            tables.append(sub)
+    tables += _extension_tables(plan)
+    tables += [_override_table(o) for o in plan.overrides]
+    return tables
+
+
+def render_plan(plan: Plan, *, enable_disabled: bool = False,
+                carried_requires: list[str] | None = None) -> str:  # fmt: skip
+    tables = plan_tables(plan, carried_requires=carried_requires)
+    return render(tables, enable_disabled=enable_disabled)
