@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 TORCH := torch==2.13.0
 PYTEST_ARGS ?=
 
-.PHONY: venv test test-all demo bench clean
+.PHONY: venv test test-all demo bench clean test-cuda-torch gpu-check
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +31,15 @@ demo: venv
 	cd .demo && ../$(PY) -c "import torch, myops; x = torch.arange(4.0); \
 		y = myops.fused_scale_add(x, torch.ones(4), 2.0); print('myops.fused_scale_add ->', y.tolist()); \
 		assert torch.equal(y, x * 2 + 1)"
+
+# Opt-in: build against the CUDA build of torch 2.13.0 (PyPI's torch===2.13.0, ~4.7 GB) in
+# .venv-cuda, made on first use; links c10_cuda/torch_cuda and uses torch's CUDA APIs.
+test-cuda-torch:
+	PYTHON=$(PYTHON) tests/cuda_torch/run.sh $(PYTEST_ARGS)
+
+# On a machine with a GPU, nvcc and a CUDA torch (PYTHON= that interpreter): build, run, compare.
+gpu-check:
+	PYTHON=$(PYTHON) tests/gpu/check.sh
 
 bench: venv
 	$(PY) benchmarks/run.py

@@ -315,3 +315,14 @@ def test_load_inline_with_torch_extension_h_shares_one_pch(tmp_path: Path, jit_e
     objects = [next((tmp_path / d / "obj").rglob("main.cpp.o")).read_bytes() for d in "bc"]
     assert objects[0] == objects[1]
     assert "x * sigmoid(1.702 x)" in with_pch.gelu_like.__doc__
+
+
+def test_headers_among_sources_are_accepted_like_torch(tmp_path: Path) -> None:
+    source = write_op_project(tmp_path / "src", scale=9)
+    loaded = pep517_torch.load("with_header", [str(source), str(tmp_path / "src" / "scale.h")],
+                               build_directory=str(tmp_path / "b"), is_python_module=False)
+    x = torch.ones(2)
+    assert torch.equal(torch.ops.with_header.affine(x, x), x * 10)
+    assert Path(loaded).is_file()
+    with pytest.raises(ConfigError, match="only headers"):
+        pep517_torch.load("only_headers", [str(tmp_path / "src" / "scale.h")])

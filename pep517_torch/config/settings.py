@@ -16,7 +16,7 @@ from ..errors import ConfigError
 from .model import ProjectSettings, toml_key
 from .parse import convert, describe_type, type_hints, union_members
 
-PASSTHROUGH_ENV = ("CXX", "CC", "CUDA_HOME", "CUDA_PATH", "PATH")
+PASSTHROUGH_ENV = ("CXX", "CC", "CUDA_HOME", "CUDA_PATH", "PATH", "CUDA_VISIBLE_DEVICES")
 TRUE_WORDS = frozenset({"true", "1", "yes", "on"})
 FALSE_WORDS = frozenset({"false", "0", "no", "off"})
 

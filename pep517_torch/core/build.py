@@ -32,6 +32,7 @@ class BuildPlan:
     torch: toolchain.TorchInstall
     launcher: tuple[str, ...]
     user_files: tuple[Path, ...]  # sources and project headers (for the JIT stamp)
+    descriptions: dict[str, str]  # ninja output -> what building it means, for error messages
 
 
 @dataclass(frozen=True)
@@ -65,8 +66,9 @@ def _check_torch_cuda_headers(
         raise ToolchainError(
             f"{first.file}:{first.line} includes <{first.header}>, but torch {torch.version} is"
             f" a CPU build without torch's CUDA headers and libraries (c10_cuda, torch_cuda)."
-            f" Extension {spec.name!r} needs a CUDA build of torch (e.g. torch=="
-            f"{torch.version.split('+')[0]}+cu130), or guard those includes"
+            f" Extension {spec.name!r} needs a CUDA build of torch (on Linux x86_64, PyPI's"
+            f" torch=={torch.version.split('+')[0]} is one; download.pytorch.org has +cuXYZ"
+            " builds), or guard those includes"
         )
 
 
@@ -172,7 +174,7 @@ def prepare(specs: Sequence[ExtensionSpec], options: BuildOptions) -> BuildPlan:
             pch_entry = pch.plan(spec, cxx_sources, ext_flags.pch, compiler, pch_dir, torch.version, pch_plans)
         output = output_dir / graph.artifact_name(spec)
         plan = graph.ExtensionPlan(spec, ext_flags, os.path.relpath(output, build_dir))
-        base = graph._display_base(spec, options.source_root)
+        base = graph.display_base(spec, options.source_root)
         for source in spec.sources:
             nvcc = spec.uses_cuda and is_cuda_source(source)
             heavy = scan.uses_torch_headers(scan.walk_includes([source], spec.include_dirs))
@@ -218,7 +220,18 @@ def prepare(specs: Sequence[ExtensionSpec], options: BuildOptions) -> BuildPlan:
         torch=torch,
         launcher=tuple(launcher),
         user_files=tuple(sorted(user_files)),
+        descriptions=_descriptions(plans, options.source_root),
     )
+
+
+def _descriptions(plans: Sequence[graph.ExtensionPlan], source_root: Path | None) -> dict[str, str]:
+    described = {}
+    for plan in plans:
+        base = source_root or graph.display_base(plan.spec, None)
+        for unit in plan.units:
+            described[unit.object] = f"compiling {graph.display_path(unit.source, base)}"
+        described[plan.output] = f"linking {plan.spec.name}"
+    return described
 
 
 COMPDB = "compile_commands.json"
@@ -257,6 +270,7 @@ def run(
         env=env,
         what=what,
         slow_notice=slow_notice,
+        descriptions=plan.descriptions,
     )
     hits_after = cache_hits(plan.launcher) if hits_before is not None else None
     if hits_before is not None and hits_after is not None:

@@ -58,7 +58,7 @@ def artifact_name(spec: ExtensionSpec) -> str:
     return "/".join([*package, last + suffix])
 
 
-def _display_base(spec: ExtensionSpec, source_root: Path | None) -> Path:
+def display_base(spec: ExtensionSpec, source_root: Path | None) -> Path:
     if source_root is not None and all(s.is_relative_to(source_root) for s in spec.sources):
         return source_root
     return Path(os.path.commonpath([s.parent for s in spec.sources]))
@@ -156,7 +156,7 @@ def render(
         if ext.flags.nvcc:
             w.variable(f"cuflags_{index}", shell_args(ext.flags.nvcc))
         w.variable(f"ldflags_{index}", shell_args(ext.flags.ld))
-        base = _display_base(ext.spec, source_root)
+        base = display_base(ext.spec, source_root)
         for unit in ext.units:
             variables = {
                 "in_q": shell_args([str(unit.source)]),

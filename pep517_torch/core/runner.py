@@ -15,7 +15,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -84,7 +84,8 @@ def first_error(output: str) -> str | None:
 
 
 def _failed_targets(output: str) -> list[str]:
-    return [m.group(1) for m in re.finditer(r"^FAILED: (?:\[code=\d+\] )?(.+)$", output, re.M)]
+    found = re.finditer(r"^FAILED: (?:\[code=\d+\] )?(.+)$", output, re.M)
+    return [target for m in found for target in m.group(1).split()]
 
 
 def run_ninja(
@@ -99,6 +100,7 @@ def run_ninja(
     env: dict[str, str] | None = None,
     what: str = "build",
     slow_notice: tuple[float, str] | None = None,
+    descriptions: Mapping[str, str] | None = None,
 ) -> NinjaRun:
     """Run ninja in ``build_dir``; raise BuildError with the first compiler error on failure.
 
@@ -168,10 +170,10 @@ def run_ninja(
     result.seconds = time.perf_counter() - start
     result.output = "\n".join(captured)
     if returncode != 0:
-        failed = _failed_targets(result.output)
+        names = descriptions or {}
+        failed = [names.get(target, target) for target in _failed_targets(result.output)]
         error = first_error(result.output)
-        target = f" ({', '.join(failed)})" if failed else ""
-        message = f"{what} failed{target}"
+        message = f"{what}: {', '.join(failed)} failed" if failed else f"{what} failed"
         if error:
             message += f":\n{error}"
         else:

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-_INCLUDE = re.compile(rb'^\s*#\s*include\s*([<"])([^>"]+)[>"]', re.M)
+_INCLUDE = re.compile(rb'^[ \t]*#[ \t]*include[ \t]*([<"])([^>"]+)[>"]', re.M)
 _BLOCK_COMMENT = re.compile(rb"/\*.*?\*/", re.S)
 _LINE_COMMENT = re.compile(rb"//[^\n]*")
 _TORCH_PREFIXES = ("torch/", "ATen/", "c10/", "caffe2/")

@@ -11,6 +11,9 @@ from ..errors import ConfigError
 from .api import extensions_root, jit_load
 
 SOURCE_SUFFIXES = (".cpp", ".cc", ".cxx", ".c++", ".cp", ".C", ".c", ".cu")
+# torch accepts headers among the sources (a .cuh even turns CUDA on); they are not compiled,
+# and ninja's depfiles track them like any other included header.
+HEADER_SUFFIXES = (".h", ".hh", ".hpp", ".hxx", ".cuh", ".inl")
 
 
 def _split_flags(flags: Sequence[str] | None, what: str) -> list[str]:
@@ -90,18 +93,22 @@ def load(
         sources = [sources]
     if not sources:
         raise ConfigError(f"extension {name!r}: sources is empty", "sources")
-    paths = []
+    paths, headers = [], []
     for source in sources:
         path = os.path.abspath(os.path.expanduser(os.fspath(source)))
         if not os.path.isfile(path):
             raise ConfigError(f"source file {source} does not exist", "sources")
+        if path.endswith(HEADER_SUFFIXES):
+            headers.append(path)
+            continue
         if not path.endswith(SOURCE_SUFFIXES):
-            raise ConfigError(
-                f"{source}: unknown source suffix (expected one of {', '.join(SOURCE_SUFFIXES)};"
-                " headers are found through extra_include_paths)",
-                "sources",
-            )
+            known = ", ".join(SOURCE_SUFFIXES + HEADER_SUFFIXES)
+            raise ConfigError(f"{source}: unknown source suffix (expected one of {known})", "sources")
         paths.append(path)
+    if not paths:
+        raise ConfigError(f"extension {name!r}: sources holds only headers", "sources")
+    if with_cuda is None and any(h.endswith(".cuh") for h in headers):
+        with_cuda = True
     request = {
         "name": name,
         "sources": paths,
