@@ -55,7 +55,7 @@ def _ninja() -> tuple[str, str]:
 
 
 def _cuda() -> tuple[str, str]:
-    from .core import cuda
+    from .core import cuda, cuda_checks
     from .core.toolchain import find_torch
 
     toolkit = cuda.find_cuda(os.environ)
@@ -64,7 +64,7 @@ def _cuda() -> tuple[str, str]:
     text = f"nvcc {toolkit.version_str} at {toolkit.root} (found via {toolkit.found_via})"
     try:
         torch = find_torch()
-        notes = cuda.check_versions(toolkit, torch.cuda, allow_mismatch=False)
+        notes = cuda_checks.check_versions(toolkit, torch.cuda, allow_mismatch=False)
     except Pep517TorchError as exc:
         return "fail", f"{text}: {exc}"
     if torch.cuda is None:

@@ -7,7 +7,6 @@ operation (metadata, wheel, editable wheel, sdist).
 from __future__ import annotations
 
 import os
-import sys
 import tempfile
 import time
 from collections.abc import Mapping
@@ -78,18 +77,24 @@ def _version(project: config.ResolvedProject, env: Mapping[str, str]) -> str | N
     return dist_metadata.read_version(file, source.pattern, suffix or None)
 
 
-def load(root: Path, config_settings: ConfigSettings, env: Mapping[str, str] | None = None) -> Loaded:
-    """Read and validate everything; compile nothing."""
-    env = dict(os.environ if env is None else env)
+def _resolve(
+    root: Path, config_settings: ConfigSettings, env: Mapping[str, str]
+) -> tuple[config.ResolvedProject, toolchain.TorchInstall | None]:
     pyproject = config.read_pyproject(root)
     torch = _torch_or_none()
-    facts = _facts(env, torch)
     build_dir_vars = {
         "wheel_tag": tags.wheel_tag(True),
         "python_tag": tags.python_tag(),
         "torch_version": torch.version if torch else "none",
     }
-    project = config.resolve_project(root, pyproject, config_settings, facts, build_dir_vars)
+    facts = _facts(env, torch)
+    return config.resolve_project(root, pyproject, config_settings, facts, build_dir_vars), torch
+
+
+def load(root: Path, config_settings: ConfigSettings, env: Mapping[str, str] | None = None) -> Loaded:
+    """Read and validate everything; compile nothing."""
+    env = dict(os.environ if env is None else env)
+    project, torch = _resolve(root, config_settings, env)
     pin: list[Requirement] = []
     if project.extensions:
         if torch is None:
@@ -98,7 +103,7 @@ def load(root: Path, config_settings: ConfigSettings, env: Mapping[str, str] | N
         requirement = dist_metadata.torch_pin(torch.version, project.torch_requirement)
         pin = [requirement] if requirement else []
     metadata = dist_metadata.build_metadata(
-        pyproject, project.root, version=_version(project, env), extra_requirements=pin
+        project.pyproject, project.root, version=_version(project, env), extra_requirements=pin
     )
     return Loaded(project, torch, metadata)
 
@@ -317,17 +322,13 @@ def _symlink(link: Path, target: Path) -> None:
 def build_sdist(root: Path, out_dir: Path, config_settings: ConfigSettings) -> str:
     from .dist.sdist import sdist_files, write_sdist
 
-    pyproject = config.read_pyproject(root)
-    torch = _torch_or_none()
-    facts = _facts(os.environ, torch)
-    vars_ = {"wheel_tag": tags.wheel_tag(True), "python_tag": tags.python_tag(),
-             "torch_version": torch.version if torch else "none"}
-    project = config.resolve_project(root, pyproject, config_settings, facts, vars_)
+    project, _ = _resolve(root, config_settings, os.environ)
     # The sdist cannot know which torch its wheel will be built against: no pin in PKG-INFO,
     # and Requires-Dist is declared dynamic (core metadata 2.2) for the wheel to add it.
     dynamic = ["Requires-Dist"] if project.extensions and project.torch_requirement != "none" else []
     meta = dist_metadata.build_metadata(
-        pyproject, project.root, version=_version(project, os.environ), dynamic_metadata=dynamic
+        project.pyproject, project.root, version=_version(project, os.environ),
+        dynamic_metadata=dynamic,
     )
     files = sdist_files(
         project.root,
@@ -340,6 +341,3 @@ def build_sdist(root: Path, out_dir: Path, config_settings: ConfigSettings) -> s
     path = write_sdist(out_dir, project.root, meta, files, source_date_epoch=source_date_epoch())
     return path.name
 
-
-def main_error(exc: BaseException) -> None:
-    print(f"pep517_torch: error: {exc}", file=sys.stderr)

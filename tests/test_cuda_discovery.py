@@ -13,16 +13,15 @@ from pathlib import Path
 import pytest
 
 from pep517_torch.core import cuda
+from pep517_torch.core import cuda_checks
 from pep517_torch.core.cuda import (
     CudaToolkit,
-    check_host_compiler,
-    check_versions,
     find_cuda,
     nvcc_wheel_requirements,
     nvidia_wheel_dirs,
     require_cuda,
-    visible_gpu_archs,
 )
+from pep517_torch.core.cuda_checks import check_host_compiler, check_versions, visible_gpu_archs
 from pep517_torch.errors import ToolchainError
 from tests.cuda_tools import (
     REAL_NVCC,
@@ -446,7 +445,7 @@ def test_nvidia_smi_without_devices(tmp_path: Path) -> None:
 
 def test_nvidia_smi_that_hangs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     write_script(tmp_path / "nvidia-smi", "exec sleep 30\n")
-    monkeypatch.setattr(cuda, "_NVIDIA_SMI_TIMEOUT_S", 0.3)
+    monkeypatch.setattr(cuda_checks, "_NVIDIA_SMI_TIMEOUT_S", 0.3)
     assert visible_gpu_archs({"PATH": str(tmp_path)}) == []
 
 
@@ -473,7 +472,8 @@ def test_real_nvcc_wheel_in_a_venv(tmp_path: Path) -> None:
     probe = f"""
 import json, subprocess, sys
 sys.path.insert(0, {str(ROOT)!r})
-from pep517_torch.core.cuda import require_cuda, check_host_compiler
+from pep517_torch.core.cuda import require_cuda
+from pep517_torch.core.cuda_checks import check_host_compiler
 t = require_cuda({{"PATH": {SYSTEM_PATH!r}}}, search_paths=[])
 check_host_compiler(t, "gcc", (12, 2), [])
 includes = [f"-I{{d}}" for d in (*t.include_dirs, *t.extra_include_dirs)]

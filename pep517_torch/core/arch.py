@@ -49,7 +49,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ..errors import ConfigError
-from .cuda import CudaToolkit, visible_gpu_archs
+from .cuda import CudaToolkit
+from .cuda_checks import visible_gpu_archs
 
 # torch 2.13's table (torch.utils.cpp_extension._get_cuda_arch_flags).
 NAMED_ARCHES: dict[str, str] = {

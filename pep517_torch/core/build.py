@@ -79,10 +79,10 @@ def _cuda_setup(
     torch: toolchain.TorchInstall,
     notes: list[str],
 ):
-    from . import cuda
+    from . import cuda, cuda_checks
 
     toolkit = cuda.require_cuda(options.env, torch_cuda=torch.cuda)
-    notes.extend(cuda.check_versions(toolkit, torch.cuda, allow_mismatch=options.allow_cuda_version_mismatch))
+    notes.extend(cuda_checks.check_versions(toolkit, torch.cuda, allow_mismatch=options.allow_cuda_version_mismatch))
     host = options.env.get("CC")
     host_compiler = compiler
     if host:
@@ -90,7 +90,7 @@ def _cuda_setup(
     elif options.env.get("CXX"):
         host = str(compiler.path)
     all_nvcc_flags = [f for s in specs for f in s.extra_cuda_cflags]
-    cuda.check_host_compiler(toolkit, host_compiler.family, host_compiler.version, all_nvcc_flags)
+    cuda_checks.check_host_compiler(toolkit, host_compiler.family, host_compiler.version, all_nvcc_flags)
     if not torch.has_cuda_runtime:
         notes.append(
             f"torch {torch.version} is a CPU build: CUDA sources compile and link against"

@@ -1,4 +1,4 @@
-"""CUDA toolkit discovery, nvcc/torch version checks and host-compiler limits.
+"""CUDA toolkit discovery (version and host-compiler checks: :mod:`.cuda_checks`).
 
 Where the toolkit comes from, in this order (the first usable one wins):
 
@@ -40,12 +40,8 @@ from ..errors import ToolchainError
 
 DEFAULT_SEARCH_PATHS: tuple[Path, ...] = (Path("/usr/local/cuda"),)
 WHEEL_FOUND_VIA = "nvidia-cuda-nvcc wheel"
-ALLOW_UNSUPPORTED_COMPILER_FLAGS = frozenset(
-    {"-allow-unsupported-compiler", "--allow-unsupported-compiler"}
-)
 _NVCC = "nvcc.exe" if os.name == "nt" else "nvcc"
 _NVCC_TIMEOUT_S = 60
-_NVIDIA_SMI_TIMEOUT_S = 10
 
 
 @dataclass(frozen=True)
@@ -104,12 +100,12 @@ def require_cuda(
         "no usable CUDA toolkit (nvcc) found. Looked at:\n"
         + "".join(f"  - {line}\n" for line in looked)
         + f"To use one: set CUDA_HOME to the directory holding bin/nvcc (e.g. CUDA_HOME={example}),"
-        f" put that bin/ on PATH, or install nvcc from PyPI: pip install {_quoted(wheels)} (in a"
+        f" put that bin/ on PATH, or install nvcc from PyPI: pip install {quoted_requirements(wheels)} (in a"
         f" pyproject build: add {toml_list} to [build-system] requires)."
     )
 
 
-def _quoted(requirements: Sequence[str]) -> str:
+def quoted_requirements(requirements: Sequence[str]) -> str:
     return " ".join(f"'{r}'" for r in requirements)
 
 
@@ -131,7 +127,7 @@ def _search(
             looked.append(f"(stopped: {var} is set, so nothing else was tried; fix or unset it)")
             return None, looked
 
-    on_path = shutil.which(_NVCC, path=_path_of(env))
+    on_path = shutil.which(_NVCC, path=env_path(env))
     if on_path is None:
         looked.append("nvcc on PATH: not found")
     else:
@@ -171,7 +167,7 @@ def _toolkit_from(
     if not os.access(nvcc, os.X_OK):
         raise _Rejected(f"{nvcc} is not executable")
     real_nvcc, root = _real_nvcc(nvcc, env)
-    version, archs = _probe_nvcc(str(real_nvcc), *_stamp(real_nvcc))
+    version, archs = _probe_nvcc(str(real_nvcc), *file_stamp(real_nvcc))
     if label == WHEEL_FOUND_VIA:
         _check_wheel_companions(root, version)
     includes, libs = _toolkit_dirs(root)
@@ -196,7 +192,7 @@ def _real_nvcc(nvcc: Path, env: Mapping[str, str]) -> tuple[Path, Path]:
     resolved = nvcc.resolve()
     if not _is_script(resolved):
         return resolved, resolved.parent.parent
-    top = _dryrun_top(str(resolved), *_stamp(resolved), _path_of(env))
+    top = _dryrun_top(str(resolved), *file_stamp(resolved), env_path(env))
     real = top / "bin" / _NVCC
     if not real.is_file():
         raise _Rejected(f"wrapper script whose nvcc -dryrun reports TOP={top}, with no bin/{_NVCC}")
@@ -208,12 +204,12 @@ def _is_script(path: Path) -> bool:
         return f.read(2) == b"#!"
 
 
-def _stamp(path: Path) -> tuple[int, int]:
+def file_stamp(path: Path) -> tuple[int, int]:
     st = path.stat()
     return st.st_mtime_ns, st.st_size
 
 
-def _path_of(env: Mapping[str, str]) -> str:
+def env_path(env: Mapping[str, str]) -> str:
     return env.get("PATH", os.environ.get("PATH", os.defpath))
 
 
@@ -317,11 +313,11 @@ def _check_wheel_companions(root: Path, version: tuple[int, int]) -> None:
     mismatched: list[str] = []
     for dist in ("nvidia_nvvm", "nvidia_cuda_crt"):
         for info in site_packages.glob(f"{dist}-*.dist-info"):
-            found = _parse_version(info.name[len(dist) + 1 :])
+            found = parse_cuda_version(info.name[len(dist) + 1 :])
             if found is not None and found != version:
                 mismatched.append(f"{dist.replace('_', '-')} {found[0]}.{found[1]}")
     if mismatched:
-        pins = _quoted([f"{m.split()[0]}=={version[0]}.{version[1]}.*" for m in mismatched])
+        pins = quoted_requirements([f"{m.split()[0]}=={version[0]}.{version[1]}.*" for m in mismatched])
         raise _Rejected(
             f"nvcc is {version[0]}.{version[1]} but {' and '.join(mismatched)} sit next to "
             f"it; mixed releases fail in ptxas. Fix: pip install {pins}"
@@ -353,7 +349,7 @@ def nvidia_wheel_dirs(
 
 def nvcc_wheel_requirements(torch_cuda: str | None) -> list[str]:
     """PyPI requirements for an nvcc matching torch's CUDA (companions pinned alike, see above)."""
-    version = _parse_version(torch_cuda) if torch_cuda else None
+    version = parse_cuda_version(torch_cuda) if torch_cuda else None
     if version is None:
         return ["nvidia-cuda-nvcc"]
     major, minor = version
@@ -366,141 +362,6 @@ def nvcc_wheel_requirements(torch_cuda: str | None) -> list[str]:
 # ---------------------------------------------------------------------------- version checks
 
 
-def _parse_version(text: str) -> tuple[int, int] | None:
+def parse_cuda_version(text: str) -> tuple[int, int] | None:
     match = re.match(r"\s*(\d+)\.(\d+)", text)
     return (int(match[1]), int(match[2])) if match else None
-
-
-def check_versions(
-    toolkit: CudaToolkit, torch_cuda: str | None, *, allow_mismatch: bool
-) -> list[str]:
-    """Warnings about nvcc vs torch's CUDA; a different major version is a ToolchainError.
-
-    ``torch_cuda`` is ``torch.version.cuda``: None for a CPU build of torch, which is no error
-    (CUDA code still builds; torch's own CUDA APIs are just unavailable).
-    """
-    if torch_cuda is None:
-        return []
-    nvcc = f"nvcc {toolkit.version_str} ({toolkit.nvcc}, found via {toolkit.found_via})"
-    torch_version = _parse_version(torch_cuda)
-    if torch_version is None:
-        return [f"cannot read torch's CUDA version {torch_cuda!r}; not comparing it with {nvcc}"]
-    if torch_version[0] != toolkit.version[0]:
-        message = (
-            f"{nvcc} does not match the CUDA {torch_cuda} torch was built with; an extension "
-            "built with another CUDA major version fails to load or crashes"
-        )
-        if allow_mismatch:
-            return [f"{message} (building anyway: allow-cuda-version-mismatch is set)"]
-        raise ToolchainError(
-            f"{message}. Fix: point CUDA_HOME at a CUDA {torch_version[0]}.x toolkit or "
-            f"pip install {_quoted(nvcc_wheel_requirements(torch_cuda))}; or, to build anyway, set "
-            "allow-cuda-version-mismatch = true in [tool.torch-ext] "
-            "(-Callow-cuda-version-mismatch=true)"
-        )
-    if torch_version != toolkit.version:
-        return [
-            f"{nvcc} differs from torch's CUDA {torch_cuda} in the minor version; this usually "
-            "works (CUDA minor version compatibility)"
-        ]
-    return []
-
-
-_GUARDED_COMPILERS = {"GNU": ("gcc", "__GNUC__"), "clang": ("clang", "__clang_major__")}
-
-
-@functools.lru_cache(maxsize=16)
-def _host_compiler_limits(header: str, _mtime_ns: int, _size: int) -> dict[str, int]:
-    """{"gcc": newest supported major, "clang": ...} from crt/host_config.h's #error guards."""
-    text = Path(header).read_text(errors="replace").replace("\\\n", " ")  # join continued lines
-    limits: dict[str, int] = {}
-    # Each guard is "#if <condition>" followed (after blank lines) by "#error -- unsupported ...".
-    guard_re = r"^\s*#\s*if\b(.*)\n(?:\s*\n)*\s*#\s*error -- unsupported (\w+) "
-    for guard in re.finditer(guard_re, text, re.MULTILINE):
-        condition, kind = guard.group(1), guard.group(2)
-        family, macro = _GUARDED_COMPILERS.get(kind, ("", "$^"))
-        bound = re.search(rf"{macro}\s*(>=|>)\s*(\d+)", condition)
-        if family and bound:
-            limits[family] = int(bound[2]) - (1 if bound[1] == ">=" else 0)
-    return limits
-
-
-def check_host_compiler(
-    toolkit: CudaToolkit,
-    compiler_family: Literal["gcc", "clang"],
-    compiler_version: tuple[int, ...],
-    nvcc_flags: Sequence[str],
-) -> None:
-    """Raise ToolchainError when nvcc would reject the host compiler as too new.
-
-    The limit is read from the toolkit's ``include/crt/host_config.h``; nothing is checked when
-    that header is missing or ``-allow-unsupported-compiler`` is among ``nvcc_flags``.
-    """
-    if ALLOW_UNSUPPORTED_COMPILER_FLAGS.intersection(nvcc_flags) or not compiler_version:
-        return
-    headers = [d / "crt" / "host_config.h" for d in toolkit.include_dirs]
-    header = next((h for h in headers if h.is_file()), None)
-    if header is None:
-        return
-    newest = _host_compiler_limits(str(header), *_stamp(header)).get(compiler_family)
-    if newest is None or compiler_version[0] <= newest:
-        return
-    version = ".".join(map(str, compiler_version))
-    raise ToolchainError(
-        f"host compiler {compiler_family} {version} is newer than nvcc {toolkit.version_str} "
-        f"({toolkit.nvcc}) supports: {compiler_family} {newest} at most, per {header}. Fix: set "
-        f"CC/CXX to an older {compiler_family} (CC is passed to nvcc as -ccbin), e.g. "
-        f"CC={compiler_family}-{newest}; or add -allow-unsupported-compiler to extra-cuda-cflags "
-        "(at your own risk)"
-    )
-
-
-# ---------------------------------------------------------------------------------- GPUs
-
-
-def visible_gpu_archs(env: Mapping[str, str]) -> list[str]:
-    """Compute capabilities ("8.6", ...) of the GPUs CUDA would see, sorted; [] on any problem.
-
-    Honours ``CUDA_VISIBLE_DEVICES``: "" hides all GPUs; indices and ``GPU-<uuid>`` prefixes
-    select (indices are matched in nvidia-smi's order, which is PCI order).
-    """
-    visible = env.get("CUDA_VISIBLE_DEVICES")
-    if visible is not None and not visible.strip():
-        return []
-    smi = shutil.which("nvidia-smi", path=_path_of(env))
-    if smi is None:
-        return []
-    gpus = list(_query_gpus(smi, *_stamp(Path(smi))))
-    if visible is not None:
-        gpus = _select_visible(gpus, visible)
-    return sorted({cap for _, _, cap in gpus}, key=lambda c: tuple(map(int, c.split("."))))
-
-
-@functools.lru_cache(maxsize=8)
-def _query_gpus(smi: str, _mtime_ns: int, _size: int) -> tuple[tuple[str, ...], ...]:
-    """(index, uuid, compute capability) per GPU; cached, failures included (a hung driver)."""
-    try:
-        proc = subprocess.run(
-            [smi, "--query-gpu=index,uuid,compute_cap", "--format=csv,noheader"],
-            capture_output=True, text=True, errors="replace",
-            timeout=_NVIDIA_SMI_TIMEOUT_S, check=False,
-        )  # fmt: skip
-    except (OSError, subprocess.SubprocessError):
-        return ()
-    if proc.returncode != 0:
-        return ()
-    rows = (tuple(f.strip() for f in line.split(",")) for line in proc.stdout.splitlines())
-    return tuple(row for row in rows if len(row) == 3 and re.fullmatch(r"\d+\.\d+", row[2]))
-
-
-def _select_visible(gpus: list[tuple[str, ...]], visible: str) -> list[tuple[str, ...]]:
-    """The (index, uuid, capability) rows CUDA_VISIBLE_DEVICES selects."""
-    chosen: list[tuple[str, ...]] = []
-    for item in (part.strip() for part in visible.split(",")):
-        if item.startswith("MIG-"):
-            return gpus  # MIG instances do not map to nvidia-smi's GPU list; keep them all
-        match = [g for g in gpus if g[0] == item or (item[:4] == "GPU-" and g[1].startswith(item))]
-        if not match:
-            break  # CUDA ignores everything from the first invalid entry on
-        chosen.extend(match)
-    return chosen

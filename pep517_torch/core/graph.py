@@ -49,12 +49,8 @@ def artifact_name(spec: ExtensionSpec) -> str:
     *package, last = spec.name.split(".")
     if spec.kind is Kind.EXECUTABLE:
         suffix = ""
-    elif not spec.python_abi_suffix:
-        suffix = ".so"
-    elif spec.py_limited_api:
-        suffix = ".abi3.so"
     else:
-        suffix = ext_suffix()
+        suffix = ext_suffix(spec.py_limited_api, spec.python_abi_suffix)
     return "/".join([*package, last + suffix])
 
 

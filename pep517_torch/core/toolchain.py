@@ -211,5 +211,10 @@ def python_include_dir() -> Path:
     return Path(sysconfig.get_path("include", scheme="posix_prefix"))
 
 
-def ext_suffix() -> str:
+def ext_suffix(limited_api: str | None = None, python_abi_suffix: bool = True) -> str:
+    """A module's file suffix: ``.cpython-311-x86_64-linux-gnu.so``, ``.abi3.so`` or ``.so``."""
+    if not python_abi_suffix:
+        return ".so"
+    if limited_api:
+        return ".abi3.so"
     return sysconfig.get_config_var("EXT_SUFFIX") or ".so"

@@ -44,20 +44,6 @@ def wheel_tag(has_native_code: bool, limited_api: str | None = None) -> str:
     return f"{first.interpreter}-{first.abi}-{platform_tag()}"
 
 
-def ext_suffix(limited_api: str | None, python_abi_suffix: bool) -> str:
-    """The file suffix of an extension module: ``.cpython-311-x86_64-linux-gnu.so``, ``.abi3.so``
-    or ``.so`` (``.pyd`` on Windows)."""
-    windows = sys.platform == "win32"
-    if limited_api is not None:
-        _check_limited_api(limited_api)
-        return ".pyd" if windows else ".abi3.so"
-    if not python_abi_suffix:
-        return ".pyd" if windows else ".so"
-    suffix = sysconfig.get_config_var("EXT_SUFFIX")
-    assert isinstance(suffix, str), "every CPython since 3.5 defines EXT_SUFFIX"
-    return suffix
-
-
 def _check_limited_api(limited_api: str) -> None:
     if not _LIMITED_API.fullmatch(limited_api):
         raise ConfigError(f"limited API version {limited_api!r} is not of the form 'cp310'")

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from pep517_torch.core import cuda, toolchain
+from pep517_torch.core import cuda, cuda_checks, toolchain
 from tests.conftest import FIXTURES, run_python
 
 TORCH = toolchain.find_torch()
@@ -78,7 +78,7 @@ def nvidia_include() -> Path:
 def test_torch_is_a_cuda_build_matching_nvcc() -> None:
     assert TOOLKIT is not None and TORCH.cuda is not None
     assert TORCH.cuda.split(".")[0] == str(TOOLKIT.version[0])
-    notes = cuda.check_versions(TOOLKIT, TORCH.cuda, allow_mismatch=False)  # raises on a major
+    notes = cuda_checks.check_versions(TOOLKIT, TORCH.cuda, allow_mismatch=False)  # raises on a major
     assert len(notes) == (0 if TORCH.cuda == TOOLKIT.version_str else 1), notes
     # The toolkit itself is trimmed here; cuBLAS headers come from the nvidia wheels.
     include = nvidia_include()
