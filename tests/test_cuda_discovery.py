@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from pep517_torch.core import cuda
 from pep517_torch.core import cuda_checks
 from pep517_torch.core.cuda import (
     CudaToolkit,

@@ -5,8 +5,6 @@ Sources here are tiny (<torch/library.h> ops, pybind11 alone) so each build take
 
 from __future__ import annotations
 
-import os
-import shutil
 import signal
 import subprocess
 import sys
