@@ -82,7 +82,8 @@ print(time.perf_counter() - start)
 """
 
 
-def run(args: list[str | Path], *, cwd: Path | None = None, env: dict[str, str] | None = None) -> tuple[float, str]:
+def run(args: list[str | Path], *, cwd: Path | None = None, env: dict[str, str] | None = None,
+        stdout_only: bool = False) -> tuple[float, str]:
     start = time.perf_counter()
     result = subprocess.run([str(a) for a in args], cwd=cwd, capture_output=True, text=True,
                             env={**os.environ, **(env or {})})
@@ -90,7 +91,7 @@ def run(args: list[str | Path], *, cwd: Path | None = None, env: dict[str, str] 
     output = result.stdout + result.stderr
     if result.returncode != 0:
         raise SystemExit(f"command failed: {args}\n{output[-4000:]}")
-    return elapsed, output
+    return elapsed, result.stdout if stdout_only else output
 
 
 def pip_wheel(project: Path) -> tuple[float, str]:
@@ -147,11 +148,13 @@ def bench_jit(results: dict[str, dict[str, float]]) -> None:
     print("  jit: pep517_torch first extension (builds the shared PCH) ...", flush=True)
     run([PYTHON, "-c", JIT_CHILD, "ours", "first_ext", sources["first_ext"], base / "ours-first"], env=env)
     print("  jit: pep517_torch second extension ...", flush=True)
-    _, out = run([PYTHON, "-c", JIT_CHILD, "ours", "second_ext", sources["second_ext"], base / "ours-second"], env=env)
+    _, out = run([PYTHON, "-c", JIT_CHILD, "ours", "second_ext", sources["second_ext"], base / "ours-second"],
+                 env=env, stdout_only=True)
     ours = float(out.strip().splitlines()[-1])
     print("  jit: torch second extension ...", flush=True)
     (base / "theirs").mkdir(parents=True)
-    _, out = run([PYTHON, "-c", JIT_CHILD, "theirs", "second_ext", sources["second_ext"], base / "theirs"])
+    _, out = run([PYTHON, "-c", JIT_CHILD, "theirs", "second_ext", sources["second_ext"], base / "theirs"],
+                 stdout_only=True)
     theirs = float(out.strip().splitlines()[-1])
     results["jit"] = {"torch": theirs, "ours": ours}
     print(f"  jit: torch {theirs:.1f} s, pep517_torch {ours:.1f} s", flush=True)
@@ -170,7 +173,7 @@ def bench_warm(results: dict[str, dict[str, float]], repeats: int = 9) -> None:
         args = [PYTHON, "-c", WARM_CHILD, who, f"warm_{who}", source, build]
         run(args)  # the cold build
         for _ in range(repeats):
-            samples[who].append(json.loads(run(args)[1].strip().splitlines()[-1]))
+            samples[who].append(json.loads(run(args, stdout_only=True)[1].strip().splitlines()[-1]))
     for who in samples:
         ms = statistics.median(s["ms"] for s in samples[who])
         procs = max(s["subprocesses"] for s in samples[who])

@@ -204,6 +204,7 @@ def prepare(specs: Sequence[ExtensionSpec], options: BuildOptions) -> BuildPlan:
         source_root=options.source_root,
         shared_pch=options.pch_cache_dir is not None,
         launcher_name=launcher_name,
+        heavy_flags=flags_mod.heavy_tuning(compiler),
     )
     ninja_file = build_dir / "build.ninja"
     if graph.write_if_changed(ninja_file, text) or not (build_dir / COMPDB).exists():
