@@ -7,7 +7,6 @@ operation (metadata, wheel, editable wheel, sdist).
 from __future__ import annotations
 
 import os
-import tempfile
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -137,8 +136,11 @@ def in_tree_path(project: config.ResolvedProject, spec: ExtensionSpec) -> Path:
     return base / filename
 
 
+ISOLATED_ENV_MARKERS = ("pip-build-env-", "build-env-", "builds-v0")  # pip, build, uv
+
+
 def _isolation_note(torch: toolchain.TorchInstall, env: Mapping[str, str]) -> str | None:
-    isolated = str(torch.root).startswith(tempfile.gettempdir()) or "builds-v0" in str(torch.root)
+    isolated = any(part.startswith(ISOLATED_ENV_MARKERS) for part in torch.root.parts)
     if not isolated:
         return None
     note = (

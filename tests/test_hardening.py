@@ -38,9 +38,16 @@ print(module.value())
 """
 
 
+def _default_sigint() -> None:
+    # A shell's background job starts with SIGINT ignored, and Python then never installs
+    # its KeyboardInterrupt handler: give the builder the default disposition either way.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def cli(*args: str | Path, cwd: Path | None = None) -> subprocess.Popen[str]:
     return subprocess.Popen([sys.executable, "-m", "pep517_torch", *map(str, args)], cwd=cwd,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            preexec_fn=_default_sigint)
 
 
 def wait_for_line(process: subprocess.Popen[str], needle: str, timeout: float = 300) -> list[str]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shlex
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -18,8 +17,12 @@ HEADER_SUFFIXES = (".h", ".hh", ".hpp", ".hxx", ".cuh", ".inl")
 
 def _split_flags(flags: Sequence[str] | None, what: str) -> list[str]:
     """torch joins flag strings with spaces for a shell; we split them the same way, safely."""
+    if not flags:
+        return []
+    import shlex  # only when there are flags: the warm path of a flag-less load() stays light
+
     out: list[str] = []
-    for flag in flags or ():
+    for flag in flags:
         try:
             out += shlex.split(flag)
         except ValueError as exc:
