@@ -249,6 +249,13 @@ def test_bad_inputs_are_clear_errors(tmp_path: Path) -> None:
         load_ops("unwritable", source, blocker / "build")
 
 
+def test_bad_max_jobs_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    source = write_op_project(tmp_path / "src")
+    monkeypatch.setenv("MAX_JOBS", "many")
+    with pytest.raises(ConfigError, match="MAX_JOBS"):
+        load_ops("badjobs", source, tmp_path / "b")
+
+
 def test_missing_compiler_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     source = write_op_project(tmp_path / "src")
     monkeypatch.setenv("CXX", "/nonexistent/g++")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ..core import build as core_build
 from ..core.spec import BuildOptions, ExtensionSpec, Kind
-from ..errors import ConfigError
+from ..config.settings import environment_layer
 from . import stamp
 from .api import PCH_DIR_NAME, artifact_path, extensions_root
 from .lock import build_lock
@@ -37,15 +37,6 @@ def _spec(request: Mapping[str, object], target: str) -> ExtensionSpec:
     )
 
 
-def _max_jobs(env: Mapping[str, str]) -> int | None:
-    value = env.get("MAX_JOBS")
-    if value is None:
-        return None
-    if not value.strip().isdigit() or int(value) < 1:
-        raise ConfigError(f"MAX_JOBS must be a positive integer, not {value!r}", "MAX_JOBS")
-    return int(value)
-
-
 def _count_work(plan: core_build.BuildPlan) -> int:
     """How many files ninja will compile (a dry run: milliseconds)."""
     result = subprocess.run(
@@ -68,14 +59,16 @@ def build(
     env: Mapping[str, str],
 ) -> None:
     spec = _spec(request, target)
-    arch = env.get("TORCH_CUDA_ARCH_LIST", "").strip()
+    # MAX_JOBS and TORCH_CUDA_ARCH_LIST mean here exactly what they mean for wheels.
+    from_env = environment_layer(env)
+    jobs, arch = from_env.get("jobs"), from_env.get("cuda_arch_list")
     options = BuildOptions(
         build_dir=build_dir,
         verbose=verbose,
         quiet=not verbose,
         env=dict(env),
-        jobs=_max_jobs(env),
-        cuda_arch_list=(arch,) if arch else None,
+        jobs=jobs.value if jobs else None,
+        cuda_arch_list=(arch.value,) if arch else None,
         output_dir=build_dir,
         pch=pch,
         pch_cache_dir=extensions_root(env) / PCH_DIR_NAME,
