@@ -11,6 +11,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from packaging.requirements import Requirement
 
@@ -21,7 +22,11 @@ from .core.spec import ExtensionSpec, Kind
 from .dist import metadata as dist_metadata
 from .dist import tags
 from .dist.reproducible import source_date_epoch
-from .errors import ToolchainError
+from .errors import ConfigError, ToolchainError
+
+if TYPE_CHECKING:
+    from .core.build import BuildResult
+    from .dist.wheel import WheelWriter
 
 ConfigSettings = Mapping[str, "str | list[str]"] | None
 
@@ -64,8 +69,6 @@ def _version(project: config.ResolvedProject, env: Mapping[str, str]) -> str | N
     if file is None:
         packages = sorted(project.layout.packages.items(), key=lambda item: item[0].count("."))
         if not packages:
-            from .errors import ConfigError
-
             raise ConfigError(
                 "version is dynamic but there is no package to read __version__ from;"
                 " set [tool.torch-ext.version] file",
@@ -123,8 +126,6 @@ def in_tree_path(project: config.ResolvedProject, spec: ExtensionSpec) -> Path:
     if package:
         directory = project.layout.packages.get(package)
         if directory is None:
-            from .errors import ConfigError
-
             raise ConfigError(
                 f"extension {spec.name!r} lives in package {package!r}, which is not one of the"
                 f" packages shipped ({', '.join(sorted(project.layout.packages)) or 'none'})",
@@ -139,9 +140,13 @@ def in_tree_path(project: config.ResolvedProject, spec: ExtensionSpec) -> Path:
 ISOLATED_ENV_MARKERS = ("pip-build-env-", "build-env-", "builds-v0")  # pip, build, uv
 
 
+def _isolated(torch: toolchain.TorchInstall) -> bool:
+    """Whether torch comes from a frontend's throwaway build environment."""
+    return any(part.startswith(ISOLATED_ENV_MARKERS) for part in torch.root.parts)
+
+
 def _isolation_note(torch: toolchain.TorchInstall, env: Mapping[str, str]) -> str | None:
-    isolated = any(part.startswith(ISOLATED_ENV_MARKERS) for part in torch.root.parts)
-    if not isolated:
+    if not _isolated(torch):
         return None
     note = (
         f"building against torch {torch.version} from an isolated build environment; the wheel"
@@ -157,7 +162,7 @@ def _isolation_note(torch: toolchain.TorchInstall, env: Mapping[str, str]) -> st
     return note
 
 
-def _compile(loaded: Loaded):
+def _compile(loaded: Loaded) -> BuildResult | None:
     from .core import build as core_build
 
     project = loaded.project
@@ -204,13 +209,12 @@ def prepare_metadata(root: Path, metadata_directory: Path, config_settings: Conf
 
 def build_wheel(root: Path, out_dir: Path, config_settings: ConfigSettings, *, editable: bool = False) -> str:
     from .dist.files import package_files
-    from .dist.import_guard import native_filename, render_import_guard
     from .dist.wheel import WheelWriter
 
     started = time.perf_counter()
     loaded = load(root, config_settings)
     project, meta = loaded.project, loaded.metadata
-    in_tree = {name: in_tree_path(project, spec) for spec in project.extensions for name in [spec.name]}
+    in_tree = {spec.name: in_tree_path(project, spec) for spec in project.extensions}
     layout = project.layout
     files = package_files(
         layout.packages, layout.py_modules, layout.package_data, exclude=set(in_tree.values())
@@ -227,21 +231,29 @@ def build_wheel(root: Path, out_dir: Path, config_settings: ConfigSettings, *, e
             for arcname, path in files:
                 wheel.add_file(arcname, path)
             for spec in project.extensions:
-                arcname = artifact_name(spec)
-                if project.torch_import_check and spec.kind is Kind.MODULE:
-                    assert loaded.torch is not None
-                    suffix = arcname.rpartition("/")[2][len(spec.module_name):]
-                    native = native_filename(spec.name, suffix)
-                    directory = arcname.rpartition("/")[0]
-                    shim = f"{directory}/{spec.module_name}.py" if directory else f"{spec.module_name}.py"
-                    wheel.add_bytes(shim, render_import_guard(spec.name, native, loaded.torch.version))
-                    arcname = f"{directory}/{native}" if directory else native
-                wheel.add_file(arcname, artifacts[spec.name])
+                _add_artifact(wheel, loaded, spec, artifacts[spec.name])
         wheel.finish(meta)
     ninja = result.run.seconds if result else 0.0
     overhead = time.perf_counter() - started - ninja
     log(f"pep517_torch: wrote {wheel.path} (ninja {ninja:.2f} s, pep517_torch {overhead:.2f} s)")
     return wheel.filename
+
+
+def _add_artifact(wheel: WheelWriter, loaded: Loaded, spec: ExtensionSpec, built: Path) -> None:
+    """The built file at its module path; behind a torch-version guard shim when asked."""
+    from .dist.import_guard import native_filename, render_import_guard
+
+    arcname = artifact_name(spec)
+    if not (loaded.project.torch_import_check and spec.kind is Kind.MODULE):
+        wheel.add_file(arcname, built)
+        return
+    assert loaded.torch is not None
+    directory, _, filename = arcname.rpartition("/")
+    native = native_filename(spec.name, filename[len(spec.module_name):])
+    prefix = f"{directory}/" if directory else ""
+    wheel.add_bytes(f"{prefix}{spec.module_name}.py",
+                    render_import_guard(spec.name, native, loaded.torch.version))
+    wheel.add_file(f"{prefix}{native}", built)
 
 
 def _check_module_collisions(
@@ -250,7 +262,6 @@ def _check_module_collisions(
     """An extension module and a shipped ``.py`` file or package of the same dotted name would
     shadow each other (and collide with the import-guard shim): refuse them by name."""
     from .config.pyproject import tool_table
-    from .errors import ConfigError
 
     shipped = dict(files)
     tables = tool_table(project.pyproject).get("extension", [])
@@ -268,7 +279,9 @@ def _check_module_collisions(
                 )
 
 
-def _add_editable(wheel, loaded: Loaded, result, in_tree: dict[str, Path]) -> None:
+def _add_editable(
+    wheel: WheelWriter, loaded: Loaded, result: BuildResult | None, in_tree: dict[str, Path]
+) -> None:
     from .dist.editable import RebuildCommand, editable_members
 
     project = loaded.project
@@ -280,6 +293,7 @@ def _add_editable(wheel, loaded: Loaded, result, in_tree: dict[str, Path]) -> No
         roots[name] = path
     links = []
     for spec in project.extensions:
+        assert result is not None
         built, link = result.artifacts[spec.name], in_tree[spec.name]
         _symlink(link, built)
         links.append((built, link))
@@ -288,8 +302,7 @@ def _add_editable(wheel, loaded: Loaded, result, in_tree: dict[str, Path]) -> No
     rebuild = None
     if result is not None:
         plan = result.plan
-        isolated = _isolation_note(plan.torch, os.environ) is not None
-        if isolated:
+        if _isolated(plan.torch):
             log("pep517_torch: editable install from an isolated build environment: extensions"
                 " will not rebuild on import (use pip install -e . --no-build-isolation)")
         else:
@@ -309,8 +322,6 @@ def _symlink(link: Path, target: Path) -> None:
     if link.is_symlink() and os.readlink(link) == str(target):
         return
     if link.exists() and not link.is_symlink():
-        from .errors import ConfigError
-
         raise ConfigError(
             f"{link} exists and is not a link to the built extension; remove it (a stale"
             " in-place build?) before an editable install"
