@@ -121,6 +121,7 @@ def resolve_project(
         verbose=project.verbose,
         compiler_launcher=project.compiler_launcher,
         cuda_arch_list=tuple(arch_override) or None,
+        cuda_arch_list_key=arch_layer.key if arch_layer else "cuda-arch-list",
         allow_cuda_version_mismatch=project.allow_cuda_version_mismatch,
         pch=project.pch,
         source_root=root,

@@ -8,6 +8,7 @@ import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..errors import BuildError, ConfigError, ToolchainError
 from . import flags as flags_mod
@@ -31,7 +32,6 @@ class BuildPlan:
     compiler: toolchain.Compiler
     torch: toolchain.TorchInstall
     launcher: tuple[str, ...]
-    user_files: tuple[Path, ...]  # sources and project headers (for the JIT stamp)
     descriptions: dict[str, str]  # ninja output -> what building it means, for error messages
 
 
@@ -72,41 +72,54 @@ def _check_torch_cuda_headers(
         )
 
 
+@dataclass(frozen=True)
+class CudaSetup:
+    toolkit: Any  # cuda.CudaToolkit (imported only when an extension uses CUDA)
+    host_compiler: str | None  # nvcc's -ccbin
+    include_dirs: tuple[Path, ...]
+    library_dirs: tuple[Path, ...]
+
+
 def _cuda_setup(
     specs: Sequence[ExtensionSpec],
     options: BuildOptions,
     compiler: toolchain.Compiler,
     torch: toolchain.TorchInstall,
     notes: list[str],
-):
+) -> CudaSetup:
     from . import cuda, cuda_checks
 
     toolkit = cuda.require_cuda(options.env, torch_cuda=torch.cuda)
-    notes.extend(cuda_checks.check_versions(toolkit, torch.cuda, allow_mismatch=options.allow_cuda_version_mismatch))
+    allow = options.allow_cuda_version_mismatch
+    notes.extend(cuda_checks.check_versions(toolkit, torch.cuda, allow_mismatch=allow))
     host = options.env.get("CC")
     host_compiler = compiler
     if host:
         host_compiler = toolchain.find_compiler({**options.env, "CXX": host})
     elif options.env.get("CXX"):
-        host = str(compiler.path)
-    all_nvcc_flags = [f for s in specs for f in s.extra_cuda_cflags]
-    cuda_checks.check_host_compiler(toolkit, host_compiler.family, host_compiler.version, all_nvcc_flags)
+        host = str(compiler.path)  # nvcc's host compiler = the C++ TUs' compiler
+    nvcc_flags = [f for s in specs for f in s.extra_cuda_cflags]
+    cuda_checks.check_host_compiler(toolkit, host_compiler.family, host_compiler.version, nvcc_flags)
     if not torch.has_cuda_runtime:
         notes.append(
             f"torch {torch.version} is a CPU build: CUDA sources compile and link against"
             " cudart, but torch's CUDA runtime APIs (c10::cuda, at::cuda) are unavailable"
         )
-    includes = (*toolkit.include_dirs, *toolkit.extra_include_dirs)
-    return toolkit, host, includes, (*toolkit.library_dirs, *toolkit.extra_library_dirs)
+    return CudaSetup(
+        toolkit,
+        host,
+        (*toolkit.include_dirs, *toolkit.extra_include_dirs),
+        (*toolkit.library_dirs, *toolkit.extra_library_dirs),
+    )
 
 
-def _arch_flags(spec: ExtensionSpec, options: BuildOptions, toolkit, notes: list[str]) -> tuple[str, ...]:
+def _arch_flags(
+    spec: ExtensionSpec, options: BuildOptions, toolkit: Any, notes: list[str]
+) -> tuple[str, ...]:
     from . import arch
 
     value = options.cuda_arch_list or spec.cuda_arch_list
-    env_value = options.env.get(arch.ENV_VAR, "").strip()  # the JIT passes it as the list
-    from_env = options.cuda_arch_list is not None and ";".join(options.cuda_arch_list) == env_value
-    key = arch.ENV_VAR if from_env else "cuda-arch-list"
+    key = options.cuda_arch_list_key if options.cuda_arch_list else "cuda-arch-list"
     entries = arch.parse_arch_list(";".join(value), key=key) if value else None
     decision = arch.resolve_arch_flags(
         entries, toolkit, user_nvcc_flags=spec.extra_cuda_cflags, env=options.env
@@ -126,6 +139,49 @@ def _with_cuda_headers(spec: ExtensionSpec) -> ExtensionSpec:
     return spec
 
 
+@dataclass
+class _Planner:
+    """What planning every extension shares: tools, options, PCH registry, notes."""
+
+    options: BuildOptions
+    tools: flags_mod.Toolchain
+    toolkit: Any
+    build_dir: Path
+    output_dir: Path
+    pch_dir: Path | None  # None: no PCH (turned off, or the compiler/launcher can't)
+    notes: list[str]
+    pch_plans: dict[str, pch.PchPlan] = dataclasses.field(default_factory=dict)
+
+    def plan(self, spec: ExtensionSpec) -> graph.ExtensionPlan:
+        for source in spec.sources:
+            if not source.is_file():
+                raise ConfigError(f"source file {source} does not exist", "sources")
+        _check_torch_cuda_headers(spec, scan.walk_includes(spec.sources, spec.include_dirs), self.tools.torch)
+        arch_flags = _arch_flags(spec, self.options, self.toolkit, self.notes) if spec.uses_cuda else ()
+        ext_flags = flags_mod.compute(
+            spec, self.tools, source_root=self.options.source_root, arch_flags=arch_flags
+        )
+        nvcc_sources = {s for s in spec.sources if spec.uses_cuda and is_cuda_source(s)}
+        pch_entry = None
+        if self.pch_dir is not None and spec.pch:
+            cxx_sources = [s for s in spec.sources if s not in nvcc_sources]
+            pch_entry = pch.plan(spec, cxx_sources, ext_flags.pch, self.tools.compiler, self.pch_dir,
+                                 self.tools.torch.version, self.pch_plans)
+        output = self.output_dir / graph.artifact_name(spec)
+        plan = graph.ExtensionPlan(spec, ext_flags, os.path.relpath(output, self.build_dir))
+        base = graph.display_base(spec, self.options.source_root)
+        for source in spec.sources:
+            uses_pch = pch_entry is not None and source in pch_entry.users
+            plan.units.append(graph.CompileUnit(
+                source,
+                graph.object_name(spec, source, base),
+                nvcc=source in nvcc_sources,
+                heavy=scan.uses_torch_headers(scan.walk_includes([source], spec.include_dirs)),
+                pch=pch_entry if uses_pch else None,
+            ))
+        return plan
+
+
 def prepare(specs: Sequence[ExtensionSpec], options: BuildOptions) -> BuildPlan:
     """Discover tools, compute flags, plan PCHs and write build.ninja (compiles nothing)."""
     if not specs:
@@ -133,7 +189,8 @@ def prepare(specs: Sequence[ExtensionSpec], options: BuildOptions) -> BuildPlan:
     specs = [_with_cuda_headers(spec) for spec in specs]
     names = [s.name for s in specs]
     if len(set(names)) != len(names):
-        raise ConfigError(f"two extensions named {sorted(n for n in names if names.count(n) > 1)[0]!r}")
+        duplicate = sorted(n for n in names if names.count(n) > 1)[0]
+        raise ConfigError(f"two extensions named {duplicate!r}")
     build_dir = options.build_dir.resolve()
     _check_build_dir(build_dir)
     env = options.env
@@ -142,68 +199,42 @@ def prepare(specs: Sequence[ExtensionSpec], options: BuildOptions) -> BuildPlan:
     ninja = toolchain.find_ninja(env)
     launcher = find_launcher(options.compiler_launcher, compiler, env)
     notes: list[str] = []
-    toolkit = host = None
-    cuda_includes: tuple[Path, ...] = ()
-    cuda_libs: tuple[Path, ...] = ()
+    tools = flags_mod.Toolchain(compiler, torch, toolchain.python_include_dir())
+    cuda = None
     if any(s.uses_cuda for s in specs):
-        toolkit, host, cuda_includes, cuda_libs = _cuda_setup(specs, options, compiler, torch, notes)
-    tools = flags_mod.Toolchain(
-        compiler, torch, toolchain.python_include_dir(), cuda_includes, cuda_libs, host
-    )
+        cuda = _cuda_setup(specs, options, compiler, torch, notes)
+        tools = dataclasses.replace(
+            tools,
+            cuda_include_dirs=cuda.include_dirs,
+            cuda_library_dirs=cuda.library_dirs,
+            host_compiler_for_nvcc=cuda.host_compiler,
+        )
     job_plan = jobs.plan_jobs(options.jobs)
-    output_dir = (options.output_dir or build_dir / "out").resolve()
-    pch_dir = (options.pch_cache_dir or build_dir / "pch").resolve()
     use_pch = options.pch and pch.supported(compiler, launcher)
-    pch_plans: dict[str, pch.PchPlan] = {}
-    plans: list[graph.ExtensionPlan] = []
-    user_files: set[Path] = set()
-
-    for spec in specs:
-        for source in spec.sources:
-            if not source.is_file():
-                raise ConfigError(f"source file {source} does not exist", "sources")
-        found = scan.walk_includes(spec.sources, spec.include_dirs)
-        _check_torch_cuda_headers(spec, found, torch)
-        user_files.update(spec.sources)
-        user_files.update(i.file for i in found)
-        arch_flags = _arch_flags(spec, options, toolkit, notes) if spec.uses_cuda else ()
-        ext_flags = flags_mod.compute(spec, tools, source_root=options.source_root, arch_flags=arch_flags)
-        cxx_sources = [s for s in spec.sources if not (spec.uses_cuda and is_cuda_source(s))]
-        pch_entry = None
-        if use_pch and spec.pch:
-            pch_entry = pch.plan(spec, cxx_sources, ext_flags.pch, compiler, pch_dir, torch.version, pch_plans)
-        output = output_dir / graph.artifact_name(spec)
-        plan = graph.ExtensionPlan(spec, ext_flags, os.path.relpath(output, build_dir))
-        base = graph.display_base(spec, options.source_root)
-        for source in spec.sources:
-            nvcc = spec.uses_cuda and is_cuda_source(source)
-            heavy = scan.uses_torch_headers(scan.walk_includes([source], spec.include_dirs))
-            users = pch_entry.users if pch_entry else []
-            unit = graph.CompileUnit(
-                source,
-                graph.object_name(spec, source, base),
-                nvcc,
-                heavy,
-                pch_entry if (pch_entry and source in users) else None,
-            )
-            plan.units.append(unit)
-        plans.append(plan)
-
-    for entry in pch_plans.values():
+    planner = _Planner(
+        options,
+        tools,
+        cuda.toolkit if cuda else None,
+        build_dir,
+        (options.output_dir or build_dir / "out").resolve(),
+        (options.pch_cache_dir or build_dir / "pch").resolve() if use_pch else None,
+        notes,
+    )
+    plans = [planner.plan(spec) for spec in specs]
+    shared_pch = options.pch_cache_dir is not None
+    for entry in planner.pch_plans.values():
         pch.write_stub(entry)
-        entry.decide(shared=options.pch_cache_dir is not None, heavy_jobs=job_plan.heavy)
-    launcher_name = Path(launcher[0]).name if launcher else compiler.launcher
-    nvcc_command = [*launcher, str(toolkit.nvcc)] if toolkit is not None else None
+        entry.decide(shared=shared_pch, heavy_jobs=job_plan.heavy)
     text = graph.render(
         plans,
-        list(pch_plans.values()),
+        list(planner.pch_plans.values()),
         build_dir=build_dir,
         cxx=[*launcher, *compiler.command],
-        nvcc=nvcc_command,
+        nvcc=[*launcher, str(cuda.toolkit.nvcc)] if cuda else None,
         heavy_depth=job_plan.heavy,
         source_root=options.source_root,
-        shared_pch=options.pch_cache_dir is not None,
-        launcher_name=launcher_name,
+        shared_pch=shared_pch,
+        launcher_name=Path(launcher[0]).name if launcher else compiler.launcher,
         heavy_flags=flags_mod.heavy_tuning(compiler),
     )
     ninja_file = build_dir / "build.ninja"
@@ -220,7 +251,6 @@ def prepare(specs: Sequence[ExtensionSpec], options: BuildOptions) -> BuildPlan:
         compiler=compiler,
         torch=torch,
         launcher=tuple(launcher),
-        user_files=tuple(sorted(user_files)),
         descriptions=_descriptions(plans, options.source_root),
     )
 

@@ -121,7 +121,8 @@ class BuildOptions:
     jobs: int | None = None  # None: bounded by cores and free memory (MAX_JOBS overrides)
     verbose: bool = False
     compiler_launcher: str = "auto"  # "auto" | "none" | a command
-    cuda_arch_list: tuple[str, ...] | None = None  # project/-C/env value; None: default
+    cuda_arch_list: tuple[str, ...] | None = None  # -C/env value for every spec; None: per spec
+    cuda_arch_list_key: str = "cuda-arch-list"  # where that value came from, for error messages
     allow_cuda_version_mismatch: bool = False
     pch: bool = True
     source_root: Path | None = None  # mapped to "." in __FILE__ and debug info (reproducibility)

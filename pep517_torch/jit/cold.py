@@ -69,6 +69,7 @@ def build(
         env=dict(env),
         jobs=jobs.value if jobs else None,
         cuda_arch_list=(arch.value,) if arch else None,
+        cuda_arch_list_key=arch.key if arch else "cuda-arch-list",
         output_dir=build_dir,
         pch=pch,
         pch_cache_dir=extensions_root(env) / PCH_DIR_NAME,
