@@ -15,6 +15,13 @@ def which(name: str, env: Mapping[str, str]) -> str | None:
     return shutil.which(name, path=env.get("PATH", os.defpath))
 
 
+def torch_flavour(cuda: str | None, hip: str | None) -> str:
+    """``cpu``, ``cu130``, ``rocm64``: torch's own name for a build, as in its JIT cache folder."""
+    if hip:
+        return f"rocm{hip.replace('.', '')}"
+    return f"cu{cuda.replace('.', '')}" if cuda else "cpu"
+
+
 def compiler_identity(env: Mapping[str, str]) -> tuple[str, int, int] | None:
     """(real path, mtime, size) of the C++ compiler CXX or ``c++`` names; None if not found."""
     try:

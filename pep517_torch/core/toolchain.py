@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Literal
 
 from ..errors import ToolchainError
-from .identity import LAUNCHERS, which
+from .identity import LAUNCHERS, torch_flavour, which
 CompilerFamily = Literal["gcc", "clang", "unknown"]
 
 
@@ -58,10 +58,7 @@ class TorchInstall:
 
     @property
     def flavour(self) -> str:
-        """``cpu``, ``cu130``, ``rocm6.4``: torch's own name for the JIT cache folder."""
-        if self.hip:
-            return f"rocm{self.hip.replace('.', '')}"
-        return f"cu{self.cuda.replace('.', '')}" if self.cuda else "cpu"
+        return torch_flavour(self.cuda, self.hip)
 
     @property
     def has_cuda_runtime(self) -> bool:

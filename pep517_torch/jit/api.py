@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from types import ModuleType
 
+from ..core.identity import torch_flavour
 from . import stamp
 
 PCH_DIR_NAME = "pch-cache"  # not an identifier: cannot collide with an extension's directory
@@ -29,12 +30,8 @@ def _torch() -> ModuleType:
     return torch
 
 
-def torch_flavour(torch: ModuleType) -> str:
-    cuda = getattr(torch.version, "cuda", None)
-    hip = getattr(torch.version, "hip", None)
-    if hip:
-        return f"rocm{hip.replace('.', '')}"
-    return f"cu{cuda.replace('.', '')}" if cuda else "cpu"
+def _flavour(torch: ModuleType) -> str:
+    return torch_flavour(getattr(torch.version, "cuda", None), getattr(torch.version, "hip", None))
 
 
 def extensions_root(env: Mapping[str, str] = os.environ) -> Path:
@@ -43,7 +40,7 @@ def extensions_root(env: Mapping[str, str] = os.environ) -> Path:
         return Path(env["TORCH_EXTENSIONS_DIR"]).expanduser()
     cache = Path(env.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     python = f"py{sys.version_info[0]}{sys.version_info[1]}{getattr(sys, 'abiflags', '')}"
-    return cache / "pep517_torch" / "jit" / f"{python}_{torch_flavour(_torch())}"
+    return cache / "pep517_torch" / "jit" / f"{python}_{_flavour(_torch())}"
 
 
 def use_pch(requested: bool | None, env: Mapping[str, str]) -> bool:
