@@ -85,9 +85,11 @@ def _arch() -> tuple[str, str]:
 
 
 def _resources() -> tuple[str, str]:
+    from .config.settings import environment_layer
     from .core.jobs import plan_jobs
 
-    plan = plan_jobs(int(os.environ["MAX_JOBS"]) if os.environ.get("MAX_JOBS", "").isdigit() else None)
+    requested = environment_layer(os.environ).get("jobs")
+    plan = plan_jobs(requested.value if requested else None)
     verdict = "ok" if plan.heavy >= 1 else "warn"
     return verdict, f"parallel jobs: {plan.reason}"
 
