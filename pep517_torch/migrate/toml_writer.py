@@ -27,25 +27,10 @@ def _control(ch: str) -> bool:
     return ord(ch) < 0x20 or ord(ch) == 0x7F
 
 
-def string(value: str) -> str:
-    """A literal string when that reads better (backslashes, no quotes), else a basic one."""
-    if "\\" in value and "'" not in value and not any(_control(ch) for ch in value):
-        return f"'{value}'"
+def _escaped(value: str, keep_newlines: bool) -> str:
     out = []
     for ch in value:
-        if ch in ESCAPES:
-            out.append(ESCAPES[ch])
-        elif _control(ch):
-            out.append(f"\\u{ord(ch):04X}")
-        else:
-            out.append(ch)
-    return '"' + "".join(out) + '"'
-
-
-def multiline_string(value: str) -> str:
-    out = []
-    for ch in value:
-        if ch == "\n":
+        if keep_newlines and ch == "\n":
             out.append(ch)
         elif ch in ESCAPES:
             out.append(ESCAPES[ch])
@@ -53,7 +38,18 @@ def multiline_string(value: str) -> str:
             out.append(f"\\u{ord(ch):04X}")
         else:
             out.append(ch)
-    return '"""\n' + "".join(out) + '"""'
+    return "".join(out)
+
+
+def string(value: str) -> str:
+    """A literal string when that reads better (backslashes, no quotes), else a basic one."""
+    if "\\" in value and "'" not in value and not any(_control(ch) for ch in value):
+        return f"'{value}'"
+    return '"' + _escaped(value, keep_newlines=False) + '"'
+
+
+def multiline_string(value: str) -> str:
+    return '"""\n' + _escaped(value, keep_newlines=True) + '"""'
 
 
 def value(item: Any, indent: int = 0) -> str:
