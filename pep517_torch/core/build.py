@@ -156,7 +156,8 @@ class _Planner:
         for source in spec.sources:
             if not source.is_file():
                 raise ConfigError(f"source file {source} does not exist", "sources")
-        _check_torch_cuda_headers(spec, scan.walk_includes(spec.sources, spec.include_dirs), self.tools.torch)
+        includes = {s: scan.walk_includes([s], spec.include_dirs) for s in spec.sources}
+        _check_torch_cuda_headers(spec, [i for found in includes.values() for i in found], self.tools.torch)
         arch_flags = _arch_flags(spec, self.options, self.toolkit, self.notes) if spec.uses_cuda else ()
         ext_flags = flags_mod.compute(
             spec, self.tools, source_root=self.options.source_root, arch_flags=arch_flags
@@ -176,7 +177,7 @@ class _Planner:
                 source,
                 graph.object_name(spec, source, base),
                 nvcc=source in nvcc_sources,
-                heavy=scan.uses_torch_headers(scan.walk_includes([source], spec.include_dirs)),
+                heavy=scan.uses_torch_headers(includes[source]),
                 pch=pch_entry if uses_pch else None,
             ))
         return plan

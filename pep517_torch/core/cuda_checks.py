@@ -53,7 +53,8 @@ def check_versions(
             return [f"{message} (building anyway: allow-cuda-version-mismatch is set)"]
         raise ToolchainError(
             f"{message}. Fix: point CUDA_HOME at a CUDA {torch_version[0]}.x toolkit or "
-            f"pip install {quoted_requirements(nvcc_wheel_requirements(torch_cuda))}; or, to build anyway, set "
+            f"pip install {quoted_requirements(nvcc_wheel_requirements(torch_cuda))};"
+            " or, to build anyway, set "
             "allow-cuda-version-mismatch = true in [tool.torch-ext] "
             "(-Callow-cuda-version-mismatch=true)"
         )
