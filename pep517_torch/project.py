@@ -1,4 +1,4 @@
-"""The glue between the layers: config → compile core → dist, for the hooks and the CLI.
+"""The glue between the layers: config → compile core → distribution, for the hooks and the CLI.
 
 This is the only module that knows all three layers; each function is one user-visible
 operation (metadata, wheel, editable wheel, sdist).
@@ -19,14 +19,14 @@ from . import config
 from .core import toolchain
 from .core.graph import artifact_name
 from .core.spec import ExtensionSpec, Kind
-from .dist import metadata as dist_metadata
-from .dist import tags
-from .dist.reproducible import source_date_epoch
+from .distribution import metadata as dist_metadata
+from .distribution import tags
+from .distribution.reproducible import source_date_epoch
 from .errors import ConfigError, ToolchainError
 
 if TYPE_CHECKING:
     from .core.build import BuildResult
-    from .dist.wheel import WheelWriter
+    from .distribution.wheel import WheelWriter
 
 ConfigSettings = Mapping[str, "str | list[str]"] | None
 
@@ -208,8 +208,8 @@ def prepare_metadata(root: Path, metadata_directory: Path, config_settings: Conf
 
 
 def build_wheel(root: Path, out_dir: Path, config_settings: ConfigSettings, *, editable: bool = False) -> str:
-    from .dist.files import package_files
-    from .dist.wheel import WheelWriter
+    from .distribution.files import package_files
+    from .distribution.wheel import WheelWriter
 
     started = time.perf_counter()
     loaded = load(root, config_settings)
@@ -241,7 +241,7 @@ def build_wheel(root: Path, out_dir: Path, config_settings: ConfigSettings, *, e
 
 def _add_artifact(wheel: WheelWriter, loaded: Loaded, spec: ExtensionSpec, built: Path) -> None:
     """The built file at its module path; behind a torch-version guard shim when asked."""
-    from .dist.import_guard import native_filename, render_import_guard
+    from .distribution.import_guard import native_filename, render_import_guard
 
     arcname = artifact_name(spec)
     if not (loaded.project.torch_import_check and spec.kind is Kind.MODULE):
@@ -282,7 +282,7 @@ def _check_module_collisions(
 def _add_editable(
     wheel: WheelWriter, loaded: Loaded, result: BuildResult | None, in_tree: dict[str, Path]
 ) -> None:
-    from .dist.editable import RebuildCommand, editable_members
+    from .distribution.editable import RebuildCommand, editable_members
 
     project = loaded.project
     roots: dict[str, Path] = {}
@@ -333,7 +333,7 @@ def _symlink(link: Path, target: Path) -> None:
 
 
 def build_sdist(root: Path, out_dir: Path, config_settings: ConfigSettings) -> str:
-    from .dist.sdist import sdist_files, write_sdist
+    from .distribution.sdist import sdist_files, write_sdist
 
     project, _ = _resolve(root, config_settings, os.environ)
     # The sdist cannot know which torch its wheel will be built against: no pin in PKG-INFO,

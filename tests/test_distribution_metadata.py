@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from packaging.requirements import Requirement
 
-from pep517_torch.dist.metadata import build_metadata, merge_requirements, read_version, torch_pin
+from pep517_torch.distribution.metadata import build_metadata, merge_requirements, read_version, torch_pin
 from pep517_torch.errors import ConfigError, ToolchainError
 
 

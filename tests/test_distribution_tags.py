@@ -9,7 +9,7 @@ import pytest
 from packaging.tags import parse_tag, sys_tags
 
 from pep517_torch.core.toolchain import ext_suffix
-from pep517_torch.dist.tags import platform_tag, python_tag, wheel_tag
+from pep517_torch.distribution.tags import platform_tag, python_tag, wheel_tag
 from pep517_torch.errors import ConfigError
 
 CPYTHON = f"cp{sys.version_info.major}{sys.version_info.minor}"

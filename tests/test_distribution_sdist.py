@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from pep517_torch.dist.metadata import ProjectMetadata, build_metadata
-from pep517_torch.dist.sdist import sdist_files, write_sdist
+from pep517_torch.distribution.metadata import ProjectMetadata, build_metadata
+from pep517_torch.distribution.sdist import sdist_files, write_sdist
 from pep517_torch.errors import ConfigError
 
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from pep517_torch.dist.metadata import ProjectMetadata, build_metadata
-from pep517_torch.dist.wheel import WheelWriter
+from pep517_torch.distribution.metadata import ProjectMetadata, build_metadata
+from pep517_torch.distribution.wheel import WheelWriter
 
 BIN = Path(sys.executable).parent
 Built = tuple[Path, ProjectMetadata]  # a source tree and its metadata

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pep517_torch.dist.files import package_files
+from pep517_torch.distribution.files import package_files
 from pep517_torch.errors import ConfigError
 
 

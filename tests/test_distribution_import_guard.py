@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pep517_torch.dist.import_guard import native_filename, render_import_guard
+from pep517_torch.distribution.import_guard import native_filename, render_import_guard
 
 EXTENSION_SOURCE = r"""
 #include <Python.h>

@@ -1,6 +1,6 @@
 """Editable install of a pep517_torch project (PEP 660), imported at startup by a .pth file.
 
-Generated from pep517_torch/dist/_editable_hook.py. It uses the standard library only: the
+Generated from pep517_torch/distribution/_editable_hook.py. It uses the standard library only: the
 environment that runs it need not have pep517_torch installed. It maps the project's top-level
 packages and modules to the source tree (nothing else there becomes importable) and, the first
 time one of them is imported in a process, checks the installed torch and brings the compiled
@@ -202,7 +202,7 @@ def link_artifacts(artifacts):
 
 
 def install(config_json):
-    if config_json is None:  # the template itself, imported as pep517_torch.dist._editable_hook
+    if config_json is None:  # the template itself, imported as pep517_torch.distribution._editable_hook
         return
     names = [getattr(finder, "__name__", "") for finder in sys.meta_path]
     position = names.index("PathFinder") if "PathFinder" in names else len(names)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pep517_torch.dist.editable import RebuildCommand, editable_members
+from pep517_torch.distribution.editable import RebuildCommand, editable_members
 
 NINJA = shutil.which("ninja")
 needs_ninja = pytest.mark.skipif(NINJA is None, reason="needs ninja on PATH")
