@@ -16,12 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .intercept import MigrateError
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on 3.10 only
-    import tomli as tomllib
+from ..config.pyproject import tomllib
+from ..errors import MigrateError
 
 __all__ = ["MigrateError", "Migration", "main", "migrate", "write"]
 

@@ -14,30 +14,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .intercept import (
-    FAKE_CUDA_HOME,
-    MigrateError,
-    SetupRun,
-    build_ext_options,
-    factory_extras,
-    factory_of,
-)
+from ..core.spec import CUDA_HEADER_SUFFIXES
+from ..core.spec import CUDA_SUFFIXES as CUDA_SOURCE_SUFFIXES
+from ..errors import MigrateError
+from .record import FAKE_CUDA_HOME, SetupRun, build_ext_options, factory_extras, factory_of
 from .metadata import Notes, project_table, version_file
+from .settings_keys import EXTENSION_DEFAULTS
 
 TORCH_FACTORIES = ("CppExtension", "CUDAExtension")
-CUDA_SUFFIXES = (".cu", ".cuh")
+CUDA_SUFFIXES = tuple(CUDA_SOURCE_SUFFIXES | CUDA_HEADER_SUFFIXES)
 # Linked by pep517_torch itself; a setup.py that lists them explicitly gains nothing.
 TORCH_LIBRARIES = frozenset({"c10", "torch", "torch_cpu", "torch_python", "c10_cuda", "torch_cuda"})
 MODULE_INIT = re.compile(rb"PYBIND11_MODULE|PyInit_|PyMODINIT_FUNC")
 LIMITED_API_DEFINE = "Py_LIMITED_API"
 OPENMP_FLAGS = ("-fopenmp", "-Xcompiler=-fopenmp")
-# Keys of an extension table in the order they are written, with their defaults.
-EXTENSION_DEFAULTS: dict[str, Any] = {
-    "sources": [], "include-dirs": [], "define-macros": {}, "extra-cflags": [],
-    "extra-cuda-cflags": [], "extra-ldflags": [], "libraries": [], "library-dirs": [],
-    "runtime-library-dirs": [], "with-cuda": "auto", "py-limited-api": False, "kind": "module",
-    "python-abi-suffix": True, "openmp": False,
-}  # fmt: skip
 
 
 @dataclass

@@ -14,7 +14,7 @@ import types
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from .intercept import (
+from .record import (
     EXTRAS_ATTRIBUTE,
     FACTORY_ATTRIBUTE,
     FAKE_CUDA_HOME,

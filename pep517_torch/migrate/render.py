@@ -7,6 +7,7 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
+from .settings_keys import PROJECT_TABLE_KEYS, TOOL_KEY_ORDER
 from .toml_writer import Table, render, value
 from .variants import Override, Plan
 
@@ -14,7 +15,6 @@ BACKEND_REQUIRES = ["pep517_torch", "torch"]
 # Build requirements of a setuptools build that pep517_torch does not need.
 SETUPTOOLS_REQUIRES = frozenset({"setuptools", "wheel", "torch", "pep517-torch", "ninja"})
 PROJECT_SUBTABLES = ("urls", "scripts", "gui-scripts", "optional-dependencies")
-TOOL_KEY_ORDER = ("packages", "package-dir", "py-modules", "cuda", "cuda-arch-list")
 INLINE_TABLE_LIMIT = 70
 
 
@@ -128,17 +128,19 @@ def plan_tables(plan: Plan, *, carried_requires: list[str] | None = None) -> lis
     tables = [build, *_project_tables(plan.base.project, _notes(plan, "project"))]
     tool = plan.base.tool
     main = Table(("tool", "torch-ext"), comments=_notes(plan, "tool"))
-    for key in sorted(tool, key=lambda k: TOOL_KEY_ORDER.index(k) if k in TOOL_KEY_ORDER else 99):
-        if not isinstance(tool[key], dict) or key == "package-dir":
+    ordered = [k for k in TOOL_KEY_ORDER if k in tool] + [k for k in tool if k not in TOOL_KEY_ORDER]
+    for key in [k for k in ordered if k not in PROJECT_TABLE_KEYS]:
+        if isinstance(tool[key], dict):
+            _add_table_value(main, key, tool[key])
+        else:
             main.add(key, tool[key])
     if main.entries or main.comments:
         tables.append(main)
-    for key in ("package-data", "version"):
-        if isinstance(tool.get(key), dict):
-            sub = Table(("tool", "torch-ext", key))
-            for k, v in tool[key].items():
-                sub.add(k, v)
-            tables.append(sub)
+    for key in [k for k in PROJECT_TABLE_KEYS if k in tool]:
+        sub = Table(("tool", "torch-ext", key))
+        for k, v in tool[key].items():
+            sub.add(k, v)
+        tables.append(sub)
     tables += _extension_tables(plan)
     tables += [_override_table(o) for o in plan.overrides]
     return tables

@@ -17,19 +17,15 @@ from pathlib import Path
 from typing import Any
 
 from .convert import Converted, build_requirements, convert
-from .diff import CUDA_TABLE_KEYS, MISSING, Diff, diff, same_tables
-from .intercept import MigrateError, SetupRun, run_setup
+from .diff import MISSING, Diff, diff, same_tables
+from ..errors import MigrateError
+from .intercept import run_setup
+from .record import SetupRun
+from .settings_keys import CUDA_TABLE_KEYS, backend_variables
 
 MARKER = "pep517-migrate-probe"
 # Variables pep517_torch reads itself; what a setup.py does with them is only reported.
-BACKEND_VARIABLES = {
-    "TORCH_CUDA_ARCH_LIST": "pep517_torch reads TORCH_CUDA_ARCH_LIST itself (cuda-arch-list)",
-    "MAX_JOBS": "pep517_torch reads MAX_JOBS itself (jobs)",
-    "CXX": "pep517_torch passes CXX to the compile step itself",
-    "CC": "pep517_torch passes CC to the compile step itself",
-    "CUDA_HOME": "pep517_torch finds the CUDA toolkit itself (CUDA_HOME, CUDA_PATH, PATH)",
-    "CUDA_PATH": "pep517_torch finds the CUDA toolkit itself (CUDA_HOME, CUDA_PATH, PATH)",
-}
+BACKEND_VARIABLES = backend_variables()
 
 
 @dataclass
