@@ -25,7 +25,7 @@ from pep517_torch.migrate.settings_keys import (
     PROJECT_DEFAULTS,
     extension_default,
 )
-from pep517_torch.migrate.variants import Override, Plan
+from pep517_torch.migrate.plan import Override, Plan
 
 MIGRATE = Path(__file__).resolve().parent.parent / "pep517_torch" / "migrate"
 

@@ -70,7 +70,8 @@ PROJECT_APPENDABLE = frozenset(partial_keys(ProjectSettings, _append_meta("setti
 CUDA_TABLE_KEYS = frozenset(fields_by_key(CudaVariant))
 # Extension keys that, unset, take the [tool.torch-ext] value of the same name (strip, pch...).
 INHERITED_KEYS = frozenset(
-    key for key, default in EXTENSION_DEFAULTS.items() if default is None and key in PROJECT_DEFAULTS
+    key for key, default in EXTENSION_DEFAULTS.items()
+    if default is None and key in PROJECT_DEFAULTS
 )
 
 
