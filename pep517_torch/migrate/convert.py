@@ -281,6 +281,9 @@ def convert(run: SetupRun) -> Converted:
     project = project_table(kwargs, run.root, notes)
     converted = Converted(project=project, tool={}, extensions=[], notes=notes)
     _layout(kwargs, paths, converted)
+    arch_list = run.env_writes.get("TORCH_CUDA_ARCH_LIST")
+    if arch_list:  # set by the setup.py for BuildExtension: the key that says the same
+        converted.tool["cuda-arch-list"] = arch_list
     for module in modules:
         converted.extensions.append(convert_extension(module, paths, options, notes))
     converted.build_requires = build_requirements(run)

@@ -84,10 +84,10 @@ def _fake_command(function: str, command: Any, words: list[str], kwargs: dict[st
         return output
     if function == "run":
         captured = kwargs.get("capture_output") or kwargs.get("stdout") == subprocess.PIPE
-        result = subprocess.CompletedProcess(command, status, output if captured else None)
+        stdout = output if captured else None
         if status and kwargs.get("check"):
-            raise subprocess.CalledProcessError(status, command, output=result.stdout)
-        return result
+            raise subprocess.CalledProcessError(status, command, output=stdout)
+        return subprocess.CompletedProcess(command, status, stdout)
     if status and function == "check_call":
         raise subprocess.CalledProcessError(status, command)
     return status

@@ -66,28 +66,36 @@ def _negation(condition: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
-def without_cuda_tables(plan: Plan, changes: Diff, why: str) -> Diff:
-    """Changes seen with CUDA on, less what the `cuda` tables add after the overrides apply.
+def without_cuda_tables(plan: Plan, changes: Diff) -> Diff:
+    """Changes seen with CUDA on, said so that the `cuda` tables, merged after the overrides,
+    still give setup.py's values (in setup.py's order).
 
-    A replaced list that still ends with its `cuda` table's entries (a table that still holds
-    them) is written without them; a value that dropped them is beyond what an override can say.
+    A replaced list that ends with its `cuda` table's entries is written without them; an
+    append to a key the `cuda` table holds goes to the end of that table; any other replaced
+    value is written whole, with the `cuda` table's part emptied. The new `cuda` tables replace
+    the old ones in the override.
     """
     kept: list[Change] = []
+    tables: dict[str, dict[str, Any]] = {}
     for change in changes.changes:
-        added = plan.cuda_tables.get(change.extension or "", {}).get(change.key)
-        if added is None or change.append or change.value is MISSING:
+        name = change.extension or ""
+        added = plan.cuda_tables.get(name, {}).get(change.key)
+        if added is None or change.value is MISSING:
             kept.append(change)
             continue
+        table = tables.setdefault(name, dict(plan.cuda_tables[name]))
         value = change.value
-        if isinstance(value, list) and value[len(value) - len(added):] == added:
-            kept.append(Change(change.extension, change.key, value[: len(value) - len(added)],
-                               False))  # fmt: skip
+        if change.append:
+            table[change.key] = [*added, *value] if isinstance(added, list) else {**added, **value}
+        elif isinstance(value, list) and value[len(value) - len(added):] == added:
+            kept.append(Change(name, change.key, value[: len(value) - len(added)], False))
         elif isinstance(value, dict) and all(value.get(k) == v for k, v in added.items()):
-            kept.append(Change(change.extension, change.key,
+            kept.append(Change(name, change.key,
                                {k: v for k, v in value.items() if k not in added}, False))
         else:
-            plan.note(change.extension or "tool", f"{why}: {change.key} drops what the `cuda`"
-                      " table adds, which no override can say")  # fmt: skip
+            kept.append(change)
+            table[change.key] = type(added)()
+    kept += [Change(name, "cuda", table, False) for name, table in tables.items()]
     return Diff(kept, changes.added, changes.removed, changes.project_keys)
 
 

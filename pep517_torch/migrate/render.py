@@ -87,13 +87,13 @@ def _project_tables(project: dict[str, Any], notes: list[str]) -> list[Table]:
     return tables
 
 
-def _add_table_value(table: Table, name: str, item: dict[str, Any]) -> None:
+def _add_table_value(table: Table, name: str | tuple[str, ...], item: dict[str, Any]) -> None:
     """A table-valued key inline when short, else as one dotted key per entry."""
     if len(value(item)) <= INLINE_TABLE_LIMIT:
         table.add(name, item)
         return
     for k, v in item.items():
-        table.add((name, k), v)
+        table.add((*((name,) if isinstance(name, str) else name), k), v)
 
 
 def _condition_entries(table: Table, condition: dict[str, Any]) -> None:
@@ -134,7 +134,10 @@ def _override_table(override: Override) -> Table:
                   disabled=override.disabled)  # fmt: skip
     _condition_entries(table, override.condition)
     for keys, item in override.body:
-        table.add(keys, item)
+        if isinstance(item, dict):
+            _add_table_value(table, keys, item)
+        else:
+            table.add(keys, item)
     return table
 
 

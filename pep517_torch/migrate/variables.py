@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Mapping
-from typing import Any
 
 from .convert import Converted
 from .diff import MISSING, Change, Diff, diff
@@ -154,7 +153,7 @@ def _vary(plan: Plan, runner: Runner, name: str, references: dict[bool | None, C
                 seen_off[value] = changes
                 add_changes(plan, changes, condition, why)
             else:
-                changes = without_cuda_tables(plan, _beyond(changes, seen_off.get(value)), why)
+                changes = without_cuda_tables(plan, _beyond(changes, seen_off.get(value)))
                 add_changes(plan, changes, {**condition, "cuda": True}, why)
     written, noted = len(plan.overrides) > overrides, len(plan.base.notes) > notes
     result = ("see the overrides" if written else "see the notes" if noted

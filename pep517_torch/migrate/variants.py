@@ -75,8 +75,7 @@ def _cuda(plan: Plan, cpu: Converted, gpu: Converted | str, probes: dict[str, An
 
 def _env_writes(plan: Plan, run: SetupRun) -> None:
     for name, value in run.env_writes.items():
-        if name == "TORCH_CUDA_ARCH_LIST" and value:
-            plan.base.tool.setdefault("cuda-arch-list", value)
+        if name == "TORCH_CUDA_ARCH_LIST" and value:  # converted to cuda-arch-list
             plan.environment.append(f"setup.py sets ${name}={value}: now cuda-arch-list")
         else:
             plan.environment.append(f"setup.py sets ${name}={describe(value)}: set it in the"
