@@ -30,3 +30,15 @@ class BuildError(Pep517TorchError, RuntimeError):
         self.output = output
         self.first_error = first_error
         super().__init__(message)
+
+
+class MigrateError(Pep517TorchError):
+    """Bad input for ``migrate`` (a setup.py that cannot be converted); one line naming the file.
+
+    ``run`` is what a setup.py that failed had recorded by then (a ``migrate`` SetupRun: its CUDA
+    probes, say), or None.
+    """
+
+    def __init__(self, message: str, run: object | None = None) -> None:
+        super().__init__(message)
+        self.run = run

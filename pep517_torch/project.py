@@ -65,6 +65,9 @@ def _version(project: config.ResolvedProject, env: Mapping[str, str]) -> str | N
     if "version" not in dynamic:
         return None
     source = project.version
+    suffix = env.get(source.suffix_env, "") if source.suffix_env else None
+    if source.base is not None:
+        return dist_metadata.append_suffix(source.base, suffix or None, "(version.base)")
     file = source.file
     if file is None:
         packages = sorted(project.layout.packages.items(), key=lambda item: item[0].count("."))
@@ -75,14 +78,27 @@ def _version(project: config.ResolvedProject, env: Mapping[str, str]) -> str | N
                 "project.dynamic",
             )
         file = packages[0][1] / "__init__.py"
-    suffix = env.get(source.suffix_env, "") if source.suffix_env else None
     return dist_metadata.read_version(file, source.pattern, suffix or None)
+
+
+def machine_facts(env: Mapping[str, str]) -> config.Facts:
+    """What a build here evaluates conditions against: this environment, torch and nvcc."""
+    return _facts(env, _torch_or_none())
 
 
 def _resolve(
     root: Path, config_settings: ConfigSettings, env: Mapping[str, str]
 ) -> tuple[config.ResolvedProject, toolchain.TorchInstall | None]:
-    pyproject = config.read_pyproject(root)
+    return resolve_document(root, config.read_pyproject(root), env, config_settings)
+
+
+def resolve_document(
+    root: Path,
+    pyproject: Mapping[str, object],
+    env: Mapping[str, str],
+    config_settings: ConfigSettings = None,
+) -> tuple[config.ResolvedProject, toolchain.TorchInstall | None]:
+    """Resolve a parsed pyproject.toml as a build on this machine would; compiles nothing."""
     torch = _torch_or_none()
     build_dir_vars = {
         "wheel_tag": tags.wheel_tag(True),

@@ -443,6 +443,17 @@ def test_version_source(root: Path) -> None:
     assert error.key == "tool.torch-ext.version" and "static" in str(error)
 
 
+def test_version_base(root: Path) -> None:
+    dynamic = {"name": "demo", "dynamic": ["version"]}
+    version = resolve(root, {"version": {"base": "1.2", "suffix-env": "S"}}, project=dynamic).version
+    assert (version.base, version.suffix_env, version.file) == ("1.2", "S", None)
+    for table in ({"base": "1.2", "file": "demo/__init__.py"}, {"base": "1.2", "pattern": "(.*)"}):
+        error = resolve_error(root, {"version": table}, project=dynamic)
+        assert error.key == "tool.torch-ext.version.base" and "not both" in str(error)
+    error = resolve_error(root, {"version": {"base": "one.two"}}, project=dynamic)
+    assert error.key == "tool.torch-ext.version.base" and "PEP 440" in str(error)
+
+
 def test_project_level_options(root: Path) -> None:
     tool = {
         "torch-requirement": "none",

@@ -55,8 +55,10 @@ def _unset_fixture_variables(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def without_probe_values(text: str) -> str:
-    """The header says what a CUDA probe returned here; the tables do not depend on it."""
-    return re.sub(r"\((True|False|[0-9]+|'[^']*'|None) here\)", "(... here)", text)
+    """The header says what a CUDA probe returned here, and the torch pin of the torch here;
+    the tables do not depend on them."""
+    text = re.sub(r"\((True|False|[0-9]+|'[^']*'|None) here\)", "(... here)", text)
+    return re.sub(r"with torch \S+, the(\s#)? wheel requires torch\S+;", "(pin);", text)
 
 
 def flat(text: str) -> str:
@@ -429,15 +431,19 @@ def test_running_setup_py_leaves_the_process_as_it_was() -> None:
     import torch
     import torch.utils.cpp_extension as cpp_extension
 
-    before = (os.getcwd(), sys.argv[:], sys.path[:], dict(os.environ), setuptools.setup,
-              torch.cuda.is_available, cpp_extension.CppExtension, type(cpp_extension),
-              type(os.environ).__dict__.get("__getitem__"))  # fmt: skip
+    def state() -> tuple[object, ...]:
+        return (os.getcwd(), sys.argv[:], sys.path[:], dict(os.environ), setuptools.setup,
+                torch.cuda.is_available, cpp_extension.CppExtension, type(cpp_extension),
+                type(os.environ).__dict__.get("__getitem__"), subprocess.run,
+                subprocess.check_output, subprocess.getstatusoutput, os.system, shutil.which,
+                os.path.exists, os.path.isdir, Path.exists, Path.is_dir)  # fmt: skip
+
+    before = state()
     migrate(FIXTURES / "cuda_choice")
+    migrate(FIXTURES / "nvcc_probe")  # runs nvcc, which, isdir and reads $CUDA_HOME
     with pytest.raises(MigrateError):
         migrate(FIXTURES / "raises")
-    after = (os.getcwd(), sys.argv[:], sys.path[:], dict(os.environ), setuptools.setup,
-             torch.cuda.is_available, cpp_extension.CppExtension, type(cpp_extension),
-             type(os.environ).__dict__.get("__getitem__"))  # fmt: skip
+    after = state()
     assert after == before
     assert not list((FIXTURES / "cuda_choice").rglob("__pycache__"))
 

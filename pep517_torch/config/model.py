@@ -26,6 +26,7 @@ from dataclasses import MISSING, dataclass, field
 from typing import Any, Generic, Literal, TypeVar
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
 
 T = TypeVar("T")
 
@@ -52,6 +53,14 @@ def valid_specifier(value: str) -> str | None:
         SpecifierSet(value)
     except InvalidSpecifier:
         return f"{value!r} is not a PEP 440 version specifier set (e.g. '>=2.5,<3')"
+    return None
+
+
+def valid_version(value: str) -> str | None:
+    try:
+        Version(value)
+    except InvalidVersion:
+        return f"{value!r} is not a PEP 440 version"
     return None
 
 
@@ -234,6 +243,12 @@ class VersionSettings:
     )
     suffix_env: str | None = setting(
         None, help="Environment variable whose value is appended to the version (e.g. `+cu130`)."
+    )
+    base: str | None = setting(
+        None,
+        help="The version itself (PEP 440), instead of reading it from `file`: for a static"
+        " version that `suffix-env` extends.",
+        check=valid_version,
     )
 
 

@@ -77,10 +77,17 @@ def resolve_version(
             origins.of("version"),
         )
     file = None
+    if table.base is not None and (table.file is not None or table.pattern is not None):
+        raise ConfigError(
+            "give the version either in `base` or through `file`/`pattern`, not both",
+            key_path(origins.of("version"), "base"),
+        )
     if table.file is not None:
         key = key_path(origins.of("version"), "file")
         file = existing_file(root, table.file, key, "version file")
-    return VersionSource(file=file, pattern=table.pattern, suffix_env=table.suffix_env)
+    return VersionSource(
+        file=file, pattern=table.pattern, suffix_env=table.suffix_env, base=table.base
+    )
 
 
 def resolve_project(

@@ -46,6 +46,7 @@ class VersionSource:
     file: Path | None = None  # None: the first package's __init__.py
     pattern: str | None = None  # regex with one group; None: `__version__ = "..."` via AST
     suffix_env: str | None = None  # environment variable whose value is appended
+    base: str | None = None  # the version itself, instead of reading a file
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,8 @@ TORCH_NVCC_FLAGS = (
     "-D__CUDA_NO_HALF2_OPERATORS__",
     "--expt-relaxed-constexpr",
 )
+# What `openmp = true` defines (as 1) when torch itself was built with OpenMP.
+OPENMP_DEFINE = "AT_PARALLEL_OPENMP"
 
 
 # gcc collects garbage far more often than a torch TU needs: with these, a TU that includes
@@ -113,7 +115,7 @@ def compute(
     optimisation = list(BUILD_TYPE_FLAGS[spec.build_type])
     openmp = ["-fopenmp"] if spec.openmp else []
     if spec.openmp and torch.openmp:
-        defines.append("-DAT_PARALLEL_OPENMP=1")
+        defines.append(f"-D{OPENMP_DEFINE}=1")
     prefix_maps = prefix_map_flags(source_root, torch)
 
     cxx_std = [] if has_std(spec.extra_cflags) else [default_std(torch)]

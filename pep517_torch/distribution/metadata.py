@@ -218,13 +218,18 @@ def read_version(file: Path, pattern: str | None = None, suffix: str | None = No
     except InvalidVersion:
         message = f"{found!r} read from {file} is not a valid PEP 440 version"
         raise ConfigError(message, VERSION_FILE_KEY) from None
+    return append_suffix(found, suffix, f"from {file}")
+
+
+def append_suffix(version: str, suffix: str | None, origin: str) -> str:
+    """``version`` + ``suffix``, normalised; a result that is not PEP 440 names the suffix key."""
     if not suffix:
-        return str(Version(found))
+        return str(Version(version))
     try:
-        return str(Version(found + suffix))
+        return str(Version(version + suffix))
     except InvalidVersion:
         raise ConfigError(
-            f"version {found!r} from {file} plus suffix {suffix!r} is {found + suffix!r}, "
+            f"version {version!r} {origin} plus suffix {suffix!r} is {version + suffix!r}, "
             "which is not a valid PEP 440 version (a local label starts with '+', e.g. '+cu130')",
             VERSION_SUFFIX_KEY,
         ) from None

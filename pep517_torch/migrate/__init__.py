@@ -12,16 +12,12 @@ import argparse
 import os
 import sys
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .intercept import MigrateError
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on 3.10 only
-    import tomli as tomllib
+from ..config.pyproject import tomllib
+from ..errors import MigrateError
 
 __all__ = ["MigrateError", "Migration", "main", "migrate", "write"]
 
@@ -36,6 +32,7 @@ class Migration:
     existing_text: str | None  # the pyproject.toml already there
     existing: dict[str, Any]
     problems: list[str]  # what the config parser says about the result (empty: valid)
+    fails_here: list[str] = field(default_factory=list)  # why a build here would fail
 
     @property
     def has_torch_ext(self) -> bool:
@@ -74,8 +71,11 @@ def check_text(text: str) -> list[str]:
 
 def migrate(setup_py: str | os.PathLike[str] = "setup.py") -> Migration:
     """Run ``setup_py`` (or ``<dir>/setup.py``) intercepted and generate its tables."""
+    from .check import build_problems_here
     from .pyproject_file import merge_project
     from .render import render_plan
+    from .torch_pin import decide_torch_requirement
+    from .verify import disagreements, facts_here
     from .variants import make_plan
 
     path = _setup_path(setup_py)
@@ -87,16 +87,25 @@ def migrate(setup_py: str | os.PathLike[str] = "setup.py") -> Migration:
     if isinstance(existing.get("project"), dict):
         merged, notes = merge_project(plan.base.project, existing["project"])
         plan.base.project = merged
+        kept = set(existing["project"]) - {"dynamic"}  # notes on values the file keeps are moot
+        plan.base.notes = [(where, text) for where, text in plan.base.notes
+                           if where.partition(":")[2] not in kept]  # fmt: skip
         plan.base.notes += [("project", note) for note in notes]
         if "version" in merged:
             plan.base.tool.pop("version", None)
+    decide_torch_requirement(plan)
     build_system = existing.get("build-system", {})
     if not isinstance(build_system, dict):
         build_system = {}
     carried = [str(r) for r in build_system.get("requires", [])]
     text = render_plan(plan, carried_requires=carried)
-    checked = render_plan(plan, carried_requires=carried, enable_disabled=True)
-    return Migration(path, pyproject, text, existing_text, existing, check_text(checked))
+    problems = check_text(render_plan(plan, carried_requires=carried, enable_disabled=True))
+    if not problems:
+        plan.fails_here += build_problems_here(tomllib.loads(text), path.parent)
+        plan.disagreements = disagreements(text, path.parent, plan.observed, facts_here(),
+                                           frozenset(plan.need_cuda))  # fmt: skip
+        text = render_plan(plan, carried_requires=carried)
+    return Migration(path, pyproject, text, existing_text, existing, problems, plan.fails_here)
 
 
 def write(migration: Migration, *, force: bool = False) -> Path:
@@ -145,12 +154,15 @@ def main(argv: list[str]) -> int:
         return 2
     for problem in migration.problems:
         print(f"warning: the result does not validate: {problem}", file=sys.stderr)
+    for problem in migration.fails_here:
+        print(f"warning: built on this machine, the result fails: {problem}", file=sys.stderr)
+    status = 1 if migration.problems or migration.fails_here else 0
     if not args.write:
         sys.stdout.write(migration.text)
         if migration.has_torch_ext:
             print(f"note: {migration.pyproject} already has [tool.torch-ext]; --write needs"
                   " --force to replace it", file=sys.stderr)  # fmt: skip
-        return 1 if migration.problems else 0
+        return status
     print(f"wrote {target}; setup.py is no longer used by the build: review the notes, then"
           " delete it", file=sys.stderr)  # fmt: skip
     tool = migration.existing.get("tool", {})
@@ -159,4 +171,4 @@ def main(argv: list[str]) -> int:
     if stale:
         print(f"note: [tool.{'], [tool.'.join(stale)}] kept; pep517_torch ignores them",
               file=sys.stderr)  # fmt: skip
-    return 1 if migration.problems else 0
+    return status

@@ -14,30 +14,28 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .intercept import (
-    FAKE_CUDA_HOME,
-    MigrateError,
-    SetupRun,
-    build_ext_options,
-    factory_extras,
-    factory_of,
+from ..core.spec import CUDA_HEADER_SUFFIXES
+from ..core.spec import CUDA_SUFFIXES as CUDA_SOURCE_SUFFIXES
+from ..errors import MigrateError
+from .record import FAKE_CUDA_HOME, SetupRun, build_ext_options, factory_extras, factory_of
+from .compile_args import (
+    LIMITED_API_DEFINE,
+    interpret,
+    limited_api_tag,
+    macro_value,
+    take_define,
 )
-from .metadata import Notes, project_table, version_file
+from .metadata import Notes, project_table, version_source
+from .settings_keys import EXTENSION_DEFAULTS
+from .setup_cfg import with_setup_cfg
 
 TORCH_FACTORIES = ("CppExtension", "CUDAExtension")
-CUDA_SUFFIXES = (".cu", ".cuh")
+CUDA_SUFFIXES = tuple(CUDA_SOURCE_SUFFIXES | CUDA_HEADER_SUFFIXES)
 # Linked by pep517_torch itself; a setup.py that lists them explicitly gains nothing.
 TORCH_LIBRARIES = frozenset({"c10", "torch", "torch_cpu", "torch_python", "c10_cuda", "torch_cuda"})
+# Top-level package names many projects ship by mistake (find_packages() without exclude).
+SHARED_NAMES = frozenset({"tests", "test", "docs", "examples", "benchmarks"})
 MODULE_INIT = re.compile(rb"PYBIND11_MODULE|PyInit_|PyMODINIT_FUNC")
-LIMITED_API_DEFINE = "Py_LIMITED_API"
-OPENMP_FLAGS = ("-fopenmp", "-Xcompiler=-fopenmp")
-# Keys of an extension table in the order they are written, with their defaults.
-EXTENSION_DEFAULTS: dict[str, Any] = {
-    "sources": [], "include-dirs": [], "define-macros": {}, "extra-cflags": [],
-    "extra-cuda-cflags": [], "extra-ldflags": [], "libraries": [], "library-dirs": [],
-    "runtime-library-dirs": [], "with-cuda": "auto", "py-limited-api": False, "kind": "module",
-    "python-abi-suffix": True, "openmp": False,
-}  # fmt: skip
 
 
 @dataclass
@@ -105,31 +103,6 @@ def _lift_includes(flags: list[str], paths: _Paths, include_dirs: list[str]) -> 
     return kept + (["-I"] if pending else [])
 
 
-def _without_openmp(flags: list[str]) -> list[str]:
-    kept: list[str] = []
-    for flag in flags:
-        if flag == "-fopenmp" and kept[-1:] == ["-Xcompiler"]:
-            kept.pop()
-        elif flag not in OPENMP_FLAGS:
-            kept.append(flag)
-    return kept
-
-
-def _macro_value(value: Any) -> str | int | bool:
-    if value is None:
-        return True
-    return value if isinstance(value, int) and not isinstance(value, bool) else str(value)
-
-
-def _limited_api_tag(hex_value: Any) -> str | None:
-    """``0x030A0000`` -> ``cp310``."""
-    try:
-        number = int(str(hex_value), 0)
-    except ValueError:
-        return None
-    return f"cp{number >> 24}{(number >> 16) & 0xFF}" if number >> 24 == 3 else None
-
-
 def _defines_module(sources: list[str], root: Path) -> bool | None:
     """Whether some source defines a Python module init (None: a source is unreadable)."""
     for source in sources:
@@ -177,10 +150,20 @@ def convert_extension(
             note(f"extra_compile_args[{key!r}] is not converted")
     else:
         cflags, cuda_flags = list(args), list(args) if has_cuda_sources else []
-    ldflags = list(ext.extra_link_args or [])
-    openmp = "-fopenmp" in cflags
-    if openmp:
-        cflags, cuda_flags, ldflags = map(_without_openmp, (cflags, cuda_flags, ldflags))
+    macros: dict[str, Any] = {}
+    for macro in ext.define_macros or []:
+        if isinstance(macro, (tuple, list)) and len(macro) == 2:
+            macros[str(macro[0])] = macro_value(macro[1])
+        else:
+            note(f"define_macros entry {macro!r} is not a (name, value) pair: dropped")
+    limited = bool(getattr(ext, "py_limited_api", False))
+    args = interpret(macros, cflags, cuda_flags, list(ext.extra_link_args or []), limited=limited)
+    macros, cflags, cuda_flags, ldflags = args.macros, args.cflags, args.cuda_flags, args.ldflags
+    if limited:
+        define_tag = limited_api_tag(args.limited_api_value)
+        table["py-limited-api"] = options.get("py_limited_api") or define_tag or True
+    elif LIMITED_API_DEFINE in macros or take_define(cflags, LIMITED_API_DEFINE)[1]:
+        note("defines Py_LIMITED_API without py_limited_api=True: the wheel is not abi3")
     for macro in ext.undef_macros or []:
         cflags.append(f"-U{macro}")
         if has_cuda_sources:
@@ -189,20 +172,6 @@ def convert_extension(
     cuda_flags = _lift_includes(cuda_flags, paths, include_dirs)
     if any(str(paths.root) in flag for flag in cflags + cuda_flags + ldflags):
         note("a compiler or linker flag holds an absolute path of this checkout")
-
-    macros: dict[str, Any] = {}
-    for macro in ext.define_macros or []:
-        if isinstance(macro, (tuple, list)) and len(macro) == 2:
-            macros[str(macro[0])] = _macro_value(macro[1])
-        else:
-            note(f"define_macros entry {macro!r} is not a (name, value) pair: dropped")
-    limited = bool(getattr(ext, "py_limited_api", False))
-    if limited:
-        define_tag = _limited_api_tag(macros.pop(LIMITED_API_DEFINE, None))
-        limited_value = options.get("py_limited_api") or define_tag or True
-        table["py-limited-api"] = limited_value
-    elif LIMITED_API_DEFINE in macros:
-        note("defines Py_LIMITED_API without py_limited_api=True: the wheel is not abi3")
 
     libraries = [str(lib) for lib in ext.libraries or [] if str(lib) not in TORCH_LIBRARIES]
     library_dirs = [paths.relative(d) for d in ext.library_dirs or []
@@ -217,8 +186,10 @@ def convert_extension(
             table[key] = value
     if factory == "CUDAExtension" and not has_cuda_sources:
         table["with-cuda"] = True
-    if openmp:
+    if args.openmp:
         table["openmp"] = True
+    if args.strip:
+        table["strip"] = True
     if options.get("no_python_abi_suffix"):
         table["python-abi-suffix"] = False
         if _defines_module(sources, paths.root) is False:
@@ -255,6 +226,10 @@ def _layout(kwargs: dict[str, Any], paths: _Paths, converted: Converted) -> None
         tool["packages"] = roots
     elif not kwargs.get("py_modules"):
         notes.append(("tool", "setup() lists no packages: pep517_torch discovers them"))
+    for shared in sorted(set(roots) & SHARED_NAMES):
+        notes.append(("tool", f"a top-level package named {shared!r} ships (find_packages()"
+                      " finds it): it collides with every other project that ships one; drop it"
+                      " from packages (find_packages(exclude=[...]) left it in)"))  # fmt: skip
     if kwargs.get("py_modules"):
         tool["py-modules"] = [str(m) for m in kwargs["py_modules"]]
 
@@ -278,13 +253,16 @@ def _layout(kwargs: dict[str, Any], paths: _Paths, converted: Converted) -> None
     if data:
         tool["package-data"] = data
     version = converted.project.get("version")
-    found = version_file(paths.root, [locate(p) for p in roots], version) if (
+    # Without a package list, the packages pep517_torch would discover hold the version file.
+    candidates = [locate(p) for p in roots] or sorted(
+        init.parent for init in (paths.root / package_dir.get("", ".")).glob("*/__init__.py"))
+    found = version_source(paths.root, candidates, version) if (
         version and kwargs.get("version")
     ) else None
-    if found:  # single-sourced from a __version__ literal: pep517_torch reads it there too
+    if found:  # single-sourced from a file: pep517_torch reads it there too
         del converted.project["version"]
         converted.project["dynamic"] = ["version"]
-        converted.tool["version"] = {"file": found}
+        converted.tool["version"] = found
 
 
 def convert(run: SetupRun) -> Converted:
@@ -299,12 +277,13 @@ def convert(run: SetupRun) -> Converted:
     notes: Notes = []
     paths = _Paths(run.root, _toolchain_dirs())
     options = _build_options(kwargs, notes)
+    kwargs = with_setup_cfg(kwargs, run.root, notes)
     project = project_table(kwargs, run.root, notes)
-    if (run.root / "setup.cfg").is_file():
-        notes.append(("project", "setup.cfg is not read: move what its [metadata] and [options]"
-                      " say by hand"))  # fmt: skip
     converted = Converted(project=project, tool={}, extensions=[], notes=notes)
     _layout(kwargs, paths, converted)
+    arch_list = run.env_writes.get("TORCH_CUDA_ARCH_LIST")
+    if arch_list:  # set by the setup.py for BuildExtension: the key that says the same
+        converted.tool["cuda-arch-list"] = arch_list
     for module in modules:
         converted.extensions.append(convert_extension(module, paths, options, notes))
     converted.build_requires = build_requirements(run)

@@ -5,16 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .convert import EXTENSION_DEFAULTS, Converted
+from .convert import Converted
+from .settings_keys import (
+    APPENDABLE,
+    EXTENSION_DEFAULTS,
+    PROJECT_APPENDABLE,
+    INHERITED_KEYS,
+    PROJECT_DEFAULTS,
+    extension_default,
+)
 
-# Extension keys an override may append to, and those a `cuda` table may hold.
-APPENDABLE = frozenset(
-    {"sources", "include-dirs", "define-macros", "extra-cflags", "extra-cuda-cflags",
-     "extra-ldflags", "libraries", "library-dirs", "runtime-library-dirs"}
-)  # fmt: skip
-CUDA_TABLE_KEYS = APPENDABLE - {"runtime-library-dirs"}
-PROJECT_APPENDABLE = frozenset({"packages", "package-dir", "py-modules", "package-data"})
-PROJECT_DEFAULTS: dict[str, Any] = {"package-dir": {}, "py-modules": [], "package-data": {}}
 MISSING = object()
 
 
@@ -83,8 +83,11 @@ def diff(base: Converted, variant: Converted) -> Diff:
         if new_table is None:
             result.removed.append(old_table["name"])
             continue
-        for key, default in EXTENSION_DEFAULTS.items():
-            old, new = old_table.get(key, default), new_table.get(key, default)
+        for key in EXTENSION_DEFAULTS:
+            if key in INHERITED_KEYS and key not in old_table and key not in new_table:
+                continue  # both follow the [tool.torch-ext] value, compared above
+            old = old_table.get(key, extension_default(key, base.tool))
+            new = new_table.get(key, extension_default(key, variant.tool))
             if old != new:
                 result.changes.append(_change(old_table["name"], key, old, new, key in APPENDABLE))
     return result

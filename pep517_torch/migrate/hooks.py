@@ -14,7 +14,8 @@ import types
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from .intercept import (
+from . import cuda_probes
+from .record import (
     EXTRAS_ATTRIBUTE,
     FACTORY_ATTRIBUTE,
     FAKE_CUDA_HOME,
@@ -32,7 +33,8 @@ class Recorder:
         self.run = run
         self.cuda = cuda
         self.root = os.path.normcase(str(run.root)) + os.sep
-        self.skip_modules = {"os", "_collections_abc", "collections.abc", __name__}
+        self.skip_modules = {"os", "_collections_abc", "collections.abc", __name__,
+                             cuda_probes.__name__}  # fmt: skip
 
     def from_project(self) -> bool:
         """Whether the code that called into a patched function is the project's own.
@@ -80,18 +82,29 @@ class Recorder:
         self.run.cuda_probes.setdefault(label, value)
         return value
 
+    def consult(self, label: str, real: Callable[[], Any], on: Callable[[], Any],
+                off: Callable[[], Any], shown: Callable[[Any], Any] | None = None) -> Any:
+        """A probe made by project code: the forced answer, or the real one (recorded as
+        ``shown(value)``, or the exception's type when it raised)."""
+        if self.cuda is not None:
+            self.run.cuda_probes.setdefault(label, self.cuda)
+            return on() if self.cuda else off()
+        try:
+            value = real()
+        except Exception as exc:
+            self.run.cuda_probes.setdefault(label, type(exc).__name__)
+            raise
+        self.run.cuda_probes.setdefault(label, shown(value) if shown else value)
+        return value
+
     def probing_function(self, label: str, original: Callable[..., Any], on: Any, off: Any) -> Any:
         recorder = self
 
         def probed(*args: Any, **kwargs: Any) -> Any:
-            if recorder.cuda is not None and recorder.from_project():
-                value = on if recorder.cuda else off
-                recorder.run.cuda_probes.setdefault(label, value)
-                return value
-            real = original(*args, **kwargs)
-            if recorder.from_project():
-                recorder.run.cuda_probes.setdefault(label, real)
-            return real
+            if not recorder.from_project():
+                return original(*args, **kwargs)
+            return recorder.consult(label, lambda: original(*args, **kwargs), lambda: on,
+                                    lambda: off)  # fmt: skip
 
         probed.__name__ = getattr(original, "__name__", label)
         return probed
@@ -115,9 +128,22 @@ class Recorder:
         return ProbedModule
 
     # -- the environment ----------------------------------------------------------------
-    def read(self, name: object, value: str | None, caller: types.FrameType | None) -> None:
-        if isinstance(name, str) and _is_lookup(caller) and self.from_project():
+    def lookup(self, name: object, value: str | None, caller: types.FrameType | None) -> str | None:
+        """A read of one variable: recorded when the project made it; returns what it reads.
+
+        ``$CUDA_HOME`` and ``$CUDA_PATH`` ask where CUDA is: they are CUDA probes, forced to a
+        toolkit path or to unset like torch's ``CUDA_HOME``.
+        """
+        if not (isinstance(name, str) and _is_lookup(caller) and self.from_project()):
+            return value
+        if name not in cuda_probes.CUDA_HOME_VARIABLES:
             self.run.env_reads.setdefault(name, value)
+            return value
+        if self.cuda is None:
+            self.run.cuda_probes.setdefault(f"${name}", value)
+            return value
+        self.run.cuda_probes.setdefault(f"${name}", self.cuda)
+        return (value or FAKE_CUDA_HOME) if self.cuda else None
 
 
 @contextlib.contextmanager
@@ -149,7 +175,9 @@ def patched(recorder: Recorder) -> Iterator[None]:
             replace(cpp_extension, factory, recorder.extension_factory(factory))
         _patch_build_extension(cpp_extension.BuildExtension, replace)
         _forbid_commands(replace)
+        torch_cuda_home = cpp_extension.__dict__.get("CUDA_HOME")
         _patch_cuda_probes(recorder, torch, cpp_extension, replace, undo)
+        cuda_probes.patch_tool_probes(recorder, replace, torch_cuda_home)
         _patch_environ(recorder, replace)
         yield
     finally:
@@ -260,19 +288,22 @@ def _patch_environ(recorder: Recorder, replace: Callable[..., None]) -> None:
     getitem, contains = environ_class.__getitem__, environ_class.__contains__
     setitem, delitem = environ_class.__setitem__, environ_class.__delitem__
 
-    def __getitem__(self: Any, key: Any) -> Any:
+    def real(self: Any, key: Any) -> str | None:
         try:
-            value = getitem(self, key)
+            return getitem(self, key)  # type: ignore[no-any-return]
         except KeyError:
-            recorder.read(key, None, sys._getframe(1))
-            raise
-        recorder.read(key, value, sys._getframe(1))
+            return None
+
+    def __getitem__(self: Any, key: Any) -> Any:
+        value = recorder.lookup(key, real(self, key), sys._getframe(1))
+        if value is None:
+            raise KeyError(key)
         return value
 
     def __contains__(self: Any, key: Any) -> bool:
         found = contains(self, key)
-        recorder.read(key, getitem(self, key) if found else None, sys._getframe(1))
-        return found
+        return recorder.lookup(key, real(self, key) if found else None,
+                               sys._getframe(1)) is not None  # fmt: skip
 
     def __setitem__(self: Any, key: Any, value: Any) -> None:
         if recorder.from_project():

@@ -15,6 +15,8 @@ from packaging.requirements import InvalidRequirement, Requirement
 DEFAULT_LICENSE_FILES = ("LICEN[CS]E*", "COPYING*", "NOTICE*", "AUTHORS*")
 README_TYPES = {".md": "text/markdown", ".rst": "text/x-rst", ".txt": "text/plain"}
 VERSION_FILES = ("__init__.py", "version.py", "_version.py", "__version__.py")
+PLAIN_VERSION_FILES = ("VERSION", "VERSION.txt", "version.txt")
+PLAIN_VERSION_PATTERN = r"(\S+)"
 # Keywords that only steer setuptools itself; silently dropped.
 SETUPTOOLS_ONLY = frozenset(
     {"zip_safe", "include_package_data", "cmdclass", "ext_modules", "options", "packages",
@@ -110,16 +112,24 @@ def _license(value: str, classifiers: list[str], notes: Notes) -> str | dict[str
     try:
         expression = canonicalize_license_expression(value)
     except InvalidLicenseExpression:
-        notes.append(("project", f"license {value!r} is not an SPDX expression: kept as text"))
+        notes.append(("project:license", f"license {value!r} is not an SPDX expression: kept as"
+                      " text"))  # fmt: skip
         return {"text": value}
     if any(c.startswith("License ::") for c in classifiers):
-        notes.append(("project", "'License ::' classifiers dropped: PEP 639 forbids them next"
-                      " to an SPDX license expression"))  # fmt: skip
+        notes.append(("project:classifiers", "'License ::' classifiers dropped: PEP 639 forbids"
+                      " them next to an SPDX license expression"))  # fmt: skip
     return str(expression)
 
 
-def version_file(root: Path, packages: Iterable[Path], version: str) -> str | None:
-    """A file (relative to root) whose module-level ``__version__`` literal is ``version``."""
+def version_source(root: Path, packages: Iterable[Path], version: str) -> dict[str, str] | None:
+    """``[tool.torch-ext.version]`` for a file that holds ``version``: a package's module-level
+    ``__version__`` literal, or a ``VERSION`` file in the root holding only it."""
+    for name in PLAIN_VERSION_FILES:
+        try:
+            if (root / name).read_text(encoding="utf-8").strip() == version:
+                return {"file": name, "pattern": PLAIN_VERSION_PATTERN}
+        except (OSError, UnicodeDecodeError):
+            continue
     for directory in packages:
         for name in VERSION_FILES:
             path = directory / name
@@ -134,7 +144,7 @@ def version_file(root: Path, packages: Iterable[Path], version: str) -> str | No
                 ):
                     found = node.value
             if isinstance(found, ast.Constant) and found.value == version:
-                return path.relative_to(root).as_posix()
+                return {"file": path.relative_to(root).as_posix()}
     return None
 
 
@@ -146,11 +156,13 @@ def project_table(kwargs: dict[str, Any], root: Path, notes: Notes) -> dict[str,
         project["name"] = str(name)
     else:
         project["name"] = root.name
-        notes.append(("project", f"setup() has no name: {root.name!r} (the directory) is used"))
+        notes.append(("project:name", f"setup() has no name: {root.name!r} (the directory) is"
+                      " used"))  # fmt: skip
     version = kwargs.get("version")
     project["version"] = str(version) if version is not None else "0.0.0"
     if version is None:
-        notes.append(("project", "setup() has no version: setuptools' default 0.0.0 is used"))
+        notes.append(("project:version", "setup() has no version: setuptools' default 0.0.0 is"
+                      " used"))  # fmt: skip
     if kwargs.get("description"):
         project["description"] = " ".join(str(kwargs["description"]).split())
     if kwargs.get("long_description"):

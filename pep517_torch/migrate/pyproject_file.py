@@ -3,16 +3,11 @@
 from __future__ import annotations
 
 import re
-import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from .intercept import MigrateError
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on 3.10 only
-    import tomli as tomllib
+from ..config.pyproject import tomllib
+from ..errors import MigrateError
 
 REPLACED_ROOTS = ("build-system", "project")
 KEY_PART = re.compile(r"""\s*("(?:[^"\\]|\\.)*"|'[^']*'|[A-Za-z0-9_-]+)\s*(\.|$)""")

@@ -7,41 +7,58 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
+from .plan import Override, Plan
+from .settings_keys import PROJECT_TABLE_KEYS, TOOL_KEY_ORDER
 from .toml_writer import Table, render, value
-from .variants import Override, Plan
 
 BACKEND_REQUIRES = ["pep517_torch", "torch"]
 # Build requirements of a setuptools build that pep517_torch does not need.
 SETUPTOOLS_REQUIRES = frozenset({"setuptools", "wheel", "torch", "pep517-torch", "ninja"})
 PROJECT_SUBTABLES = ("urls", "scripts", "gui-scripts", "optional-dependencies")
-TOOL_KEY_ORDER = ("packages", "package-dir", "py-modules", "cuda", "cuda-arch-list")
 INLINE_TABLE_LIMIT = 70
 
 
 def build_requires(found: list[str], carried: list[str]) -> list[str]:
-    """The backend's requirements plus what setup.py imported or pyproject already listed."""
+    """The backend's requirements plus what setup.py imported or pyproject already listed
+    (an existing ``torch`` line keeps its version specifier and marker)."""
     result = list(BACKEND_REQUIRES)
     seen: set[str] = {canonicalize_name(r) for r in result}
     for requirement in [*found, *carried]:
         try:
-            name: str = canonicalize_name(Requirement(requirement).name)
+            parsed = Requirement(requirement)
+            name: str = canonicalize_name(parsed.name)
         except InvalidRequirement:
             name = requirement
-        if name not in seen and name not in SETUPTOOLS_REQUIRES:
+        pinned = name == "torch" and requirement in carried and str(parsed) != "torch"
+        if pinned and "torch" in result:
+            result[result.index("torch")] = requirement
+        elif name not in seen and name not in SETUPTOOLS_REQUIRES:
             seen.add(name)
             result.append(requirement)
     return result
 
 
 def _notes(plan: Plan, anchor: str) -> list[str]:
-    return list(dict.fromkeys(text for where, text in plan.base.notes if where == anchor))
+    """The notes for a table or extension (``project:license`` is a [project] note)."""
+    return list(dict.fromkeys(text for where, text in plan.base.notes
+                              if where.partition(":")[0] == anchor))  # fmt: skip
 
 
 def _header(plan: Plan) -> list[str]:
     lines = ["Converted from setup.py by `python -m pep517_torch migrate`: review the notes."]
     if plan.environment:
         lines.append("setup.py looked at its environment; migrate re-ran it to see each choice:")
-        lines += [f"- {line.strip()}" for line in plan.environment]
+        # "  detail" lines continue the item above them
+        lines += [f"{'  ' if line.startswith('  ') else '- '}{line.strip()}"
+                  for line in plan.environment]  # fmt: skip
+    lines += plan.decisions
+    if plan.disagreements:
+        lines.append("Review: the tables were checked against every run of setup.py above; they"
+                     " build otherwise than setup.py did")  # fmt: skip
+        lines += [f"- {line}" for line in plan.disagreements]
+    if plan.fails_here:
+        lines.append("WARNING: built on this machine (where migrate ran), these tables fail:")
+        lines += [f"- {line}" for line in plan.fails_here]
     return lines
 
 
@@ -70,13 +87,13 @@ def _project_tables(project: dict[str, Any], notes: list[str]) -> list[Table]:
     return tables
 
 
-def _add_table_value(table: Table, name: str, item: dict[str, Any]) -> None:
+def _add_table_value(table: Table, name: str | tuple[str, ...], item: dict[str, Any]) -> None:
     """A table-valued key inline when short, else as one dotted key per entry."""
     if len(value(item)) <= INLINE_TABLE_LIMIT:
         table.add(name, item)
         return
     for k, v in item.items():
-        table.add((name, k), v)
+        table.add((*((name,) if isinstance(name, str) else name), k), v)
 
 
 def _condition_entries(table: Table, condition: dict[str, Any]) -> None:
@@ -117,7 +134,10 @@ def _override_table(override: Override) -> Table:
                   disabled=override.disabled)  # fmt: skip
     _condition_entries(table, override.condition)
     for keys, item in override.body:
-        table.add(keys, item)
+        if isinstance(item, dict):
+            _add_table_value(table, keys, item)
+        else:
+            table.add(keys, item)
     return table
 
 
@@ -128,17 +148,20 @@ def plan_tables(plan: Plan, *, carried_requires: list[str] | None = None) -> lis
     tables = [build, *_project_tables(plan.base.project, _notes(plan, "project"))]
     tool = plan.base.tool
     main = Table(("tool", "torch-ext"), comments=_notes(plan, "tool"))
-    for key in sorted(tool, key=lambda k: TOOL_KEY_ORDER.index(k) if k in TOOL_KEY_ORDER else 99):
-        if not isinstance(tool[key], dict) or key == "package-dir":
+    known = [k for k in TOOL_KEY_ORDER if k in tool]
+    ordered = known + [k for k in tool if k not in TOOL_KEY_ORDER]
+    for key in [k for k in ordered if k not in PROJECT_TABLE_KEYS]:
+        if isinstance(tool[key], dict):
+            _add_table_value(main, key, tool[key])
+        else:
             main.add(key, tool[key])
     if main.entries or main.comments:
         tables.append(main)
-    for key in ("package-data", "version"):
-        if isinstance(tool.get(key), dict):
-            sub = Table(("tool", "torch-ext", key))
-            for k, v in tool[key].items():
-                sub.add(k, v)
-            tables.append(sub)
+    for key in [k for k in PROJECT_TABLE_KEYS if k in tool]:
+        sub = Table(("tool", "torch-ext", key))
+        for k, v in tool[key].items():
+            sub.add(k, v)
+        tables.append(sub)
     tables += _extension_tables(plan)
     tables += [_override_table(o) for o in plan.overrides]
     return tables

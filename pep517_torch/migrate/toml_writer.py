@@ -101,7 +101,7 @@ class Table:
 
 def comment_lines(text: str) -> list[str]:
     """``text`` as wrapped comment lines; a "- " item gets a hanging indent."""
-    hanging = "#   " if text.startswith("- ") else "# "
+    hanging = "#   " if text.startswith(("- ", "  ")) else "# "
     return textwrap.wrap(text, WIDTH, initial_indent="# ", subsequent_indent=hanging,
                          break_on_hyphens=False, break_long_words=False) or ["#"]  # fmt: skip
 
