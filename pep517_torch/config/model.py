@@ -10,6 +10,7 @@ A field ``snake_case_name`` is the TOML key ``snake-case-name`` (a trailing unde
 ``format``          JSON-schema ``format`` for validate-pyproject (documentation only here)
 ``key_pattern``     regex every key of a table value must match (schema ``propertyNames``)
 ``minimum``         smallest allowed integer
+``maximum``         largest allowed integer
 ``min_items``       smallest allowed list length
 ``config_setting``  the key may also be given as ``-C key=value``
 ``env``             environment variable that sets the key (below -C, above pyproject)
@@ -40,6 +41,7 @@ LIMITED_API_PATTERN = r"^cp3[0-9]+$"
 BUILD_DIR_PLACEHOLDERS = ("wheel_tag", "python_tag", "torch_version", "cuda", "build_type")
 DEFAULT_BUILD_DIR = "build/{wheel_tag}-torch{torch_version}"
 OLDEST_LIMITED_API = 8  # cp38
+MAX_JOBS = 4096  # far above any machine's cores; ninja reads -j and pool depths as C ints
 
 
 def no_keyword_parts(value: str) -> str | None:
@@ -298,6 +300,7 @@ class ProjectSettings:
         None,
         help="Parallel compile jobs; unset: bounded by cores and free memory.",
         minimum=1,
+        maximum=MAX_JOBS,
         config_setting=True,
         env="MAX_JOBS",
     )

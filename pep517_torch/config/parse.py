@@ -201,6 +201,8 @@ def convert(tp: Any, value: Any, path: str, meta: Mapping[str, Any]) -> Any:
         raise type_error(tp, value, path)
     if tp is int and "minimum" in meta and value < meta["minimum"]:
         raise ConfigError(f"must be at least {meta['minimum']}, got {value}", path)
+    if tp is int and "maximum" in meta and value > meta["maximum"]:
+        raise ConfigError(f"must be at most {meta['maximum']}, got {value}", path)
     if tp is str:
         check_string(value, path, meta)
     if origin is list:
