@@ -42,6 +42,8 @@ FAILURES = {
                " (did you mean 'build-dir'?)"),
     "toolchain": ("", GOOD_SOURCE, {"CXX": "/nonexistent/g++"},
                   "pep517_torch: error: C++ compiler not found (CXX='/nonexistent/g++')"),
+    "not_a_compiler": ("", GOOD_SOURCE, {"CXX": "/bin/true"},
+                       "pep517_torch: error: CXX=/bin/true is not a C/C++ compiler"),
     "build": ("", BAD_SOURCE, {}, "pep517_torch: error: build: compiling csrc/ops.cpp failed:"),
 }  # fmt: skip
 

@@ -95,7 +95,7 @@ def _cuda_setup(
     host = options.env.get("CC")
     host_compiler = compiler
     if host:
-        host_compiler = toolchain.find_compiler({**options.env, "CXX": host})
+        host_compiler = toolchain.find_compiler(options.env, "CC")
     elif options.env.get("CXX"):
         host = str(compiler.path)  # nvcc's host compiler = the C++ TUs' compiler
     nvcc_flags = [f for s in specs for f in s.extra_cuda_cflags]
