@@ -28,6 +28,8 @@ from typing import Any, Generic, Literal, TypeVar
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
+from ..core.arch_list import arch_list_problem
+
 T = TypeVar("T")
 
 
@@ -85,6 +87,7 @@ MODULE_NAME = {
     "check": no_keyword_parts,
 }
 SPECIFIER = {"check": valid_specifier, "format": "pep508-versionspec"}
+ARCH_LIST = {"check": arch_list_problem}  # the syntax only: what nvcc can build is core's check
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -192,6 +195,7 @@ class ExtensionSettings:
         None,
         help="CUDA architectures for this extension (wins over the project value; a -C value or"
         " TORCH_CUDA_ARCH_LIST wins over both). A string is split on `;`, commas and spaces.",
+        **ARCH_LIST,
     )
     kind: Literal["module", "library"] = setting(
         "module",
@@ -283,6 +287,7 @@ class ProjectSettings:
         " TORCH_CUDA_ARCH_LIST overrides every extension's list.",
         config_setting=True,
         env="TORCH_CUDA_ARCH_LIST",
+        **ARCH_LIST,
     )
     torch_requirement: Literal["minor", "exact", "none"] = setting(
         "minor",
