@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..core.ninja_syntax import unwritable_character
 from ..core.spec import SOURCE_SUFFIXES, BuildType, ExtensionSpec, Kind
 from ..errors import ConfigError
 from .conditions import condition_failure
@@ -72,6 +73,13 @@ def _sources(ctx: ExtensionContext, entries: list[tuple[str, str]]) -> tuple[Pat
     files: dict[Path, None] = {}
     for pattern, key in entries:
         for path in expand_glob(ctx.root, pattern, key, "source", skip_dir=ctx.build_dir):
+            problem = unwritable_character(str(path.relative_to(ctx.root)))
+            if problem:
+                raise ConfigError(
+                    f"{pattern!r} matches {str(path.relative_to(ctx.root))!r}, whose name"
+                    f" contains {problem}: no compiler command can name it; rename the file",
+                    key,
+                )
             if path.suffix not in SOURCE_SUFFIXES:
                 known = ", ".join(sorted(SOURCE_SUFFIXES))
                 raise ConfigError(

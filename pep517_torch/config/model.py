@@ -7,6 +7,8 @@ A field ``snake_case_name`` is the TOML key ``snake-case-name`` (a trailing unde
 ``pattern``         regex every string in the value must match (also a schema ``pattern``)
 ``pattern_help``    what a value failing ``pattern`` is not (for the error message)
 ``check``           extra check for every string in the value: returns an error or None
+``multiline``       the strings may hold line breaks (every other string is refused with one,
+                    since strings become file names and command-line arguments)
 ``format``          JSON-schema ``format`` for validate-pyproject (documentation only here)
 ``key_pattern``     regex every key of a table value must match (schema ``propertyNames``)
 ``minimum``         smallest allowed integer
@@ -98,6 +100,7 @@ class Condition:
         None,
         help="Environment variables: `true` means set and non-empty, `false` means unset or"
         " empty, a string means equal to that string.",
+        multiline=True,
     )
     cuda: bool | None = setting(
         None,
@@ -237,6 +240,7 @@ class VersionSettings:
         None,
         help='Regex with exactly one group capturing the version; default: `__version__ = "..."`.',
         check=one_group_regex,
+        multiline=True,
     )
     suffix_env: str | None = setting(
         None, help="Environment variable whose value is appended to the version (e.g. `+cu130`)."

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
+from ..core.ninja_syntax import unwritable_character
 from ..errors import ConfigError
 from .api import extensions_root, jit_load
 
@@ -13,6 +14,14 @@ SOURCE_SUFFIXES = (".cpp", ".cc", ".cxx", ".c++", ".cp", ".C", ".c", ".cu")
 # torch accepts headers among the sources (a .cuh even turns CUDA on); they are not compiled,
 # and ninja's depfiles track them like any other included header.
 HEADER_SUFFIXES = (".h", ".hh", ".hpp", ".hxx", ".cuh", ".inl")
+
+
+def _one_line(values: Iterable[str], argument: str) -> None:
+    """Every path and flag reaches build.ninja and a command line: one line each."""
+    for value in values:
+        problem = unwritable_character(value)
+        if problem:
+            raise ConfigError(f"{value!r} contains {problem}: it cannot reach a command line", argument)
 
 
 def _split_flags(flags: Sequence[str] | None, what: str) -> list[str]:
@@ -27,7 +36,14 @@ def _split_flags(flags: Sequence[str] | None, what: str) -> list[str]:
             out += shlex.split(flag)
         except ValueError as exc:
             raise ConfigError(f"cannot parse flag {flag!r}: {exc}", what) from None
+    _one_line(out, what)
     return out
+
+
+def _include_dirs(paths: Sequence[str] | None) -> list[str]:
+    dirs = [os.path.abspath(os.path.expanduser(p)) for p in paths or ()]
+    _one_line(dirs, "extra_include_paths")
+    return dirs
 
 
 def _check_name(name: str) -> None:
@@ -40,9 +56,16 @@ def _check_name(name: str) -> None:
 
 
 def _build_directory(name: str, build_directory: str | os.PathLike[str] | None) -> Path:
+    """The build directory, once it and the shared PCH cache (TORCH_EXTENSIONS_DIR) are known
+    to fit on a command line."""
+    _one_line([os.environ.get("TORCH_EXTENSIONS_DIR", "")], "TORCH_EXTENSIONS_DIR")
     if build_directory is not None:
-        return Path(build_directory).expanduser().absolute()
-    return extensions_root() / name
+        path = Path(build_directory).expanduser().absolute()
+        _one_line([str(path)], "build_directory")
+        return path
+    path = extensions_root() / name
+    _one_line([str(path)], "TORCH_EXTENSIONS_DIR")  # the default under ~/.cache
+    return path
 
 
 def _refuse_sycl(sources: object, flags: object, with_sycl: bool | None) -> None:
@@ -99,6 +122,7 @@ def load(
     paths, headers = [], []
     for source in sources:
         path = os.path.abspath(os.path.expanduser(os.fspath(source)))
+        _one_line([path], "sources")
         if not os.path.isfile(path):
             raise ConfigError(f"source file {source} does not exist", "sources")
         if path.endswith(HEADER_SUFFIXES):
@@ -115,7 +139,7 @@ def load(
     request = {
         "name": name,
         "sources": paths,
-        "include_dirs": [os.path.abspath(os.path.expanduser(p)) for p in extra_include_paths or ()],
+        "include_dirs": _include_dirs(extra_include_paths),
         "cflags": _split_flags(extra_cflags, "extra_cflags"),
         "cuda_cflags": _split_flags(extra_cuda_cflags, "extra_cuda_cflags"),
         "ldflags": _split_flags(extra_ldflags, "extra_ldflags"),
@@ -185,6 +209,10 @@ def load_inline(
     _check_name(name)
     _refuse_sycl(sycl_sources, extra_sycl_cflags, with_sycl)
     build_dir = _build_directory(name, build_directory)
+    for flags, argument in ((extra_cflags, "extra_cflags"), (extra_cuda_cflags, "extra_cuda_cflags"),
+                            (extra_ldflags, "extra_ldflags")):  # fmt: skip
+        _split_flags(flags, argument)  # refused before the sources are written
+    _include_dirs(extra_include_paths)
     build_dir.mkdir(parents=True, exist_ok=True)
     cpp = [cpp_sources] if isinstance(cpp_sources, str) else list(cpp_sources)
     if not no_implicit_headers:
