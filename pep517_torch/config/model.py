@@ -23,14 +23,18 @@ A field ``snake_case_name`` is the TOML key ``snake-case-name`` (a trailing unde
 
 from __future__ import annotations
 
-import keyword
-import re
 from dataclasses import MISSING, dataclass, field
 from typing import Any, Generic, Literal, TypeVar
 
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
-
 from ..core.arch_list import arch_list_problem
+from .checks import (
+    LIMITED_API_PATTERN,
+    extension_name_problem,
+    no_keyword_parts,
+    one_group_regex,
+    valid_limited_api,
+    valid_specifier,
+)
 
 T = TypeVar("T")
 
@@ -41,39 +45,9 @@ class Partial(dict[str, Any], Generic[T]):
 
 MODULE_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$"
 IDENTIFIER_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
-LIMITED_API_PATTERN = r"^cp3[0-9]+$"
 BUILD_DIR_PLACEHOLDERS = ("wheel_tag", "python_tag", "torch_version", "cuda", "build_type")
 DEFAULT_BUILD_DIR = "build/{wheel_tag}-torch{torch_version}"
-OLDEST_LIMITED_API = 8  # cp38
 MAX_JOBS = 4096  # far above any machine's cores; ninja reads -j and pool depths as C ints
-
-
-def no_keyword_parts(value: str) -> str | None:
-    bad = [part for part in value.split(".") if keyword.iskeyword(part)]
-    return f"{bad[0]!r} is a Python keyword and cannot name a module" if bad else None
-
-
-def valid_specifier(value: str) -> str | None:
-    try:
-        SpecifierSet(value)
-    except InvalidSpecifier:
-        return f"{value!r} is not a PEP 440 version specifier set (e.g. '>=2.5,<3')"
-    return None
-
-
-def valid_limited_api(value: str) -> str | None:
-    match = re.fullmatch(LIMITED_API_PATTERN[1:-1], value)
-    if match is None or int(value[3:]) < OLDEST_LIMITED_API:
-        return f"{value!r} is not a supported limited-API target (cp38 or newer, e.g. 'cp310')"
-    return None
-
-
-def one_group_regex(value: str) -> str | None:
-    try:
-        groups = re.compile(value).groups
-    except re.error as exc:
-        return f"invalid regular expression: {exc}"
-    return None if groups == 1 else f"the pattern must have exactly one group, it has {groups}"
 
 
 def setting(default: Any = MISSING, *, help: str, factory: Any = MISSING, **meta: Any) -> Any:
@@ -88,6 +62,7 @@ MODULE_NAME = {
     "pattern_help": "is not a valid module name (dotted Python identifiers)",
     "check": no_keyword_parts,
 }
+EXTENSION_NAME = {**MODULE_NAME, "check": extension_name_problem}
 SPECIFIER = {"check": valid_specifier, "format": "pep508-versionspec"}
 ARCH_LIST = {"check": arch_list_problem}  # the syntax only: what nvcc can build is core's check
 
@@ -149,7 +124,7 @@ class ExtensionSettings:
 
     name: str = setting(
         help="Dotted module name of the artifact (`mypkg._C`); it lands in that package.",
-        **MODULE_NAME,
+        **EXTENSION_NAME,
     )
     sources: list[str] = setting(
         help="Source globs relative to the project root (`**` recurses); each must match at least"

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import keyword
 import os
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
@@ -10,6 +12,17 @@ from ..core.ninja_syntax import unwritable_character
 from ..errors import ConfigError
 from .api import extensions_root, jit_load
 
+_CXX_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+CXX_KEYWORDS = frozenset("""
+    alignas alignof and and_eq asm auto bitand bitor bool break case catch char char8_t char16_t
+    char32_t class compl concept const consteval constexpr constinit const_cast continue co_await
+    co_return co_yield decltype default delete do double dynamic_cast else enum explicit export
+    extern false float for friend goto if inline int long mutable namespace new noexcept not
+    not_eq nullptr operator or or_eq private protected public register reinterpret_cast requires
+    return short signed sizeof static static_assert static_cast struct switch template this
+    thread_local throw true try typedef typeid typename union unsigned using virtual void
+    volatile wchar_t while xor xor_eq
+""".split())
 SOURCE_SUFFIXES = (".cpp", ".cc", ".cxx", ".c++", ".cp", ".C", ".c", ".cu")
 # torch accepts headers among the sources (a .cuh even turns CUDA on); they are not compiled,
 # and ninja's depfiles track them like any other included header.
@@ -47,10 +60,17 @@ def _include_dirs(paths: Sequence[str] | None) -> list[str]:
 
 
 def _check_name(name: str) -> None:
-    if not isinstance(name, str) or not name.isidentifier():
+    """An ASCII identifier: it becomes the module name, TORCH_EXTENSION_NAME and PyInit_<name>
+    (Python looks for PyInitU_... in a non-ASCII one, which pybind11 cannot define)."""
+    if (
+        not isinstance(name, str)
+        or not name.isidentifier()
+        or not name.isascii()
+        or keyword.iskeyword(name)
+    ):
         raise ConfigError(
-            f"extension name {name!r} must be a valid Python identifier"
-            " (it becomes the module name and TORCH_EXTENSION_NAME)",
+            f"extension name {name!r} must be a valid Python identifier, ASCII and not a"
+            " keyword (it becomes the module name, TORCH_EXTENSION_NAME and PyInit_<name>)",
             "name",
         )
 
@@ -171,8 +191,16 @@ def _bindings(functions: str | Sequence[str] | Mapping[str, str], with_error_han
         )
     lines = ["PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {"]
     for function, doc in docs.items():
-        if not function.isidentifier() and "::" not in function:
-            raise ConfigError(f"{function!r} is not a C++ function name", "functions")
+        parts = function.split("::") if isinstance(function, str) else [None]
+        if parts[0] == "" and len(parts) > 1:
+            parts = parts[1:]  # ::f, from the global namespace
+        if not all(part and _CXX_IDENTIFIER.fullmatch(part) and part not in CXX_KEYWORDS
+                   for part in parts):  # fmt: skip
+            raise ConfigError(
+                f"{function!r} is not a C++ function name (an identifier, optionally qualified:"
+                " f, ns::f)",
+                "functions",
+            )
         target = f"torch::wrap_pybind_function({function})" if with_error_handling else function
         escaped = doc.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
         lines.append(f'm.def("{function}", {target}, "{escaped}");')
@@ -213,12 +241,12 @@ def load_inline(
                             (extra_ldflags, "extra_ldflags")):  # fmt: skip
         _split_flags(flags, argument)  # refused before the sources are written
     _include_dirs(extra_include_paths)
-    build_dir.mkdir(parents=True, exist_ok=True)
     cpp = [cpp_sources] if isinstance(cpp_sources, str) else list(cpp_sources)
     if not no_implicit_headers:
         cpp.insert(0, "#include <torch/extension.h>")
     if functions is not None:
         cpp.append(_bindings(functions, with_pytorch_error_handling))
+    build_dir.mkdir(parents=True, exist_ok=True)
     main = build_dir / "main.cpp"
     _write_if_changed(main, "\n".join(cpp) + "\n")
     sources = [str(main)]
