@@ -107,8 +107,8 @@ def test_a_source_file_whose_name_has_a_line_break(root: Path) -> None:
     error = error_of(root, extension())
     assert error.key == f"{EXT}.sources[0]"
     assert str(error) == (
-        f"{EXT}.sources[0]: 'demo/*.cpp' matches 'demo/b\\nc.cpp', whose name contains a line"
-        " break: no compiler command can name it; rename the file"
+        f"{EXT}.sources[0]: 'demo/*.cpp' matches 'demo/b\\nc.cpp', whose name contains a"
+        " newline: no compiler command can name it; rename the file"
     )
 
 
@@ -132,7 +132,7 @@ def test_strings_that_never_reach_a_command_may_span_lines(root: Path) -> None:
 
 
 def test_the_ninja_writer_still_guards_against_bugs() -> None:
-    with pytest.raises(ValueError, match="a line break cannot be written into build.ninja"):
+    with pytest.raises(ValueError, match="a newline cannot be written into build.ninja"):
         escape_path("a\nb")
 
 
@@ -148,7 +148,7 @@ def test_cli_prints_one_line_and_writes_nothing(root: Path, tmp_path: Path) -> N
                              str(tmp_path / "out")], capture_output=True, text=True, timeout=300)  # fmt: skip
     assert result.returncode == 2, result.stderr
     assert result.stderr == (
-        f'pep517_torch: error: {EXT}.extra-cflags[1]: "-DX=a\\nb" contains a line break: a'
+        f'pep517_torch: error: {EXT}.extra-cflags[1]: "-DX=a\\nb" contains a newline: a'
         " setting becomes file names and command-line arguments, which must each be one line\n"
     )
     assert not (root / "build").exists()

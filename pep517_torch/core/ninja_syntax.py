@@ -11,7 +11,7 @@ import shlex
 from collections.abc import Iterable
 
 
-_UNWRITABLE = {"\n": "a line break", "\r": "a carriage return", "\0": "a NUL character"}
+_UNWRITABLE = {"\n": "a newline", "\r": "a carriage return", "\0": "a NUL character"}
 
 
 def unwritable_character(text: str) -> str | None:
