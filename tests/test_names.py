@@ -85,3 +85,8 @@ def test_load_inline_refuses_what_is_not_a_cpp_name(
             " qualified: f, ns::f)"
         )
     assert not os.path.exists(tmp_path / "ext")  # refused before the sources were written
+
+
+def test_load_inline_docstrings_must_be_strings() -> None:
+    with pytest.raises(ConfigError, match="^functions: the docstring of 'f' must be a str$"):
+        _bindings({"f": 3}, with_error_handling=True)  # type: ignore[dict-item]

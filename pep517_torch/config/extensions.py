@@ -73,11 +73,12 @@ def _sources(ctx: ExtensionContext, entries: list[tuple[str, str]]) -> tuple[Pat
     files: dict[Path, None] = {}
     for pattern, key in entries:
         for path in expand_glob(ctx.root, pattern, key, "source", skip_dir=ctx.build_dir):
-            problem = unwritable_character(str(path.relative_to(ctx.root)))
+            relative = str(path.relative_to(ctx.root))
+            problem = unwritable_character(relative)
             if problem:
                 raise ConfigError(
-                    f"{pattern!r} matches {str(path.relative_to(ctx.root))!r}, whose name"
-                    f" contains {problem}: no compiler command can name it; rename the file",
+                    f"{pattern!r} matches {relative!r}, whose name contains {problem}: no"
+                    " compiler command can name it; rename the file",
                     key,
                 )
             if path.suffix not in SOURCE_SUFFIXES:

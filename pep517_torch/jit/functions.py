@@ -201,6 +201,8 @@ def _bindings(functions: str | Sequence[str] | Mapping[str, str], with_error_han
                 " f, ns::f)",
                 "functions",
             )
+        if not isinstance(doc, str):
+            raise ConfigError(f"the docstring of {function!r} must be a str", "functions")
         target = f"torch::wrap_pybind_function({function})" if with_error_handling else function
         escaped = doc.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
         lines.append(f'm.def("{function}", {target}, "{escaped}");')
