@@ -43,7 +43,8 @@ FAILURES = {
     "toolchain": ("", GOOD_SOURCE, {"CXX": "/nonexistent/g++"},
                   "pep517_torch: error: C++ compiler not found (CXX='/nonexistent/g++')"),
     "not_a_compiler": ("", GOOD_SOURCE, {"CXX": "/bin/true"},
-                       "pep517_torch: error: CXX=/bin/true is not a C/C++ compiler"),
+                       "pep517_torch: error: CXX=/bin/true printed no version: not a C/C++"
+                       " compiler"),
     "build": ("", BAD_SOURCE, {}, "pep517_torch: error: build: compiling csrc/ops.cpp failed:"),
 }  # fmt: skip
 

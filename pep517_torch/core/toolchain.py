@@ -148,17 +148,17 @@ def _ask(command: tuple[str, ...], args: Sequence[str], label: str) -> str:
 
 @functools.lru_cache(maxsize=16)
 def _probe(command: tuple[str, ...], identity: tuple[str, int, int], label: str) -> str:
-    """The compiler's ``--version`` output, once it proved to preprocess C++ (coreutils'
-    ``true --version`` prints a version too); ``label`` names it in errors (``CXX=g++-12``)."""
+    """The compiler's ``--version`` output; ``label`` names it in errors (``CXX=g++-12``).
+
+    ``-dumpversion`` must print a version too (gcc: ``12``, clang: ``16.0.6``): coreutils'
+    ``true --version`` prints one, ``true -dumpversion`` nothing. It costs what ``--version``
+    does (the driver alone), a fifth of asking the compiler proper to preprocess."""
     del identity  # part of the cache key only: a replaced compiler is probed again
     version = _ask(command, ["--version"], label)
-    if not re.search(r"\d+\.\d+", version):
+    if not re.search(r"\d+\.\d+", version) or not re.match(
+        r"\d+", _ask(command, ["-dumpversion"], label)
+    ):
         raise ToolchainError(f"{label} printed no version: not a C/C++ compiler")
-    macros = _ask(command, ["-x", "c++", "-dM", "-E", os.devnull], label)
-    if not re.search(r"^#define __cplusplus ", macros, re.MULTILINE):
-        raise ToolchainError(
-            f"{label} is not a C/C++ compiler: `-x c++ -dM -E` printed no __cplusplus"
-        )
     return version
 
 
