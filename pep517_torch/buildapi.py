@@ -11,22 +11,25 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TypeVar
 
-from .errors import Pep517TorchError
+from .errors import Pep517TorchError, print_error
 
 ConfigSettings = Mapping[str, "str | list[str]"] | None
 Hook = TypeVar("Hook", bound=Callable[..., object])
 
 
 def _user_facing(hook: Hook) -> Hook:
-    """Our own errors reach the frontend without our internal frames: the message (naming the
-    key, file or tool) is what the user needs, not a 20-frame traceback above it."""
+    """Our own errors reach the user as our message alone, as meson-python's hooks do: printed
+    to stderr, then ``SystemExit(1)``. An exception would end in a traceback from the frontend's
+    hook runner (pip, build and uv show it all), burying the one line that names the key, file
+    or tool. Anything else is a bug and keeps its traceback."""
 
     @functools.wraps(hook)
     def wrapper(*args: object, **kwargs: object) -> object:
         try:
             return hook(*args, **kwargs)
         except Pep517TorchError as exc:
-            raise exc.with_traceback(None) from None
+            print_error(exc)
+            raise SystemExit(1) from exc
 
     return wrapper  # type: ignore[return-value]
 

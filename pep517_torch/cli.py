@@ -11,7 +11,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from .errors import ConfigError, Pep517TorchError
+from .errors import ConfigError, Pep517TorchError, print_error
 
 
 def _config_settings(pairs: Sequence[str]) -> dict[str, str | list[str]]:
@@ -124,7 +124,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return handlers[args.command](args)
     except Pep517TorchError as exc:
-        print(f"pep517_torch: error: {exc}", file=sys.stderr)
+        print_error(exc)
         return 2 if isinstance(exc, ConfigError) else 1
     except KeyboardInterrupt:
         print("pep517_torch: interrupted", file=sys.stderr)

@@ -6,6 +6,8 @@ key, file, flag or tool, so frontends and the JIT API can print it without a tra
 
 from __future__ import annotations
 
+import sys
+
 
 class Pep517TorchError(Exception):
     """Base class: an error whose message is meant for the user, not a bug."""
@@ -42,3 +44,13 @@ class MigrateError(Pep517TorchError):
     def __init__(self, message: str, run: object | None = None) -> None:
         super().__init__(message)
         self.run = run
+
+
+class OutputError(Pep517TorchError, RuntimeError):
+    """A wheel, sdist or metadata file cannot be written (read-only or full output directory)."""
+
+
+def print_error(exc: Pep517TorchError) -> None:
+    """How every face shows our errors: the message alone on stderr (the first compiler error
+    of a failed build stays the last lines printed), never a traceback."""
+    print(f"pep517_torch: error: {exc}", file=sys.stderr, flush=True)

@@ -21,7 +21,7 @@ from .core.graph import artifact_name
 from .core.spec import ExtensionSpec, Kind
 from .distribution import metadata as dist_metadata
 from .distribution import tags
-from .distribution.reproducible import source_date_epoch
+from .distribution.reproducible import source_date_epoch, writing
 from .errors import ConfigError, ToolchainError
 
 if TYPE_CHECKING:
@@ -218,8 +218,9 @@ def prepare_metadata(root: Path, metadata_directory: Path, config_settings: Conf
     dist_info = f"{meta.distribution_name}-{meta.version}.dist-info"
     for name, data in _dist_info_files(meta).items():
         target = metadata_directory / dist_info / name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(data)
+        with writing(target):
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
     return dist_info
 
 
@@ -238,7 +239,8 @@ def build_wheel(root: Path, out_dir: Path, config_settings: ConfigSettings, *, e
     _check_module_collisions(project, files)  # before compiling: it cannot succeed
     result = _compile(loaded)
     artifacts = result.artifacts if result else {}
-    out_dir.mkdir(parents=True, exist_ok=True)
+    with writing(out_dir):
+        out_dir.mkdir(parents=True, exist_ok=True)
     tag = _wheel_tag(project.extensions)
     with WheelWriter(out_dir, meta.name, meta.version, tag, source_date_epoch=source_date_epoch()) as wheel:
         if editable:
@@ -366,7 +368,8 @@ def build_sdist(root: Path, out_dir: Path, config_settings: ConfigSettings) -> s
         exclude_globs=project.sdist_exclude,
         build_dir=project.options.build_dir,
     )
-    out_dir.mkdir(parents=True, exist_ok=True)
+    with writing(out_dir):
+        out_dir.mkdir(parents=True, exist_ok=True)
     path = write_sdist(out_dir, project.root, meta, files, source_date_epoch=source_date_epoch())
     return path.name
 

@@ -11,7 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -69,3 +69,25 @@ def fixture_copy(tmp_path: Path):
 @pytest.fixture(scope="session")
 def session_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     yield tmp_path_factory.mktemp("session")
+
+
+@pytest.fixture
+def tmpfs(tmp_path: Path) -> Iterator[Callable[..., Path]]:
+    """Mount a tiny tmpfs (``tmpfs("64k")``, ``tmpfs("64k", read_only=True)``): a full or
+    read-only directory that even root cannot write past. Skips where mount is not permitted."""
+    mounted: list[Path] = []
+
+    def mount(size: str, *, read_only: bool = False) -> Path:
+        target = tmp_path / f"tmpfs{len(mounted)}"
+        target.mkdir()
+        options = f"size={size}" + (",ro" if read_only else "")
+        result = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(target)],
+                                capture_output=True, text=True)
+        if result.returncode != 0:
+            pytest.skip(f"cannot mount a tmpfs here: {result.stderr.strip() or result.returncode}")
+        mounted.append(target)
+        return target
+
+    yield mount
+    for target in mounted:
+        subprocess.run(["umount", "-l", str(target)], check=False)

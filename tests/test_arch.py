@@ -2,21 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
-from pep517_torch.core.arch import (
-    NAMED_ARCHES,
-    ArchEntry,
-    default_arch_entries,
-    format_arch_list,
-    parse_arch_list,
-    resolve_arch_flags,
-    user_arch_flags,
-)
+from pep517_torch.core.arch import default_arch_entries, resolve_arch_flags, user_arch_flags
+from pep517_torch.core.arch_list import NAMED_ARCHES, ArchEntry, format_arch_list, parse_arch_list
 from pep517_torch.core.cuda import CudaToolkit, require_cuda
 from pep517_torch.errors import ConfigError
 from tests.cuda_tools import (
@@ -25,6 +19,7 @@ from tests.cuda_tools import (
     SYSTEM_PATH,
     fatbin_contents,
     find_cuobjdump,
+    make_fake_toolkit,
     real_toolkit_available,
     write_fake_nvidia_smi,
 )
@@ -442,3 +437,70 @@ def test_object_holds_exactly_the_requested_code(
     )  # fmt: skip
     assert CUOBJDUMP is not None
     assert fatbin_contents(CUOBJDUMP, obj) == (elf, ptx)
+
+
+# ------------------------------------------------------------ checked before anything is written
+
+CUDA_PYPROJECT = """\
+[project]
+name = "kern"
+version = "1.0"
+
+[tool.torch-ext]
+packages = ["kern"]
+
+[[tool.torch-ext.extension]]
+name = "kern._C"
+sources = ["k.cu"]
+with-cuda = true
+kind = "library"
+"""
+
+
+def fake_cuda_project(root: Path) -> tuple[Path, dict[str, str]]:
+    (root / "kern").mkdir(parents=True)
+    (root / "kern" / "__init__.py").write_text("")
+    (root / "k.cu").write_text("__global__ void k() {}\n")
+    (root / "pyproject.toml").write_text(CUDA_PYPROJECT)
+    cuda_home = make_fake_toolkit(root.parent / "cuda")
+    return root, {"PATH": SYSTEM_PATH, "CUDA_HOME": str(cuda_home)}
+
+
+@pytest.mark.parametrize(
+    ("layer", "key"),
+    [("env", "TORCH_CUDA_ARCH_LIST"), ("-C", "cuda-arch-list"),
+     ("toml", "tool.torch-ext.extension[0].cuda-arch-list")],
+)  # fmt: skip
+def test_a_bad_arch_list_is_refused_before_the_build_dir_exists(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, layer: str, key: str
+) -> None:
+    from pep517_torch import project as project_mod
+
+    root, env = fake_cuda_project(tmp_path / "p")
+    monkeypatch.setattr(os, "environ", {**os.environ, **env})
+    settings = None
+    if layer == "env":
+        monkeypatch.setitem(os.environ, "TORCH_CUDA_ARCH_LIST", "8.0;sm_90")
+    elif layer == "-C":
+        settings = {"cuda-arch-list": "8.0;sm_90"}
+    else:
+        pyproject = root / "pyproject.toml"
+        pyproject.write_text(pyproject.read_text() + 'cuda-arch-list = "8.0;sm_90"\n')
+    with pytest.raises(ConfigError) as error:
+        project_mod.build_wheel(root, tmp_path / "dist", settings)
+    assert error.value.key == key
+    assert str(error.value).startswith(f"{key}: unknown CUDA architecture 'sm_90' (did you mean 9.0?)")
+    assert not (root / "build").exists() and not (tmp_path / "dist").exists()
+
+
+def test_an_arch_this_nvcc_cannot_build_is_refused_before_the_build_dir_exists(
+    tmp_path: Path,
+) -> None:
+    from pep517_torch.core import build as core_build
+    from pep517_torch.core.spec import BuildOptions, ExtensionSpec, Kind
+
+    root, env = fake_cuda_project(tmp_path / "p")
+    spec = ExtensionSpec("kern", (root / "k.cu",), kind=Kind.LIBRARY, cuda_arch_list=("3.5",))
+    with pytest.raises(ConfigError, match=r"^cuda-arch-list: nvcc 13\.0 .* cannot build for 3\.5"):
+        core_build.prepare([spec], BuildOptions(build_dir=tmp_path / "b", env=env))
+    assert not (tmp_path / "b").exists()

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 import pep517_torch as backend
-from pep517_torch.errors import BuildError, ConfigError
+from pep517_torch.errors import BuildError, ConfigError, Pep517TorchError
 from tests.conftest import FIXTURES, run_python
 
 pytestmark = pytest.mark.compile
@@ -63,10 +63,17 @@ def in_directory(path: Path):  # type: ignore[no-untyped-def]
 
 
 def call_hook(project: Path, hook: Callable[..., Any], *args: Any) -> tuple[Any, str]:
-    """Run a hook in ``project`` (as frontends do) and return its result and what it printed."""
+    """Run a hook in ``project`` (as frontends do) and return its result and what it printed.
+
+    A hook reports our errors by printing them and exiting 1; the error it exits from is
+    re-raised here so that tests can inspect it."""
     output = io.StringIO()
     with in_directory(project), contextlib.redirect_stdout(output):
-        result = hook(*args)
+        try:
+            result = hook(*args)
+        except SystemExit as exit_:
+            assert exit_.code == 1 and isinstance(exit_.__cause__, Pep517TorchError), exit_
+            raise exit_.__cause__ from None
     return result, output.getvalue()
 
 

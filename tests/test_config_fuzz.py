@@ -56,7 +56,7 @@ BUILD_DIRS = [
     "build/{wheel_tag}-torch{torch_version}",
 ]
 
-text = st.text(max_size=10)
+text = st.text(st.characters(exclude_characters="\n\r\x00"), max_size=10)  # one line: see line_break
 flags = st.lists(text, max_size=3)
 macros = st.dictionaries(
     st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,6}", fullmatch=True),
@@ -432,8 +432,41 @@ def bad_limited_api(case: Case, draw: st.DrawFn) -> str:
 
 
 def bad_jobs(case: Case, draw: st.DrawFn) -> str:
-    case.tool["jobs"] = draw(st.integers(-3, 0))
+    case.tool["jobs"] = draw(st.one_of(st.integers(-3, 0), st.integers(4097, 2**70)))
     return "tool.torch-ext.jobs"
+
+
+def line_break(case: Case, draw: st.DrawFn) -> str:
+    """Every string that reaches build.ninja must be one line."""
+    broken = draw(text) + draw(st.sampled_from(["\n", "\r", "\x00"])) + draw(text)
+    where = draw(st.sampled_from(["extension", "-C", "env"]))
+    if where == "-C":
+        key = draw(st.sampled_from(["build-dir", "compiler-launcher"]))
+        case.config_settings[key] = broken
+        return key
+    if where == "env":
+        variable = draw(st.sampled_from(["CXX", "CC", "CUDA_HOME", "CUDA_PATH"]))
+        case.env[variable] = broken
+        return variable
+    index = _some_extension(case, draw)
+    key = draw(st.sampled_from(["extra-cflags", "extra-ldflags", "libraries", "include-dirs",
+                                "runtime-library-dirs"]))  # fmt: skip
+    case.tool["extension"][index][key] = [broken]
+    return f"{EXT}[{index}].{key}[0]"
+
+
+def bad_arch_list(case: Case, draw: st.DrawFn) -> str:
+    """Arch-list syntax is checked as the setting is read, CUDA or not."""
+    entry = draw(st.sampled_from(["sm_80", "all", "9", "Hoper", "8.0+ptx+ptx"]))
+    if draw(st.booleans()):
+        case.env["TORCH_CUDA_ARCH_LIST"] = f"8.0;{entry}"
+        case.config_settings.pop("cuda-arch-list", None)
+        return "TORCH_CUDA_ARCH_LIST"
+    index = _some_extension(case, draw)
+    case.tool["extension"][index]["cuda-arch-list"] = ["8.0", entry]
+    case.config_settings.pop("cuda-arch-list", None)
+    case.env.pop("TORCH_CUDA_ARCH_LIST", None)
+    return f"{EXT}[{index}].cuda-arch-list[1]"
 
 
 def bad_specifier(case: Case, draw: st.DrawFn) -> str:
@@ -489,7 +522,9 @@ def bad_config_value(case: Case, draw: st.DrawFn) -> str:
 
 
 def bad_max_jobs(case: Case, draw: st.DrawFn) -> str:
-    case.env["MAX_JOBS"] = draw(st.sampled_from(["abc", "0", "-3", "1.5", "4 jobs"]))
+    case.env["MAX_JOBS"] = draw(
+        st.sampled_from(["abc", "0", "-3", "1.5", "4 jobs", "4097", "99999999999999999999"])
+    )
     return "MAX_JOBS"
 
 
@@ -498,7 +533,7 @@ DEFECTS: list[Callable[[Case, st.DrawFn], str]] = [
     include_escaping, duplicate_name, bad_module_name, cuda_table_without_cuda,
     override_unknown_extension, override_unknown_condition, bad_limited_api, bad_jobs,
     bad_specifier, bad_build_dir, package_data_matching_nothing, missing_package,
-    unknown_config_setting, bad_config_value, bad_max_jobs,
+    unknown_config_setting, bad_config_value, bad_max_jobs, line_break, bad_arch_list,
 ]  # fmt: skip
 
 

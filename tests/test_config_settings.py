@@ -144,6 +144,7 @@ def test_environment_is_taken_from_facts_only(root: Path, monkeypatch: pytest.Mo
         ({"zzz": "1"}, "zzz", "unknown config setting 'zzz' (valid: build-dir"),
         ({"packages": "x"}, "packages", "cannot be given with -C"),
         ({"jobs": "0"}, "jobs", "at least 1"),
+        ({"jobs": "99999999999999999999"}, "jobs", "must be at most 4096, got 99999999999999999999"),
         ({"jobs": "many"}, "jobs", "expected an integer"),
         ({"jobs": ["1", "2"]}, "jobs", "given 2 times"),
         ({"verbose": "maybe"}, "verbose", "expected a boolean"),
@@ -159,11 +160,19 @@ def test_bad_config_settings(root: Path, settings: dict[str, Any], key: str, fra
     assert fragment in str(error)
 
 
-@pytest.mark.parametrize("value", ["abc", "0", "-2", "1.5"])
+@pytest.mark.parametrize("value", ["abc", "0", "-2", "1.5", "4097", "99999999999999999999"])
 def test_bad_max_jobs(root: Path, value: str) -> None:
     error = error_of(root, {}, env={"MAX_JOBS": value})
     assert error.key == "MAX_JOBS"
     assert value in str(error)
+
+
+def test_jobs_are_bounded_in_toml_too(root: Path) -> None:
+    """ninja reads -j and pool depths as C ints: an unbounded value ended in 'invalid pool
+    depth' after the build directory was written."""
+    error = error_of(root, {"jobs": 2**40})
+    assert str(error) == "tool.torch-ext.jobs: must be at most 4096, got 1099511627776"
+    assert resolve(root, {"jobs": 4096}).options.jobs == 4096
 
 
 def test_config_settings_none_and_repeated_lists(root: Path) -> None:

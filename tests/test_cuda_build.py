@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 import pep517_torch
-from pep517_torch.core import arch, cuda, flags, toolchain
+from pep517_torch.core import arch, arch_list, cuda, flags, toolchain
 from pep517_torch.core import build as core_build
 from pep517_torch.core.spec import BuildOptions, ExtensionSpec, Kind
 from pep517_torch.errors import BuildError, ConfigError, ToolchainError
@@ -473,8 +473,9 @@ def test_unknown_arch_is_a_config_error_naming_its_source(
         project_mod.build_wheel(project, tmp_path / "dist", {"cuda-arch-list": "sm_80"})
     assert str(failure.value) == (
         "cuda-arch-list: unknown CUDA architecture 'sm_80' (did you mean 8.0?); expected "
-        + arch.ACCEPTED_FORMS
+        + arch_list.ACCEPTED_FORMS + " (from 'sm_80')"
     )
+    assert not (tmp_path / "dist").exists() and not (project / "build").exists()
     with pytest.raises(
         ConfigError,
         match=r"^cuda-arch-list: nvcc \d+\.\d+ .* cannot build for 3\.5; it can build \d",

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..core.ninja_syntax import unwritable_character
 from ..core.spec import SOURCE_SUFFIXES, BuildType, ExtensionSpec, Kind
 from ..errors import ConfigError
 from .conditions import condition_failure
@@ -72,6 +73,14 @@ def _sources(ctx: ExtensionContext, entries: list[tuple[str, str]]) -> tuple[Pat
     files: dict[Path, None] = {}
     for pattern, key in entries:
         for path in expand_glob(ctx.root, pattern, key, "source", skip_dir=ctx.build_dir):
+            relative = str(path.relative_to(ctx.root))
+            problem = unwritable_character(relative)
+            if problem:
+                raise ConfigError(
+                    f"{pattern!r} matches {relative!r}, whose name contains {problem}: no"
+                    " compiler command can name it; rename the file",
+                    key,
+                )
             if path.suffix not in SOURCE_SUFFIXES:
                 known = ", ".join(sorted(SOURCE_SUFFIXES))
                 raise ConfigError(

@@ -7,9 +7,12 @@ A field ``snake_case_name`` is the TOML key ``snake-case-name`` (a trailing unde
 ``pattern``         regex every string in the value must match (also a schema ``pattern``)
 ``pattern_help``    what a value failing ``pattern`` is not (for the error message)
 ``check``           extra check for every string in the value: returns an error or None
+``multiline``       the strings may hold line breaks (every other string is refused with one,
+                    since strings become file names and command-line arguments)
 ``format``          JSON-schema ``format`` for validate-pyproject (documentation only here)
 ``key_pattern``     regex every key of a table value must match (schema ``propertyNames``)
 ``minimum``         smallest allowed integer
+``maximum``         largest allowed integer
 ``min_items``       smallest allowed list length
 ``config_setting``  the key may also be given as ``-C key=value``
 ``env``             environment variable that sets the key (below -C, above pyproject)
@@ -20,13 +23,19 @@ A field ``snake_case_name`` is the TOML key ``snake-case-name`` (a trailing unde
 
 from __future__ import annotations
 
-import keyword
-import re
 from dataclasses import MISSING, dataclass, field
 from typing import Any, Generic, Literal, TypeVar
 
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.version import InvalidVersion, Version
+from ..core.arch_list import arch_list_problem
+from .checks import (
+    LIMITED_API_PATTERN,
+    extension_name_problem,
+    no_keyword_parts,
+    one_group_regex,
+    valid_limited_api,
+    valid_specifier,
+    valid_version,
+)
 
 T = TypeVar("T")
 
@@ -37,46 +46,9 @@ class Partial(dict[str, Any], Generic[T]):
 
 MODULE_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$"
 IDENTIFIER_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
-LIMITED_API_PATTERN = r"^cp3[0-9]+$"
 BUILD_DIR_PLACEHOLDERS = ("wheel_tag", "python_tag", "torch_version", "cuda", "build_type")
 DEFAULT_BUILD_DIR = "build/{wheel_tag}-torch{torch_version}"
-OLDEST_LIMITED_API = 8  # cp38
-
-
-def no_keyword_parts(value: str) -> str | None:
-    bad = [part for part in value.split(".") if keyword.iskeyword(part)]
-    return f"{bad[0]!r} is a Python keyword and cannot name a module" if bad else None
-
-
-def valid_specifier(value: str) -> str | None:
-    try:
-        SpecifierSet(value)
-    except InvalidSpecifier:
-        return f"{value!r} is not a PEP 440 version specifier set (e.g. '>=2.5,<3')"
-    return None
-
-
-def valid_version(value: str) -> str | None:
-    try:
-        Version(value)
-    except InvalidVersion:
-        return f"{value!r} is not a PEP 440 version"
-    return None
-
-
-def valid_limited_api(value: str) -> str | None:
-    match = re.fullmatch(LIMITED_API_PATTERN[1:-1], value)
-    if match is None or int(value[3:]) < OLDEST_LIMITED_API:
-        return f"{value!r} is not a supported limited-API target (cp38 or newer, e.g. 'cp310')"
-    return None
-
-
-def one_group_regex(value: str) -> str | None:
-    try:
-        groups = re.compile(value).groups
-    except re.error as exc:
-        return f"invalid regular expression: {exc}"
-    return None if groups == 1 else f"the pattern must have exactly one group, it has {groups}"
+MAX_JOBS = 4096  # far above any machine's cores; ninja reads -j and pool depths as C ints
 
 
 def setting(default: Any = MISSING, *, help: str, factory: Any = MISSING, **meta: Any) -> Any:
@@ -91,7 +63,9 @@ MODULE_NAME = {
     "pattern_help": "is not a valid module name (dotted Python identifiers)",
     "check": no_keyword_parts,
 }
+EXTENSION_NAME = {**MODULE_NAME, "check": extension_name_problem}
 SPECIFIER = {"check": valid_specifier, "format": "pep508-versionspec"}
+ARCH_LIST = {"check": arch_list_problem}  # the syntax only: what nvcc can build is core's check
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -102,6 +76,7 @@ class Condition:
         None,
         help="Environment variables: `true` means set and non-empty, `false` means unset or"
         " empty, a string means equal to that string.",
+        multiline=True,
     )
     cuda: bool | None = setting(
         None,
@@ -150,7 +125,7 @@ class ExtensionSettings:
 
     name: str = setting(
         help="Dotted module name of the artifact (`mypkg._C`); it lands in that package.",
-        **MODULE_NAME,
+        **EXTENSION_NAME,
     )
     sources: list[str] = setting(
         help="Source globs relative to the project root (`**` recurses); each must match at least"
@@ -199,6 +174,7 @@ class ExtensionSettings:
         None,
         help="CUDA architectures for this extension (wins over the project value; a -C value or"
         " TORCH_CUDA_ARCH_LIST wins over both). A string is split on `;`, commas and spaces.",
+        **ARCH_LIST,
     )
     kind: Literal["module", "library"] = setting(
         "module",
@@ -240,6 +216,7 @@ class VersionSettings:
         None,
         help='Regex with exactly one group capturing the version; default: `__version__ = "..."`.',
         check=one_group_regex,
+        multiline=True,
     )
     suffix_env: str | None = setting(
         None, help="Environment variable whose value is appended to the version (e.g. `+cu130`)."
@@ -296,6 +273,7 @@ class ProjectSettings:
         " TORCH_CUDA_ARCH_LIST overrides every extension's list.",
         config_setting=True,
         env="TORCH_CUDA_ARCH_LIST",
+        **ARCH_LIST,
     )
     torch_requirement: Literal["minor", "exact", "none"] = setting(
         "minor",
@@ -313,6 +291,7 @@ class ProjectSettings:
         None,
         help="Parallel compile jobs; unset: bounded by cores and free memory.",
         minimum=1,
+        maximum=MAX_JOBS,
         config_setting=True,
         env="MAX_JOBS",
     )

@@ -16,6 +16,7 @@ import typing
 from collections.abc import Mapping
 from typing import Any, Literal, Union, get_args, get_origin
 
+from ..core.ninja_syntax import unwritable_character
 from ..errors import ConfigError
 from .model import Partial, toml_key
 
@@ -179,9 +180,24 @@ def shallow_match(tp: Any, value: Any) -> bool:
     raise TypeError(f"unsupported type in the settings model: {tp!r}")
 
 
+def one_line_problem(value: str) -> str | None:
+    """Why ``value`` cannot be a setting that reaches a file name or a command line, or None."""
+    problem = unwritable_character(value)
+    if problem is None:
+        return None
+    return (
+        f"{json.dumps(value)} contains {problem}: a setting becomes file names and command-line"
+        " arguments, which must each be one line"
+    )
+
+
 def check_string(value: str, path: str, meta: Mapping[str, Any]) -> None:
+    """The field's own ``check`` and ``pattern``, after the rule for every string: one line
+    (unless the field is marked ``multiline``)."""
+    problem = None if meta.get("multiline") else one_line_problem(value)
     check = meta.get("check")
-    problem = check(value) if check else None
+    if problem is None and check:
+        problem = check(value)
     pattern = meta.get("pattern")
     if problem is None and pattern and not re.fullmatch(pattern.strip("^$"), value):
         problem = f"{json.dumps(value)} {meta.get('pattern_help', f'does not match {pattern}')}"
@@ -201,6 +217,8 @@ def convert(tp: Any, value: Any, path: str, meta: Mapping[str, Any]) -> Any:
         raise type_error(tp, value, path)
     if tp is int and "minimum" in meta and value < meta["minimum"]:
         raise ConfigError(f"must be at least {meta['minimum']}, got {value}", path)
+    if tp is int and "maximum" in meta and value > meta["maximum"]:
+        raise ConfigError(f"must be at most {meta['maximum']}, got {value}", path)
     if tp is str:
         check_string(value, path, meta)
     if origin is list:

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ..core.ninja_syntax import unwritable_character
 from ..core.spec import BuildOptions, BuildType
 from ..errors import ConfigError
 from .conditions import cuda_enabled
@@ -145,6 +146,12 @@ def resolve_project(
         build_type=build_type,
     )
     specs, skipped = resolve_extensions(context, applied.extensions, applied.extension_origins)
+    problem = unwritable_character(str(root)) if specs else None
+    if problem:
+        raise ConfigError(
+            f"the project directory {str(root)!r} contains {problem}: no compiler command can"
+            " name its files; move the project to a directory without one"
+        )
     import_check = project.torch_import_check
     return ResolvedProject(
         root=root,

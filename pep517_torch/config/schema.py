@@ -77,7 +77,8 @@ def _type_schema(tp: Any, meta: dict[str, Any], defs: dict[str, Any]) -> dict[st
     if tp is bool:
         return {"type": "boolean"}
     if tp is int:
-        return {"type": "integer", **({"minimum": meta["minimum"]} if "minimum" in meta else {})}
+        bounds = {bound: meta[bound] for bound in ("minimum", "maximum") if bound in meta}
+        return {"type": "integer", **bounds}
     if tp is str:
         schema: dict[str, Any] = {"type": "string"}
         if "pattern" in meta:
@@ -232,6 +233,8 @@ def _field_markdown(cls: type, fld: dataclasses.Field[Any]) -> list[str]:
         return ["#### *(project keys)*", "", f"{meta['help']} Accepted: {keys}.", ""]
     key = toml_key(fld.name)
     facts = [type_name(type_hints(cls)[fld.name]), _default_text(fld)]
+    if "minimum" in meta and "maximum" in meta:
+        facts[0] += f" from {meta['minimum']} to {meta['maximum']}"
     if meta.get("config_setting"):
         facts.append(f"`-C {key}=...`")
     if "env" in meta:

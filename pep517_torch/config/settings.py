@@ -14,9 +14,10 @@ from typing import Any, Literal, get_args, get_origin
 
 from ..errors import ConfigError
 from .model import ProjectSettings, toml_key
-from .parse import convert, describe_type, type_hints, union_members
+from .parse import convert, describe_type, one_line_problem, type_hints, union_members
 
 PASSTHROUGH_ENV = ("CXX", "CC", "CUDA_HOME", "CUDA_PATH", "PATH", "CUDA_VISIBLE_DEVICES")
+TOOL_ENV = ("CXX", "CC", "CUDA_HOME", "CUDA_PATH")  # their values end up in build.ninja
 TRUE_WORDS = frozenset({"true", "1", "yes", "on"})
 FALSE_WORDS = frozenset({"false", "0", "no", "off"})
 
@@ -122,7 +123,12 @@ def _unknown_setting(key: str, valid: list[str]) -> ConfigError:
 
 
 def environment_layer(env: Mapping[str, str]) -> dict[str, LayerValue]:
-    """TORCH_CUDA_ARCH_LIST and MAX_JOBS; empty variables count as unset."""
+    """TORCH_CUDA_ARCH_LIST and MAX_JOBS; empty variables count as unset. The tool variables
+    (CXX, CC, CUDA_HOME, CUDA_PATH) pass through unparsed, but must be one line too."""
+    for variable in TOOL_ENV:
+        problem = one_line_problem(env.get(variable, ""))
+        if problem:
+            raise ConfigError(problem, variable)
     layer: dict[str, LayerValue] = {}
     for variable, fld in env_fields().items():
         text = env.get(variable)

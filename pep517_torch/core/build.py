@@ -95,7 +95,7 @@ def _cuda_setup(
     host = options.env.get("CC")
     host_compiler = compiler
     if host:
-        host_compiler = toolchain.find_compiler({**options.env, "CXX": host})
+        host_compiler = toolchain.find_compiler(options.env, "CC")
     elif options.env.get("CXX"):
         host = str(compiler.path)  # nvcc's host compiler = the C++ TUs' compiler
     nvcc_flags = [f for s in specs for f in s.extra_cuda_cflags]
@@ -184,7 +184,9 @@ class _Planner:
 
 
 def prepare(specs: Sequence[ExtensionSpec], options: BuildOptions) -> BuildPlan:
-    """Discover tools, compute flags, plan PCHs and write build.ninja (compiles nothing)."""
+    """Discover tools, compute flags, plan PCHs and write build.ninja (compiles nothing).
+
+    Everything that can fail is checked before the build directory is created or written."""
     if not specs:
         raise ConfigError("nothing to build: no extensions")
     specs = [_with_cuda_headers(spec) for spec in specs]
@@ -193,7 +195,6 @@ def prepare(specs: Sequence[ExtensionSpec], options: BuildOptions) -> BuildPlan:
         duplicate = sorted(n for n in names if names.count(n) > 1)[0]
         raise ConfigError(f"two extensions named {duplicate!r}")
     build_dir = options.build_dir.resolve()
-    _check_build_dir(build_dir)
     env = options.env
     compiler = toolchain.find_compiler(env)
     torch = toolchain.find_torch()
@@ -222,6 +223,8 @@ def prepare(specs: Sequence[ExtensionSpec], options: BuildOptions) -> BuildPlan:
         notes,
     )
     plans = [planner.plan(spec) for spec in specs]
+    # Every check passed (tools, flags, arch lists nvcc can build): only now write anything.
+    _check_build_dir(build_dir)
     shared_pch = options.pch_cache_dir is not None
     for entry in planner.pch_plans.values():
         pch.write_stub(entry)

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import ToolchainError
+from .toolchain import run_probe
 
 DEFAULT_SEARCH_PATHS: tuple[Path, ...] = (Path("/usr/local/cuda"),)
 WHEEL_FOUND_VIA = "nvidia-cuda-nvcc wheel"
@@ -217,12 +218,12 @@ def _run(argv: Sequence[str], search_path: str | None = None) -> subprocess.Comp
     if search_path is not None:
         run_env["PATH"] = search_path
     try:
-        return subprocess.run(
-            list(argv), capture_output=True, text=True, errors="replace",
-            timeout=_NVCC_TIMEOUT_S, env=run_env, check=False,
-        )  # fmt: skip
-    except (OSError, subprocess.TimeoutExpired) as exc:
+        return run_probe(argv, timeout=_NVCC_TIMEOUT_S, env=run_env)
+    except OSError as exc:
         raise _Rejected(f"running {argv[0]} failed: {exc}") from None
+    except subprocess.TimeoutExpired:
+        question = " ".join(argv[1:])
+        raise _Rejected(f"{argv[0]} did not answer `{question}` within {_NVCC_TIMEOUT_S:g} s") from None
 
 
 def _last_line(text: str) -> str:
@@ -247,8 +248,13 @@ def _dryrun_top(script: str, _mtime_ns: int, _size: int, search_path: str) -> Pa
 def _probe_nvcc(nvcc: str, _mtime_ns: int, _size: int) -> tuple[tuple[int, int], tuple[str, ...]]:
     proc = _run([nvcc, "--version"])
     match = re.search(r"release (\d+)\.(\d+)", proc.stdout)
-    if proc.returncode != 0 or match is None:
+    if proc.returncode != 0:
         raise _Rejected(f"{nvcc} --version failed: {_last_line(proc.stderr + proc.stdout)}")
+    if match is None:
+        raise _Rejected(
+            f"{nvcc} --version printed no CUDA version ('release X.Y'): not an nvcc"
+            f" ({_last_line(proc.stdout + proc.stderr)})"
+        )
     listed = _run([nvcc, "--list-gpu-code"])  # absent before CUDA 11: then nothing is listed
     codes = re.findall(r"\bsm_(\d+)(\d)\b", listed.stdout) if listed.returncode == 0 else []
     archs = sorted({(int(major), int(minor)) for major, minor in codes})

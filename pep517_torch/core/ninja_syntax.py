@@ -11,9 +11,20 @@ import shlex
 from collections.abc import Iterable
 
 
+_UNWRITABLE = {"\n": "a newline", "\r": "a carriage return", "\0": "a NUL character"}
+
+
+def unwritable_character(text: str) -> str | None:
+    """What in ``text`` no build.ninja line (and no command-line argument) can hold, as words
+    for an error message; None when it can be written. The config layer and the JIT refuse
+    such values by name; :func:`_refuse_newline` is the writer's last-resort guard."""
+    return next((name for char, name in _UNWRITABLE.items() if char in text), None)
+
+
 def _refuse_newline(text: str) -> None:
-    if "\n" in text or "\r" in text:
-        raise ValueError(f"a newline cannot be written into build.ninja: {text!r}")
+    problem = unwritable_character(text)
+    if problem is not None:
+        raise ValueError(f"{problem} cannot be written into build.ninja: {text!r}")
 
 
 def escape_path(path: str) -> str:

@@ -23,7 +23,15 @@ from ..errors import BuildError
 
 _STATUS = re.compile(r"^\[(\d+)/(\d+) ([\d.]+)s\] (.*)$")
 NINJA_STATUS = "[%f/%t %es] "
+# Why a tool stopped when the code is not to blame: the cause beats the error it provokes
+# (ld's "final link failed: No space left on device" beats collect2's "ld returned 1").
+_CAUSE = re.compile(
+    r"No space left on device|Disk quota exceeded|Read-only file system|Permission denied"
+    r"|cannot open output file|internal compiler error|signal terminated program"
+    r"|died due to signal|^Killed\b|out of memory|memory exhausted|Cannot allocate memory"
+)
 _ERROR_PATTERNS = [
+    _CAUSE,
     re.compile(r"^\S.*?:\d+:(\d+:)? (fatal error|error): "),  # gcc / clang
     re.compile(r"^\S.*?\(\d+\): (catastrophic error|error): "),  # nvcc front end
     re.compile(r"undefined reference to|undefined symbol|cannot find -l|ld returned"),
@@ -68,11 +76,18 @@ def _parent_death_signal() -> None:  # runs in the child between fork and exec
 
 
 def first_error(output: str) -> str | None:
-    """The first diagnostic worth showing, with the source line and caret gcc prints after it."""
+    """The first diagnostic worth showing, with the source line and caret gcc prints after it.
+
+    A cause (a full disk, an out-of-memory kill, an internal compiler error...) comes first.
+    Source lines quoted under a diagnostic (indented) and the command ninja echoes after
+    ``FAILED:`` are never picked: the code or flags may contain any of these words."""
     lines = output.splitlines()
+    echoed = {index + 1 for index, line in enumerate(lines) if line.startswith("FAILED:")}
     for pattern in _ERROR_PATTERNS:
         for index, line in enumerate(lines):
-            if pattern.search(line) and not line.startswith(("FAILED:", "ninja:")):
+            if index in echoed or line.startswith(("FAILED:", "ninja:", " ", "\t")):
+                continue
+            if pattern.search(line):
                 context = [line]
                 for follow in lines[index + 1 : index + 4]:
                     if follow.startswith((" ", "\t")) and not _STATUS.match(follow):

@@ -11,9 +11,10 @@ import importlib.util
 import os
 import re
 import shlex
+import signal
 import subprocess
 import sysconfig
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -85,39 +86,80 @@ def split_command(value: str, variable: str) -> list[str]:
     return args
 
 
-def cxx_command(env: Mapping[str, str]) -> list[str]:
-    """The compiler command from CXX (which may carry a launcher), else ``c++`` on PATH."""
-    variable = "CXX" if env.get("CXX") else None
-    args = split_command(env["CXX"], "CXX") if variable else ["c++"]
+PROBE_TIMEOUT_S = 60.0  # a compiler's --version; a hung one must not hang the build
+
+
+def run_probe(
+    argv: Sequence[str], *, timeout: float, env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run a quick tool query (``--version``...). On timeout, or Ctrl-C, its whole process
+    group is killed (a wrapper script's children too) before the exception propagates."""
+    with subprocess.Popen(
+        list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, errors="replace", env=None if env is None else dict(env),
+        start_new_session=True,
+    ) as process:  # fmt: skip
+        try:
+            stdout, stderr = process.communicate(timeout=timeout)
+        except BaseException:
+            os.killpg(process.pid, signal.SIGKILL)
+            raise
+    return subprocess.CompletedProcess(list(argv), process.returncode, stdout, stderr)
+
+
+def cxx_command(env: Mapping[str, str], variable: str = "CXX") -> list[str]:
+    """The compiler command from CXX (which may carry a launcher), else ``c++`` on PATH.
+
+    ``variable="CC"`` reads nvcc's host compiler instead."""
+    given = env.get(variable)
+    args = split_command(given, variable) if given else ["c++"]
     found = which(args[0], env)
     if found is None:
-        where = f"CXX={env['CXX']!r}" if variable else "'c++' on PATH"
+        where = f"{variable}={given!r}" if given else "'c++' on PATH"
         raise ToolchainError(
-            f"C++ compiler not found ({where}): install g++ or clang++, or set CXX to one"
+            f"C++ compiler not found ({where}): install g++ or clang++, or set {variable} to one"
         )
     args[0] = found
     if Path(found).name in LAUNCHERS and len(args) > 1:
         compiler = which(args[1], env)
         if compiler is None:
-            raise ToolchainError(f"C++ compiler {args[1]!r} after launcher in CXX not found")
+            raise ToolchainError(f"C++ compiler {args[1]!r} after launcher in {variable} not found")
         args[1] = compiler
     return args
 
 
-@functools.lru_cache(maxsize=16)
-def _probe(command: tuple[str, ...], identity: tuple[str, int, int]) -> tuple[str, str]:
-    del identity  # part of the cache key only: a replaced compiler is probed again
+def _ask(command: tuple[str, ...], args: Sequence[str], label: str) -> str:
+    """The compiler's output for ``args``; ToolchainError if it cannot run, fails or does not
+    answer in time."""
     try:
-        result = subprocess.run(
-            [*command, "--version"], capture_output=True, text=True, timeout=60, check=False
-        )
+        result = run_probe([*command, *args], timeout=PROBE_TIMEOUT_S)
     except OSError as exc:
-        raise ToolchainError(f"cannot run C++ compiler {command[-1]}: {exc}") from None
-    if result.returncode != 0:
+        raise ToolchainError(f"cannot run {label}: {exc}") from None
+    except subprocess.TimeoutExpired:
         raise ToolchainError(
-            f"C++ compiler {' '.join(command)} --version failed:\n{result.stderr.strip()}"
-        )
-    return result.stdout, result.stderr
+            f"{label} did not answer `{' '.join(args)}` within {PROBE_TIMEOUT_S:g} s"
+        ) from None
+    output = result.stdout.strip() or result.stderr.strip()
+    if result.returncode != 0:
+        last = output.splitlines()[-1] if output else "no output"
+        raise ToolchainError(f"{label}: `{' '.join(args)}` failed (exit {result.returncode}): {last}")
+    return output
+
+
+@functools.lru_cache(maxsize=16)
+def _probe(command: tuple[str, ...], identity: tuple[str, int, int], label: str) -> str:
+    """The compiler's ``--version`` output; ``label`` names it in errors (``CXX=g++-12``).
+
+    ``-dumpversion`` must print a version too (gcc: ``12``, clang: ``16.0.6``): coreutils'
+    ``true --version`` prints one, ``true -dumpversion`` nothing. It costs what ``--version``
+    does (the driver alone), a fifth of asking the compiler proper to preprocess."""
+    del identity  # part of the cache key only: a replaced compiler is probed again
+    version = _ask(command, ["--version"], label)
+    if not re.search(r"\d+\.\d+", version) or not re.match(
+        r"\d+", _ask(command, ["-dumpversion"], label)
+    ):
+        raise ToolchainError(f"{label} printed no version: not a C/C++ compiler")
+    return version
 
 
 def parse_compiler_version(text: str) -> tuple[CompilerFamily, tuple[int, ...]]:
@@ -137,8 +179,10 @@ def parse_compiler_version(text: str) -> tuple[CompilerFamily, tuple[int, ...]]:
     return family, tuple(int(x) for x in found.groups() if x)
 
 
-def find_compiler(env: Mapping[str, str]) -> Compiler:
-    args = cxx_command(env)
+def find_compiler(env: Mapping[str, str], variable: str = "CXX") -> Compiler:
+    args = cxx_command(env, variable)
+    given = env.get(variable)
+    label = f"{variable}={given}" if given else f"C++ compiler {args[0]}"
     launcher = None
     if Path(args[0]).name in LAUNCHERS:
         launcher = Path(args[0]).name
@@ -146,8 +190,8 @@ def find_compiler(env: Mapping[str, str]) -> Compiler:
         launcher = Path(args[0]).resolve().name
     real = Path(args[-1] if launcher and len(args) > 1 else args[0]).resolve()
     stat = real.stat()
-    stdout, _ = _probe(tuple(args), (str(real), stat.st_mtime_ns, stat.st_size))
-    family, version = parse_compiler_version(stdout)
+    output = _probe(tuple(args), (str(real), stat.st_mtime_ns, stat.st_size), label)
+    family, version = parse_compiler_version(output)
     return Compiler(tuple(args), real, family, version, launcher)
 
 

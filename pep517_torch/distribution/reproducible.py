@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import secrets
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import BinaryIO
 
-from ..errors import ConfigError
+from ..errors import ConfigError, OutputError
 
 DEFAULT_EPOCH = 1451606400  # 2016-01-01T00:00:00Z, used when SOURCE_DATE_EPOCH is not set
 ZIP_MIN_EPOCH = 315532800  # 1980-01-01T00:00:00Z, the earliest time a zip entry can hold
@@ -40,6 +42,37 @@ def temporary_name(destination: Path) -> Path:
     return destination.with_name(f".{destination.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
 
 
+@contextlib.contextmanager
+def writing(path: Path) -> Iterator[None]:
+    """Writes into an output directory: an OSError (read-only, full, over quota, not a
+    directory...) becomes an OutputError naming the path and the cause."""
+    try:
+        yield
+    except OSError as exc:
+        raise OutputError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+class _OutputStream(io.BufferedRandom):
+    """The file behind an :class:`AtomicFile`: a failed write or flush (a full disk) raises
+    OutputError naming the destination, whichever archive writer was writing."""
+
+    def __init__(self, fd: int, destination: Path) -> None:
+        super().__init__(io.FileIO(fd, "r+b"))
+        self.destination = destination
+
+    def write(self, data: bytes) -> int:  # type: ignore[override]
+        with writing(self.destination):
+            return super().write(data)
+
+    def flush(self) -> None:
+        with writing(self.destination):
+            super().flush()
+
+    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
+        with writing(self.destination):  # seeking flushes what is buffered
+            return super().seek(offset, whence)
+
+
 class AtomicFile:
     """A file that appears at ``destination`` complete, or not at all.
 
@@ -59,17 +92,19 @@ class AtomicFile:
                 fd = None
         if fd is None:
             self._temp = temporary_name(self.destination)
-            fd = os.open(self._temp, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o644)
-        self.file: BinaryIO = os.fdopen(fd, "w+b")
+            with writing(self.destination):
+                fd = os.open(self._temp, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o644)
+        self.file: BinaryIO = _OutputStream(fd, self.destination)
 
     def publish(self) -> None:
-        self.file.flush()
         try:
-            if self._temp is None:
-                self._link_unnamed()
-            else:
-                os.replace(self._temp, self.destination)
-                self._temp = None
+            with writing(self.destination):
+                self.file.flush()
+                if self._temp is None:
+                    self._link_unnamed()
+                else:
+                    os.replace(self._temp, self.destination)
+                    self._temp = None
         finally:
             self.discard()
 
@@ -90,7 +125,10 @@ class AtomicFile:
 
     def discard(self) -> None:
         if not self.file.closed:
-            self.file.close()
+            try:
+                self.file.close()
+            except OutputError:  # the unflushed rest of a file being thrown away
+                pass
         if self._temp is not None:
             self._temp.unlink(missing_ok=True)
             self._temp = None

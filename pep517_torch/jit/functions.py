@@ -2,17 +2,39 @@
 
 from __future__ import annotations
 
+import keyword
 import os
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
+from ..core.ninja_syntax import unwritable_character
 from ..errors import ConfigError
 from .api import extensions_root, jit_load
 
+_CXX_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+CXX_KEYWORDS = frozenset("""
+    alignas alignof and and_eq asm auto bitand bitor bool break case catch char char8_t char16_t
+    char32_t class compl concept const consteval constexpr constinit const_cast continue co_await
+    co_return co_yield decltype default delete do double dynamic_cast else enum explicit export
+    extern false float for friend goto if inline int long mutable namespace new noexcept not
+    not_eq nullptr operator or or_eq private protected public register reinterpret_cast requires
+    return short signed sizeof static static_assert static_cast struct switch template this
+    thread_local throw true try typedef typeid typename union unsigned using virtual void
+    volatile wchar_t while xor xor_eq
+""".split())
 SOURCE_SUFFIXES = (".cpp", ".cc", ".cxx", ".c++", ".cp", ".C", ".c", ".cu")
 # torch accepts headers among the sources (a .cuh even turns CUDA on); they are not compiled,
 # and ninja's depfiles track them like any other included header.
 HEADER_SUFFIXES = (".h", ".hh", ".hpp", ".hxx", ".cuh", ".inl")
+
+
+def _one_line(values: Iterable[str], argument: str) -> None:
+    """Every path and flag reaches build.ninja and a command line: one line each."""
+    for value in values:
+        problem = unwritable_character(value)
+        if problem:
+            raise ConfigError(f"{value!r} contains {problem}: it cannot reach a command line", argument)
 
 
 def _split_flags(flags: Sequence[str] | None, what: str) -> list[str]:
@@ -27,22 +49,43 @@ def _split_flags(flags: Sequence[str] | None, what: str) -> list[str]:
             out += shlex.split(flag)
         except ValueError as exc:
             raise ConfigError(f"cannot parse flag {flag!r}: {exc}", what) from None
+    _one_line(out, what)
     return out
 
 
+def _include_dirs(paths: Sequence[str] | None) -> list[str]:
+    dirs = [os.path.abspath(os.path.expanduser(p)) for p in paths or ()]
+    _one_line(dirs, "extra_include_paths")
+    return dirs
+
+
 def _check_name(name: str) -> None:
-    if not isinstance(name, str) or not name.isidentifier():
+    """An ASCII identifier: it becomes the module name, TORCH_EXTENSION_NAME and PyInit_<name>
+    (Python looks for PyInitU_... in a non-ASCII one, which pybind11 cannot define)."""
+    if (
+        not isinstance(name, str)
+        or not name.isidentifier()
+        or not name.isascii()
+        or keyword.iskeyword(name)
+    ):
         raise ConfigError(
-            f"extension name {name!r} must be a valid Python identifier"
-            " (it becomes the module name and TORCH_EXTENSION_NAME)",
+            f"extension name {name!r} must be a valid Python identifier, ASCII and not a"
+            " keyword (it becomes the module name, TORCH_EXTENSION_NAME and PyInit_<name>)",
             "name",
         )
 
 
 def _build_directory(name: str, build_directory: str | os.PathLike[str] | None) -> Path:
+    """The build directory, once it and the shared PCH cache (TORCH_EXTENSIONS_DIR) are known
+    to fit on a command line."""
+    _one_line([os.environ.get("TORCH_EXTENSIONS_DIR", "")], "TORCH_EXTENSIONS_DIR")
     if build_directory is not None:
-        return Path(build_directory).expanduser().absolute()
-    return extensions_root() / name
+        path = Path(build_directory).expanduser().absolute()
+        _one_line([str(path)], "build_directory")
+        return path
+    path = extensions_root() / name
+    _one_line([str(path)], "TORCH_EXTENSIONS_DIR")  # the default under ~/.cache
+    return path
 
 
 def _refuse_sycl(sources: object, flags: object, with_sycl: bool | None) -> None:
@@ -99,6 +142,7 @@ def load(
     paths, headers = [], []
     for source in sources:
         path = os.path.abspath(os.path.expanduser(os.fspath(source)))
+        _one_line([path], "sources")
         if not os.path.isfile(path):
             raise ConfigError(f"source file {source} does not exist", "sources")
         if path.endswith(HEADER_SUFFIXES):
@@ -115,7 +159,7 @@ def load(
     request = {
         "name": name,
         "sources": paths,
-        "include_dirs": [os.path.abspath(os.path.expanduser(p)) for p in extra_include_paths or ()],
+        "include_dirs": _include_dirs(extra_include_paths),
         "cflags": _split_flags(extra_cflags, "extra_cflags"),
         "cuda_cflags": _split_flags(extra_cuda_cflags, "extra_cuda_cflags"),
         "ldflags": _split_flags(extra_ldflags, "extra_ldflags"),
@@ -147,8 +191,18 @@ def _bindings(functions: str | Sequence[str] | Mapping[str, str], with_error_han
         )
     lines = ["PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {"]
     for function, doc in docs.items():
-        if not function.isidentifier() and "::" not in function:
-            raise ConfigError(f"{function!r} is not a C++ function name", "functions")
+        parts = function.split("::") if isinstance(function, str) else [None]
+        if parts[0] == "" and len(parts) > 1:
+            parts = parts[1:]  # ::f, from the global namespace
+        if not all(part and _CXX_IDENTIFIER.fullmatch(part) and part not in CXX_KEYWORDS
+                   for part in parts):  # fmt: skip
+            raise ConfigError(
+                f"{function!r} is not a C++ function name (an identifier, optionally qualified:"
+                " f, ns::f)",
+                "functions",
+            )
+        if not isinstance(doc, str):
+            raise ConfigError(f"the docstring of {function!r} must be a str", "functions")
         target = f"torch::wrap_pybind_function({function})" if with_error_handling else function
         escaped = doc.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
         lines.append(f'm.def("{function}", {target}, "{escaped}");')
@@ -185,12 +239,16 @@ def load_inline(
     _check_name(name)
     _refuse_sycl(sycl_sources, extra_sycl_cflags, with_sycl)
     build_dir = _build_directory(name, build_directory)
-    build_dir.mkdir(parents=True, exist_ok=True)
+    for flags, argument in ((extra_cflags, "extra_cflags"), (extra_cuda_cflags, "extra_cuda_cflags"),
+                            (extra_ldflags, "extra_ldflags")):  # fmt: skip
+        _split_flags(flags, argument)  # refused before the sources are written
+    _include_dirs(extra_include_paths)
     cpp = [cpp_sources] if isinstance(cpp_sources, str) else list(cpp_sources)
     if not no_implicit_headers:
         cpp.insert(0, "#include <torch/extension.h>")
     if functions is not None:
         cpp.append(_bindings(functions, with_pytorch_error_handling))
+    build_dir.mkdir(parents=True, exist_ok=True)
     main = build_dir / "main.cpp"
     _write_if_changed(main, "\n".join(cpp) + "\n")
     sources = [str(main)]

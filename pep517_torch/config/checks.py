@@ -1,0 +1,72 @@
+"""Checks of single string values, for the settings model's ``check`` metadata: each returns
+what is wrong with a value (the error message after its key), or None."""
+
+from __future__ import annotations
+
+import keyword
+import re
+import sys
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
+
+LIMITED_API_PATTERN = r"^cp3[0-9]+$"
+OLDEST_LIMITED_API = 8  # cp38
+
+
+def no_keyword_parts(value: str) -> str | None:
+    bad = [part for part in value.split(".") if keyword.iskeyword(part)]
+    return f"{bad[0]!r} is a Python keyword and cannot name a module" if bad else None
+
+
+def extension_name_problem(value: str) -> str | None:
+    """A module name Python can import as a compiled extension."""
+    problem = no_keyword_parts(value)
+    if problem:
+        return problem
+    parts = value.split(".")
+    non_ascii = next((part for part in parts if not part.isascii()), None)
+    if non_ascii is not None:
+        return (
+            f"{non_ascii!r} is not ASCII: Python would look for PyInitU_... in a non-ASCII"
+            " extension module, which PYBIND11_MODULE and TORCH_EXTENSION_NAME cannot define"
+        )
+    top = parts[0]
+    if top in sys.stdlib_module_names:
+        what = "an extension named" if len(parts) == 1 else "a package named"
+        return (
+            f"{what} {top!r} can never be imported: `import {top}` finds the standard-library"
+            " module first; rename it"
+        )
+    return None
+
+
+def valid_specifier(value: str) -> str | None:
+    try:
+        SpecifierSet(value)
+    except InvalidSpecifier:
+        return f"{value!r} is not a PEP 440 version specifier set (e.g. '>=2.5,<3')"
+    return None
+
+
+def valid_version(value: str) -> str | None:
+    try:
+        Version(value)
+    except InvalidVersion:
+        return f"{value!r} is not a PEP 440 version"
+    return None
+
+
+def valid_limited_api(value: str) -> str | None:
+    match = re.fullmatch(LIMITED_API_PATTERN[1:-1], value)
+    if match is None or int(value[3:]) < OLDEST_LIMITED_API:
+        return f"{value!r} is not a supported limited-API target (cp38 or newer, e.g. 'cp310')"
+    return None
+
+
+def one_group_regex(value: str) -> str | None:
+    try:
+        groups = re.compile(value).groups
+    except re.error as exc:
+        return f"invalid regular expression: {exc}"
+    return None if groups == 1 else f"the pattern must have exactly one group, it has {groups}"

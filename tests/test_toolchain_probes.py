@@ -1,0 +1,106 @@
+"""Asking a compiler or nvcc who it is: a tool that hangs or answers nonsense is named, with
+what was wrong, before anything is built."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from pep517_torch.core import cuda, toolchain
+from pep517_torch.errors import ToolchainError
+from tests.cuda_tools import write_script
+
+SYSTEM_PATH = "/usr/bin:/bin"
+DRYRUN = '[ "$1" = -dryrun ] && echo "#$ TOP=${0%/*}/.." >&2 && exit 0\n'
+
+
+def compiler_error(cxx: str) -> str:
+    with pytest.raises(ToolchainError) as error:
+        toolchain.find_compiler({"CXX": cxx, "PATH": SYSTEM_PATH})
+    return str(error.value)
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie waiting for a reaper does not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[0] != "Z"
+
+
+@pytest.mark.parametrize("program", ["/bin/true", "/bin/echo"])
+def test_a_program_that_is_not_a_compiler_is_named(program: str) -> None:
+    # coreutils answer --version with a version; true compiled nothing ("mv" failed later)
+    assert compiler_error(program) == f"CXX={program} printed no version: not a C/C++ compiler"
+
+
+def test_a_compiler_that_prints_no_version_is_named(tmp_path: Path) -> None:
+    script = write_script(tmp_path / "silent-cxx", "exit 0\n")
+    assert compiler_error(str(script)) == f"CXX={script} printed no version: not a C/C++ compiler"
+
+
+def test_a_failing_version_query_names_the_compiler_and_its_last_line(tmp_path: Path) -> None:
+    script = write_script(tmp_path / "broken cxx", "echo 'license expired' >&2; exit 3\n")
+    assert compiler_error(f"'{script}'") == (
+        f"CXX='{script}': `--version` failed (exit 3): license expired"
+    )
+
+
+def test_a_hanging_compiler_is_named_and_killed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pid_file = tmp_path / "pid"
+    # The hang is a child of the script: the whole process group must go, not only the shell.
+    script = write_script(tmp_path / "hung-cxx", f"sleep 300 &\necho $! > {pid_file}\nwait\n")
+    monkeypatch.setattr(toolchain, "PROBE_TIMEOUT_S", 0.5)
+    assert compiler_error(str(script)) == f"CXX={script} did not answer `--version` within 0.5 s"
+    pid = int(pid_file.read_text())
+    deadline = time.monotonic() + 30  # SIGKILL is immediate; this only bounds the wait
+    while alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive(pid)
+
+
+def test_the_real_compiler_still_passes() -> None:
+    compiler = toolchain.find_compiler({"CXX": "g++", "PATH": SYSTEM_PATH})
+    assert compiler.family == "gcc" and compiler.version >= (9,)
+
+
+def test_nvcc_host_compiler_errors_name_cc(tmp_path: Path) -> None:
+    with pytest.raises(ToolchainError, match=r"^CC=/bin/true printed no version: not a C/C\+\+"):
+        toolchain.find_compiler({"CC": "/bin/true", "PATH": SYSTEM_PATH}, "CC")
+
+
+def nvcc_error(tmp_path: Path, body: str) -> str:
+    write_script(tmp_path / "cuda" / "bin" / "nvcc", DRYRUN + body)
+    with pytest.raises(ToolchainError) as error:
+        cuda.require_cuda({"PATH": "", "CUDA_HOME": str(tmp_path / "cuda")},
+                          search_paths=[], nvidia_dirs=[])  # fmt: skip
+    return str(error.value)
+
+
+def test_a_hanging_nvcc_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cuda, "_NVCC_TIMEOUT_S", 0.5)
+    message = nvcc_error(tmp_path, "exec sleep 300\n")
+    nvcc = tmp_path / "cuda" / "bin" / "nvcc"
+    assert f"CUDA_HOME={tmp_path / 'cuda'}: {nvcc} did not answer `--version` within 0.5 s" in message
+
+
+def test_an_nvcc_printing_garbage_is_named(tmp_path: Path) -> None:
+    message = nvcc_error(tmp_path, "echo 'hello from a fake'\n")
+    nvcc = tmp_path / "cuda" / "bin" / "nvcc"
+    assert (
+        f"{nvcc} --version printed no CUDA version ('release X.Y'): not an nvcc"
+        " (hello from a fake)" in message
+    )
+    assert nvcc_error(tmp_path, "exit 0\n").count("not an nvcc (no output)") == 1
+
+
+def test_probe_runs_with_the_given_environment() -> None:
+    result = toolchain.run_probe(["/bin/sh", "-c", "echo $PROBE_VALUE"], timeout=60,
+                                 env={**os.environ, "PROBE_VALUE": "42"})  # fmt: skip
+    assert (result.returncode, result.stdout) == (0, "42\n")
