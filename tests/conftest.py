@@ -66,6 +66,21 @@ def fixture_copy(tmp_path: Path):
     return copy
 
 
+@pytest.fixture(scope="session", autouse=True)
+def machine_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The machine-wide caches (precompiled headers) of this test session: never the user's.
+
+    Tests that build and their child processes share it, as builds on one machine do."""
+    root = tmp_path_factory.mktemp("machine-cache")
+    previous = os.environ.get("PEP517_TORCH_CACHE_DIR")
+    os.environ["PEP517_TORCH_CACHE_DIR"] = str(root)
+    yield root
+    if previous is None:
+        os.environ.pop("PEP517_TORCH_CACHE_DIR", None)
+    else:
+        os.environ["PEP517_TORCH_CACHE_DIR"] = previous
+
+
 @pytest.fixture(scope="session")
 def session_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     yield tmp_path_factory.mktemp("session")

@@ -16,7 +16,10 @@ from ..errors import ConfigError
 from .model import ProjectSettings, toml_key
 from .parse import convert, describe_type, one_line_problem, type_hints, union_members
 
-PASSTHROUGH_ENV = ("CXX", "CC", "CUDA_HOME", "CUDA_PATH", "PATH", "CUDA_VISIBLE_DEVICES")
+PASSTHROUGH_ENV = (
+    "CXX", "CC", "CUDA_HOME", "CUDA_PATH", "PATH", "CUDA_VISIBLE_DEVICES", "DISTCC_HOSTS",
+    "PEP517_TORCH_CACHE_DIR", "XDG_CACHE_HOME",
+)
 TOOL_ENV = ("CXX", "CC", "CUDA_HOME", "CUDA_PATH")  # their values end up in build.ninja
 TRUE_WORDS = frozenset({"true", "1", "yes", "on"})
 FALSE_WORDS = frozenset({"false", "0", "no", "off"})

@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..errors import BuildError, ConfigError, ToolchainError
 from . import flags as flags_mod
-from . import graph, jobs, pch, scan, toolchain
-from .launcher import cache_hits, find_launcher
+from . import graph, jobs, pch, pch_cache, scan, toolchain
+from . import launcher as launchers
 from .runner import Log, NinjaRun, _stderr, run_ninja
 from .spec import BuildOptions, ExtensionSpec, is_cuda_source
 
@@ -33,6 +34,8 @@ class BuildPlan:
     torch: toolchain.TorchInstall
     launcher: tuple[str, ...]
     descriptions: dict[str, str]  # ninja output -> what building it means, for error messages
+    pch_cache: tuple[pch.PchPlan, ...] = ()  # the machine-wide cache's entries this build uses
+    pch_cache_dir: Path | None = None  # that cache (None: PCHs stay in the build directory)
 
 
 @dataclass(frozen=True)
@@ -148,7 +151,8 @@ class _Planner:
     toolkit: Any
     build_dir: Path
     output_dir: Path
-    pch_dir: Path | None  # None: no PCH (turned off, or the compiler/launcher can't)
+    pch_dir: Path | None  # torch umbrellas' PCHs; None: no PCH (off, or the tools can't)
+    pch_shared: bool  # pch_dir is the machine-wide cache
     notes: list[str]
     pch_plans: dict[str, pch.PchPlan] = dataclasses.field(default_factory=dict)
 
@@ -163,22 +167,24 @@ class _Planner:
             spec, self.tools, source_root=self.options.source_root, arch_flags=arch_flags
         )
         nvcc_sources = {s for s in spec.sources if spec.uses_cuda and is_cuda_source(s)}
-        pch_entry = None
+        pch_users: dict[Path, pch.PchPlan] = {}
         if self.pch_dir is not None and spec.pch:
             cxx_sources = [s for s in spec.sources if s not in nvcc_sources]
-            pch_entry = pch.plan(spec, cxx_sources, ext_flags.pch, self.tools.compiler, self.pch_dir,
-                                 self.tools.torch.version, self.pch_plans)
+            pch_users = pch.plan(
+                spec, cxx_sources, ext_flags, self.tools.compiler, self.tools.torch,
+                self.pch_plans, cache_dir=self.pch_dir, shared=self.pch_shared,
+                build_dir=self.build_dir,
+            )
         output = self.output_dir / graph.artifact_name(spec)
         plan = graph.ExtensionPlan(spec, ext_flags, os.path.relpath(output, self.build_dir))
         base = graph.display_base(spec, self.options.source_root)
         for source in spec.sources:
-            uses_pch = pch_entry is not None and source in pch_entry.users
             plan.units.append(graph.CompileUnit(
                 source,
                 graph.object_name(spec, source, base),
                 nvcc=source in nvcc_sources,
                 heavy=scan.uses_torch_headers(includes[source]),
-                pch=pch_entry if uses_pch else None,
+                pch=pch_users.get(source),
             ))
         return plan
 
@@ -199,7 +205,12 @@ def prepare(specs: Sequence[ExtensionSpec], options: BuildOptions) -> BuildPlan:
     compiler = toolchain.find_compiler(env)
     torch = toolchain.find_torch()
     ninja = toolchain.find_ninja(env)
-    launcher = find_launcher(options.compiler_launcher, compiler, env)
+    launcher = launchers.find_launcher(options.compiler_launcher, compiler, env)
+    launcher_name = launchers.launcher_name(launcher, compiler)
+    tool_env = _tool_env(options)
+    distributed = None
+    if launcher_name == launchers.DISTCC:
+        distributed = launchers.distcc_slots((launcher or compiler.command)[0], tool_env)
     notes: list[str] = []
     tools = flags_mod.Toolchain(compiler, torch, toolchain.python_include_dir())
     cuda = None
@@ -211,35 +222,44 @@ def prepare(specs: Sequence[ExtensionSpec], options: BuildOptions) -> BuildPlan:
             cuda_library_dirs=cuda.library_dirs,
             host_compiler_for_nvcc=cuda.host_compiler,
         )
-    job_plan = jobs.plan_jobs(options.jobs)
-    use_pch = options.pch and pch.supported(compiler, launcher)
+    job_plan = jobs.plan_jobs(options.jobs, distributed)
+    use_pch = options.pch
+    if use_pch and any(spec.pch for spec in specs):
+        shared = launchers.shares_objects(launcher_name, launcher, tool_env)
+        reason = pch.unsupported_reason(compiler, launcher_name, shared)
+        if reason is not None:
+            use_pch = False
+            notes.append(f"precompiled headers off: {reason}")
+    shared_pch = options.pch_cache_size > 0
+    pch_dir = (_pch_cache_dir(options) if shared_pch else build_dir / "pch").resolve()
     planner = _Planner(
         options,
         tools,
         cuda.toolkit if cuda else None,
         build_dir,
         (options.output_dir or build_dir / "out").resolve(),
-        (options.pch_cache_dir or build_dir / "pch").resolve() if use_pch else None,
+        pch_dir if use_pch else None,
+        shared_pch,
         notes,
     )
     plans = [planner.plan(spec) for spec in specs]
     # Every check passed (tools, flags, arch lists nvcc can build): only now write anything.
     _check_build_dir(build_dir)
-    shared_pch = options.pch_cache_dir is not None
     for entry in planner.pch_plans.values():
-        pch.write_stub(entry)
-        entry.decide(shared=shared_pch, heavy_jobs=job_plan.heavy)
+        entry.decide(eager=options.pch_eager and shared_pch, heavy_jobs=job_plan.heavy)
     text = graph.render(
         plans,
         list(planner.pch_plans.values()),
         build_dir=build_dir,
         cxx=[*launcher, *compiler.command],
-        nvcc=[*launcher, str(cuda.toolkit.nvcc)] if cuda else None,
+        nvcc=[*(launcher if launchers.wraps_nvcc(launcher_name) else []), str(cuda.toolkit.nvcc)]
+        if cuda else None,
         heavy_depth=job_plan.heavy,
         source_root=options.source_root,
-        shared_pch=shared_pch,
-        launcher_name=Path(launcher[0]).name if launcher else compiler.launcher,
+        launcher_name=launcher_name,
         heavy_flags=flags_mod.heavy_tuning(compiler),
+        local_heavy_depth=job_plan.local_heavy_depth,
+        arguments=_arguments(launcher_name, options.source_root, build_dir),
     )
     ninja_file = build_dir / "build.ninja"
     if graph.write_if_changed(ninja_file, text) or not (build_dir / COMPDB).exists():
@@ -256,6 +276,8 @@ def prepare(specs: Sequence[ExtensionSpec], options: BuildOptions) -> BuildPlan:
         torch=torch,
         launcher=tuple(launcher),
         descriptions=_descriptions(plans, options.source_root),
+        pch_cache=tuple(p for p in planner.pch_plans.values() if p.shared),
+        pch_cache_dir=pch_dir if shared_pch else None,
     )
 
 
@@ -267,6 +289,26 @@ def _descriptions(plans: Sequence[graph.ExtensionPlan], source_root: Path | None
             described[unit.object] = f"compiling {graph.display_path(unit.source, base)}"
         described[plan.output] = f"linking {plan.spec.name}"
     return described
+
+
+def _pch_cache_dir(options: BuildOptions) -> Path:
+    return options.pch_cache_dir or pch_cache.pch_root(_tool_env(options))
+
+
+def _tool_env(options: BuildOptions) -> dict[str, str]:
+    """The environment the tools run in (DISTCC_HOSTS, CCACHE_*, SCCACHE_* included)."""
+    return {**os.environ, **options.env}
+
+
+def _arguments(
+    launcher_name: str | None, source_root: Path | None, build_dir: Path
+) -> Callable[[Sequence[str]], list[str]]:
+    """Behind a cache, command lines that name neither the tree nor the build directory, so
+    two checkouts (or two machines) share hits; otherwise the paths as they are."""
+    if launcher_name not in launchers.CACHES:
+        return list
+    roots = [build_dir] if source_root is None else [source_root, build_dir]
+    return functools.partial(launchers.path_independent, roots=roots, build_dir=build_dir)
 
 
 COMPDB = "compile_commands.json"
@@ -290,24 +332,30 @@ def run(
     what: str = "build",
     slow_notice: tuple[float, str] | None = None,
 ) -> NinjaRun:
-    env = dict(os.environ)
-    env.update(options.env)
+    env = _tool_env(options)
     if plan.launcher and Path(plan.launcher[0]).name == "ccache":
         env.setdefault("CCACHE_SLOPPINESS", "pch_defines,time_macros,include_file_mtime,include_file_ctime")
-    hits_before = cache_hits(plan.launcher)
-    result = run_ninja(
-        plan.ninja,
-        plan.build_dir,
-        jobs=plan.jobs.jobs,
-        verbose=options.verbose,
-        show_progress=not options.quiet,
-        log=log,
-        env=env,
-        what=what,
-        slow_notice=slow_notice,
-        descriptions=plan.descriptions,
-    )
-    hits_after = cache_hits(plan.launcher) if hits_before is not None else None
+        if options.source_root is not None:  # ccache's own relative paths, for debug builds
+            env.setdefault("CCACHE_BASEDIR", str(options.source_root))
+    hits_before = launchers.cache_hits(plan.launcher, env)
+    with pch_cache.Hold(entry.directory for entry in plan.pch_cache):
+        for entry in plan.pch_cache:
+            pch_cache.write_info(entry.directory, entry.info)
+        result = run_ninja(
+            plan.ninja,
+            plan.build_dir,
+            jobs=plan.jobs.jobs,
+            verbose=options.verbose,
+            show_progress=not options.quiet,
+            log=log,
+            env=env,
+            what=what,
+            slow_notice=slow_notice,
+            descriptions=plan.descriptions,
+        )
+    if plan.pch_cache_dir is not None and plan.pch_cache:
+        pch_cache.evict(plan.pch_cache_dir, options.pch_cache_size)
+    hits_after = launchers.cache_hits(plan.launcher, env) if hits_before is not None else None
     if hits_before is not None and hits_after is not None:
         result.cache_hits = hits_after - hits_before
     return result

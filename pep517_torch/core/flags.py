@@ -53,6 +53,9 @@ class ExtensionFlags:
     nvcc: tuple[str, ...]
     ld: tuple[str, ...]
     pch: tuple[str, ...]  # cxx without the per-extension name define and user include dirs
+    # A torch umbrella's PCH names no project path, so every project shares it: prefix maps
+    # are applied when a TU is compiled, and gcc accepts a PCH built with other maps.
+    umbrella_pch: tuple[str, ...] = ()
 
 
 def default_std(torch: TorchInstall) -> str:
@@ -123,6 +126,8 @@ def compute(
     name_define = defines[:1] if spec.kind is not Kind.EXECUTABLE else []
     cxx = [*defines, *user_includes, *common, *spec.extra_cflags]
     pch = [*defines[len(name_define):], *common, *spec.extra_cflags]
+    torch_map = prefix_map_flags(None, torch)
+    umbrella = [f for f in pch if f not in prefix_maps or f in torch_map]
 
     nvcc: list[str] = []
     if spec.uses_cuda:
@@ -143,7 +148,9 @@ def compute(
             *spec.extra_cuda_cflags,
         ]
 
-    return ExtensionFlags(tuple(cxx), tuple(nvcc), tuple(_link_flags(spec, tools)), tuple(pch))
+    return ExtensionFlags(
+        tuple(cxx), tuple(nvcc), tuple(_link_flags(spec, tools)), tuple(pch), tuple(umbrella)
+    )
 
 
 def cudart_flag(library_dirs: tuple[Path, ...]) -> str:
