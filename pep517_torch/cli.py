@@ -102,14 +102,14 @@ def _cache(args: argparse.Namespace) -> int:
     if args.clear:
         removed, busy = pch_cache.clear(root)
         freed = pch_cache.format_size(sum(e.size for e in removed))
-        print(f"pep517_torch: removed {len(removed)} entries ({freed}) from {root}"
+        print(f"pep517_torch: removed {pch_cache.count_text(len(removed))} ({freed}) from {root}"
               + (f"; {len(busy)} in use by a running build kept" if busy else ""))
         return 0
     found = pch_cache.entries(root)
     total = pch_cache.format_size(sum(e.size for e in found))
     origin = pch_cache.ENV_DIR if os.environ.get(pch_cache.ENV_DIR) else "default"
     print(f"precompiled-header cache: {root} ({origin})")
-    print(f"{len(found)} entries, {total} of {pch_cache.format_size(limit)}"
+    print(f"{pch_cache.count_text(len(found))}, {total} of {pch_cache.format_size(limit)}"
           f" ({'PEP517_TORCH_PCH_CACHE_SIZE' if configured else 'default'} bound;"
           " least recently used go first)")
     for entry in reversed(found):

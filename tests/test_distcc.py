@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,7 +16,7 @@ from pep517_torch.core.build import prepare
 from pep517_torch.core.spec import BuildOptions, ExtensionSpec
 from pep517_torch.errors import ToolchainError
 from tests.conftest import run_python
-from tests.servers import Distccd, check_module, distccd, tool, write_c_project
+from tests.servers import Distccd, check_module, distccd, free_port, tool, write_c_project
 
 pytestmark = pytest.mark.compile
 
@@ -118,3 +120,14 @@ def test_nvcc_compiles_here_behind_distcc(tmp_path: Path) -> None:
     [cxx] = [line for line in text.splitlines() if line.startswith("cxx = ")]
     [nvcc] = [line for line in text.splitlines() if line.startswith("nvcc = ")]
     assert cxx.split()[2].endswith("distcc") and "distcc" not in nvcc
+
+
+def test_doctor_names_distcc_its_hosts_and_the_job_count(tmp_path: Path, server: Distccd) -> None:
+    env = {**os.environ, "PEP517_TORCH_COMPILER_LAUNCHER": "distcc",
+           "DISTCC_HOSTS": f"{server.hosts(6)} 127.0.0.1:{free_port()}/2"}
+    out = subprocess.run([sys.executable, "-m", "pep517_torch", "doctor"], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=300).stdout
+    [line] = [line for line in out.splitlines() if "compiler launcher" in line]
+    assert line.startswith("warn ") and "compiler launcher: distcc" in line
+    assert f"distcc host 127.0.0.1:{server.port} reachable" in line and " unreachable" in line
+    assert "parallel jobs: 8 (distcc hosts: 8 remote, 0 local slots)" in out

@@ -180,3 +180,13 @@ def test_cache_command_shows_and_clears(tmp_path: Path) -> None:
                          text=True, env={**env, "PEP517_TORCH_PCH_CACHE_SIZE": "lots"})
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1
     assert "PEP517_TORCH_PCH_CACHE_SIZE" in bad.stderr and "'lots' is not a size" in bad.stderr
+
+
+def test_doctor_shows_the_pch_cache(tmp_path: Path) -> None:
+    make_entry(tmp_path / "pch", "aaaa", 300_000, time.time())
+    env = {**os.environ, "PEP517_TORCH_CACHE_DIR": str(tmp_path), "PEP517_TORCH_PCH_CACHE_SIZE": "1M"}
+    out = subprocess.run([sys.executable, "-m", "pep517_torch", "doctor"], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=300).stdout
+    [line] = [line for line in out.splitlines() if "precompiled-header cache" in line]
+    assert line.startswith("info ") and f"{tmp_path / 'pch'}: 1 entry" in line
+    assert line.endswith("of 1.0 MiB")

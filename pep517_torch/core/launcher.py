@@ -12,8 +12,10 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
 import subprocess
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import ToolchainError
@@ -133,6 +135,62 @@ def path_independent(args: Sequence[str], roots: Sequence[Path], build_dir: Path
                 arg = relative(arg)
         out.append(arg)
     return out
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """A server the launcher talks to: a distcc host, a cache's storage, sccache's server."""
+
+    label: str
+    host: str
+    port: int
+    required: bool = True  # False: its absence is normal (sccache starts its server itself)
+
+    def reachable(self, timeout: float = 2.0) -> bool:
+        try:
+            with socket.create_connection((self.host, self.port), timeout=timeout):
+                return True
+        except OSError:
+            return False
+
+
+_URL = re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]*)://(?:[^@/]*@)?(?P<host>\[[^\]]+\]|[^:/|\s]+)(?::(?P<port>\d+))?")
+_DEFAULT_PORTS = {"redis": 6379, "rediss": 6379, "tcp": 11211, "memcached": 11211, "http": 80,
+                  "https": 443}
+
+
+def _url_endpoints(label: str, text: str) -> list[Endpoint]:
+    found = []
+    for match in _URL.finditer(text):
+        scheme = match.group("scheme")
+        port = match.group("port") or _DEFAULT_PORTS.get(scheme)
+        if port is not None:
+            host = match.group("host").strip("[]")  # the label leaves out any user:password
+            found.append(Endpoint(f"{label} {scheme}://{match.group('host')}:{port}", host, int(port)))
+    return found
+
+
+def endpoints(name: str | None, command: str, env: Mapping[str, str]) -> list[Endpoint]:
+    """What the launcher ``name`` (at ``command``) would connect to, as configured in ``env``."""
+    if name == DISTCC:
+        found = []
+        for host in _run([command, "--show-hosts"], env).split():
+            spec = host.split(",")[0].split("/")[0]
+            if spec == "localhost" or spec.startswith("@"):
+                continue  # runs here, or over ssh (which distcc starts itself)
+            address, _, port = spec.rpartition(":") if spec.count(":") == 1 else (spec, "", "")
+            found.append(Endpoint(f"distcc host {spec}", address or spec, int(port or 3632)))
+        return found
+    if name == "ccache":
+        return _url_endpoints("remote storage", ccache_remote_storage(command, env))
+    if name == "sccache":
+        port = int(env.get("SCCACHE_SERVER_PORT") or 4226)
+        found = [Endpoint(f"sccache server on port {port}", "127.0.0.1", port, required=False)]
+        for variable in ("SCCACHE_REDIS", "SCCACHE_REDIS_ENDPOINT", "SCCACHE_MEMCACHED",
+                         "SCCACHE_MEMCACHED_ENDPOINT", "SCCACHE_WEBDAV_ENDPOINT"):
+            found += _url_endpoints(variable, env.get(variable, ""))
+        return found
+    return []
 
 
 def cache_hits(launcher: Sequence[str], env: Mapping[str, str]) -> int | None:

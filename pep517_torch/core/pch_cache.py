@@ -197,3 +197,7 @@ def format_size(size: float) -> str:
             return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
         size /= 1024
     raise AssertionError("unreachable")
+
+
+def count_text(count: int) -> str:
+    return f"{count} entr{'y' if count == 1 else 'ies'}"
