@@ -10,11 +10,11 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ..core import build as core_build
+from ..core.lock import build_lock
 from ..core.spec import BuildOptions, ExtensionSpec, Kind
 from ..config.settings import environment_layer
 from . import stamp
 from .api import PCH_DIR_NAME, artifact_path, extensions_root
-from .lock import build_lock
 
 
 def _spec(request: Mapping[str, object], target: str) -> ExtensionSpec:

@@ -1,0 +1,138 @@
+"""Builds of one tree at the same time, and killed builds: one build directory, one builder.
+
+The project (tests/tiny_project.py) compiles in about a second; every trial edits one source,
+so each trial really compiles and links again.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests import tiny_project
+from tests.conftest import count
+from tests.test_frontends import venv  # noqa: F401 (a fixture: a fresh venv seeing ours)
+from tests.tiny_project import set_value, write_project
+
+pytestmark = pytest.mark.compile
+
+WAITING = re.compile(r"waiting for process (\d+), which is building (.+) in ")
+LIMIT = 600  # seconds for a handful of one-second compiles, on a machine 10x slower than ours
+
+
+def racer_project(root: Path) -> Path:
+    return write_project(root, "racer")
+
+
+def start(*args: str | Path, **kwargs: object) -> subprocess.Popen[str]:
+    return subprocess.Popen([str(a) for a in args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, **kwargs)  # type: ignore[call-overload]
+
+
+def cli_wheel(project: Path, out: Path, **kwargs: object) -> subprocess.Popen[str]:
+    return start(sys.executable, "-m", "pep517_torch", "wheel", project, "-o", out, **kwargs)
+
+
+def pip_wheel(project: Path, out: Path) -> subprocess.Popen[str]:
+    return start(sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps",
+                 "--no-index", "-w", out, project)
+
+
+def finish(processes: list[subprocess.Popen[str]]) -> list[str]:
+    """Wait for all; each one's stdout and stderr together. Any failure fails the test."""
+    outputs = []
+    for process in processes:
+        stdout, stderr = process.communicate(timeout=LIMIT)
+        outputs.append(stdout + stderr)
+        assert process.returncode == 0, f"{process.args} failed:\n{stdout}\n{stderr}"
+    return outputs
+
+
+def the_wheel(out: Path) -> Path:
+    (wheel,) = out.glob("racer-1.0-*.whl")
+    return wheel
+
+
+def wheel_value(wheel: Path, target: Path) -> int:
+    return tiny_project.wheel_value(wheel, target, "racer")
+
+
+def compiles_of_value(outputs: list[str]) -> int:
+    return sum(out.count("compiling csrc/value.cpp") for out in outputs)
+
+
+def test_concurrent_cli_builds_take_turns_and_give_identical_wheels(tmp_path: Path) -> None:
+    project = racer_project(tmp_path / "racer")
+    waits = 0
+    for trial in range(1, 4):
+        set_value(project, trial)
+        outs = [tmp_path / f"trial{trial}" / f"w{i}" for i in range(4)]
+        builders = [cli_wheel(project, out) for out in outs]
+        outputs = finish(builders)
+        assert compiles_of_value(outputs) == 1, outputs  # one compiled, three found it done
+        wheels = {the_wheel(out).read_bytes() for out in outs}
+        assert len(wheels) == 1  # byte-identical
+        assert wheel_value(the_wheel(outs[0]), tmp_path / f"site{trial}") == trial
+        for output in outputs:
+            for pid, what in WAITING.findall(output):
+                assert int(pid) in {b.pid for b in builders}
+                assert what == "a wheel of racer 1.0"
+                waits += 1
+        count("trials of 4 concurrent CLI wheel builds of one tree")
+    assert waits > 0  # at least one waiter said whom it waited for
+
+
+def test_cli_pip_and_editable_import_build_one_tree_together(tmp_path: Path, venv: Path) -> None:  # noqa: F811
+    project = racer_project(tmp_path / "racer")
+    python = venv / "bin" / "python"
+    subprocess.run([sys.executable, "-m", "pip", "--python", python, "install",
+                    "--no-build-isolation", "--no-deps", "--no-index", "-e", project],
+                   check=True, capture_output=True, timeout=LIMIT)
+    for trial in range(1, 3):
+        set_value(project, 10 + trial)
+        outs = [tmp_path / f"trial{trial}" / name for name in ("cli1", "pip", "cli2")]
+        builders = [
+            cli_wheel(project, outs[0]),
+            pip_wheel(project, outs[1]),
+            start(python, "-c", "import racer; print(racer.value())", cwd=tmp_path),
+            cli_wheel(project, outs[2]),
+        ]
+        outputs = finish(builders)
+        assert outputs[2].split()[0] == str(10 + trial)  # the editable install rebuilt on import
+        wheels = {the_wheel(out).read_bytes() for out in outs}
+        assert len(wheels) == 1
+        assert wheel_value(the_wheel(outs[0]), tmp_path / f"site{trial}") == 10 + trial
+        count("trials of CLI + pip wheel + editable import building one tree at once")
+
+
+def wait_until(condition, what: str, timeout: float = LIMIT) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"gave up waiting until {what}"
+        time.sleep(0.05)
+
+
+def lock_owner(project: Path) -> str:
+    owners = list((project / "build").glob("*/.pep517_torch.lock.owner"))
+    return owners[0].read_text() if owners else ""
+
+
+def test_sigkilled_wheel_build_never_blocks_the_next(tmp_path: Path) -> None:
+    project = racer_project(tmp_path / "racer")
+    set_value(project, 5)
+    victim = cli_wheel(project, tmp_path / "victim", start_new_session=True)
+    wait_until(lambda: lock_owner(project).startswith(f"{victim.pid} "), "the victim holds the lock")
+    os.killpg(victim.pid, signal.SIGKILL)
+    victim.communicate()
+    survivor = cli_wheel(project, tmp_path / "out")
+    output = finish([survivor])[0]  # a held lock would block here until the timeout
+    assert "waiting for" not in output
+    assert wheel_value(the_wheel(tmp_path / "out"), tmp_path / "site") == 5
+
