@@ -136,3 +136,65 @@ def test_sigkilled_wheel_build_never_blocks_the_next(tmp_path: Path) -> None:
     assert "waiting for" not in output
     assert wheel_value(the_wheel(tmp_path / "out"), tmp_path / "site") == 5
 
+
+SLOW_CXX = """\
+#!/bin/sh
+# A compiler that takes a while: every compile registers its pid, sleeps, then compiles.
+case " $* " in *" -c "*) echo $$ >> "{log}"; sleep 60;; esac
+exec g++ "$@"
+"""
+
+
+def processes_with(marker: str) -> list[int]:
+    """Pids of live processes whose environment holds ``marker`` (every process of one build)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if marker.encode() in (entry / "environ").read_bytes():
+                found.append(int(entry.name))
+        except OSError:
+            continue  # gone, or a zombie
+    return found
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT])
+def test_killing_the_builders_group_stops_its_compilers(tmp_path: Path, sig: int) -> None:
+    """SIGKILL of the builder's process group, or Ctrl-C (SIGINT to the foreground group):
+    no compiler of that build survives it, and none writes an object afterwards."""
+    project = racer_project(tmp_path / "racer")
+    log = tmp_path / "compilers.log"
+    slow = tmp_path / "slow-c++"
+    slow.write_text(SLOW_CXX.format(log=log))
+    slow.chmod(0o755)
+    marker = f"PEP517_TORCH_TEST_BUILD={os.getpid()}-{sig}-{time.monotonic_ns()}"
+    env = {**os.environ, "CXX": str(slow), marker.split("=")[0]: marker.split("=")[1]}
+    victim = cli_wheel(project, tmp_path / "victim", env=env, start_new_session=True,
+                       preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        wait_until(lambda: log.exists() and log.read_text().strip(), "a compiler runs")
+        compiler = int(log.read_text().split()[0])
+        os.killpg(victim.pid, sig)
+        output = "".join(victim.communicate(timeout=LIMIT))
+        assert victim.returncode != 0
+        if sig == signal.SIGINT:
+            assert "Traceback" not in output
+        wait_until(lambda: not processes_with(marker), "no process of the build remains")
+        assert not Path(f"/proc/{compiler}").exists() or "Z" in stat_state(compiler)
+        assert sorted(p.name for p in (project / "build").glob("*/obj/*/*/*.o")) == []
+        assert not list((project / "build").glob("*/out/**/*.so"))
+    finally:
+        for pid in processes_with(marker):  # on failure: leave no sleeper behind
+            os.kill(pid, signal.SIGKILL)
+    survivor = cli_wheel(project, tmp_path / "out")
+    finish([survivor])
+    assert wheel_value(the_wheel(tmp_path / "out"), tmp_path / "site") == 0
+    count(f"wheel builds whose process group got {signal.Signals(sig).name} mid-compile")
+
+
+def stat_state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "gone"

@@ -126,11 +126,7 @@ def rebuild(config):
             return
         _say(f"rebuilding {project} ({steps} steps)...")
         started = time.monotonic()
-        build = subprocess.run(
-            arguments, env=environment,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
-            check=False,
-        )  # fmt: skip
+        build = _run_ninja(arguments, environment)
     if build.returncode != 0:
         _say(f"rebuilding {project} failed")
         raise ImportError(_failure_message(project, build.stdout))
@@ -202,6 +198,38 @@ class _lock:
     def __exit__(self, *exc_info):
         if self.file is not None:
             self.file.close()  # closing releases the lock
+
+
+def _run_ninja(arguments, environment):
+    """Run ninja in a session of its own that ends with this process (as the backend's runner
+    does): a kill of this process group must not leave ninja's compilers running."""
+    import subprocess
+
+    parent = os.getpid()
+
+    def die_with_parent():
+        try:
+            import ctypes
+            import signal
+
+            ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG (Linux)
+        except (OSError, AttributeError):
+            pass
+        if os.getppid() != parent:
+            os._exit(1)
+
+    process = subprocess.Popen(
+        arguments, env=environment, stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
+        start_new_session=True, preexec_fn=die_with_parent,
+    )  # fmt: skip
+    try:
+        output = process.communicate()[0]
+    except BaseException:  # Ctrl-C reaches this process only: ninja stops its compilers on SIGTERM
+        process.terminate()
+        process.wait()
+        raise
+    return subprocess.CompletedProcess(arguments, process.returncode, output)
 
 
 def link_artifacts(artifacts):
