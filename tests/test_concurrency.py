@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -198,3 +199,33 @@ def stat_state(pid: int) -> str:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except OSError:
         return "gone"
+
+
+
+def test_editable_rebuild_and_wheel_build_share_one_build_state(tmp_path: Path) -> None:
+    """The hook runs the ninja that wrote the build directory, not another one on PATH (whose
+    log format may differ and throw away what is built), so the next wheel compiles nothing."""
+    project = racer_project(tmp_path / "racer")
+    editable = tmp_path / "editable"
+    build_editable = f"from pep517_torch import buildapi; buildapi.build_editable({str(editable)!r})"
+    subprocess.run([sys.executable, "-c", build_editable], cwd=project, check=True,
+                   capture_output=True, timeout=LIMIT)
+    (wheel,) = editable.glob("racer-1.0-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        archive.extractall(editable / "site")
+    other = tmp_path / "other-bin"
+    other.mkdir()
+    used = tmp_path / "other-ninja-used"
+    (other / "ninja").write_text(f'#!/bin/sh\necho "$@" >> "{used}"\nexec /nonexistent "$@"\n')
+    (other / "ninja").chmod(0o755)
+    set_value(project, 3)
+    code = f"import site; site.addsitedir({str(editable / 'site')!r}); import racer; print(racer.value())"
+    imported = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                              env={**os.environ, "PATH": f"{other}:{os.environ['PATH']}"},
+                              text=True, timeout=LIMIT)
+    assert imported.returncode == 0, imported.stderr
+    assert imported.stdout.strip() == "3" and "rebuilt racer" in imported.stderr
+    assert not used.exists()
+    output = finish([cli_wheel(project, tmp_path / "out")])[0]
+    assert re.search(r"extension: 0 compiled( \(.*\))?, 0 linked", output), output
+    assert wheel_value(the_wheel(tmp_path / "out"), tmp_path / "site") == 3

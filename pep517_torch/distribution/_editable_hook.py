@@ -101,7 +101,12 @@ def rebuild(config):
     import time
 
     project, command = config["project"], config["rebuild"]
-    ninja = shutil.which("ninja") or command["ninja"]
+    # The ninja that wrote the build directory's logs: another version would discard them
+    # (.ninja_log and .ninja_deps formats differ) and rebuild everything, here and in the
+    # next wheel build.
+    ninja = command["ninja"]
+    if not os.path.isfile(ninja):
+        ninja = shutil.which("ninja") or ninja
     if not os.path.isfile(ninja):
         import warnings
 
