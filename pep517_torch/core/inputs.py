@@ -51,7 +51,13 @@ def _load(build_dir: Path) -> dict | None:
         return None
     if not isinstance(state, dict) or state.get("version") != STATE_VERSION:
         return None
-    return state
+    files, outputs = state.get("files"), state.get("outputs")
+    well_formed = (
+        isinstance(files, dict) and isinstance(outputs, dict)
+        and all(isinstance(r, list) and len(r) == 5 for r in files.values())
+        and all(isinstance(p, list) and all(isinstance(i, str) for i in p) for p in outputs.values())
+    )  # fmt: skip
+    return state if well_formed else None
 
 
 def _save(build_dir: Path, state: dict) -> None:
