@@ -229,3 +229,40 @@ def test_editable_rebuild_and_wheel_build_share_one_build_state(tmp_path: Path) 
     output = finish([cli_wheel(project, tmp_path / "out")])[0]
     assert re.search(r"extension: 0 compiled( \(.*\))?, 0 linked", output), output
     assert wheel_value(the_wheel(tmp_path / "out"), tmp_path / "site") == 3
+
+
+HOLDER = """
+import sys
+from pathlib import Path
+from pep517_torch.core.lock import build_lock
+with build_lock(Path(sys.argv[1]), "a wheel of demo 1.0"):
+    print("held", flush=True)
+    sys.stdin.readline()
+"""
+
+
+def test_editable_hook_and_core_lock_exclude_each_other(tmp_path: Path) -> None:
+    """The stdlib-only hook flocks the core's lock file and names the holder while it waits."""
+    from tests.test_distribution_editable import Project, make_stale
+
+    project = Project(tmp_path)
+    project.install()
+    (project.root / "input.txt").write_text("two\n")
+    make_stale(project)
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, project.build], text=True,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert holder.stdout is not None and holder.stdin is not None
+    try:
+        assert holder.stdout.readline() == "held\n"
+        script = f"import site; site.addsitedir({str(project.site)!r})\nimport myproj; print(myproj.VALUE)"
+        importer = start(sys.executable, "-S", "-c", script, cwd=project.root.parent)
+        assert importer.stderr is not None
+        line = importer.stderr.readline()  # blocks until the hook says it waits
+        assert line == (f"pep517_torch: waiting for process {holder.pid}, which is building"
+                        f" a wheel of demo 1.0 in {project.build}...\n")
+        assert importer.poll() is None  # still waiting, and nothing rebuilt meanwhile
+        assert project.artifact.read_text() == "one\n"
+    finally:
+        holder.communicate("\n", timeout=LIMIT)
+    stdout, stderr = importer.communicate(timeout=LIMIT)
+    assert (importer.returncode, stdout) == (0, "two\n"), stderr
