@@ -19,6 +19,7 @@ import json
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 STATE_NAME = ".pep517_torch_inputs.json"
 STATE_VERSION = 1
@@ -26,7 +27,8 @@ _PRECOMPILED = (".gch", ".pch")  # outputs of our own graphs (possibly a shared 
 
 # A recorded file: [mtime_ns, size, ctime_ns, inode, sha256 or None]. None means "changed while
 # the build ran, content unknown": its outputs are rebuilt next time.
-Record = list
+Record = list[Any]
+State = dict[str, Any]  # {"version", "files": {path: Record}, "outputs": {target: [path]}}
 
 
 def _identity(st: os.stat_result) -> list[int]:
@@ -44,7 +46,7 @@ def _sha256(path: str) -> str | None:
     return digest.hexdigest()
 
 
-def _load(build_dir: Path) -> dict | None:
+def _load(build_dir: Path) -> State | None:
     try:
         state = json.loads((build_dir / STATE_NAME).read_bytes())
     except (OSError, ValueError):
@@ -60,7 +62,7 @@ def _load(build_dir: Path) -> dict | None:
     return state if well_formed else None
 
 
-def _save(build_dir: Path, state: dict) -> None:
+def _save(build_dir: Path, state: State) -> None:
     path = build_dir / STATE_NAME
     tmp = path.with_name(f"{STATE_NAME}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(state, sort_keys=True))
