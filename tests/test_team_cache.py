@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from pep517_torch import project
-from pep517_torch.core.build import prepare
+from pep517_torch.core.build import build, header_dependencies, prepare
 from pep517_torch.core.spec import BuildOptions, ExtensionSpec
 from tests.servers import Redis, check_module, free_port, redis_server, tool, write_c_project
 
@@ -146,3 +146,19 @@ def test_doctor_reports_the_launcher_and_whether_its_storage_answers(tmp_path: P
         assert f"SCCACHE_REDIS_ENDPOINT {redis.url} reachable" in line
     line = doctor_line(env, tmp_path, "compiler launcher")  # redis stopped
     assert line.startswith("warn ") and f"redis://127.0.0.1:{redis.port} unreachable" in line
+
+
+def test_relative_command_lines_keep_content_tracking_and_the_jit_stamp(tmp_path: Path) -> None:
+    """Depfiles behind a cache name relative paths; the core hands them on absolute."""
+    ccache = tool("ccache")
+    root = write_c_project(tmp_path / "p")
+    spec = ExtensionSpec("teamops", tuple(sorted((root / "csrc").glob("*.cpp"))),
+                         include_dirs=(root / "csrc" / "include",))
+    options = BuildOptions(build_dir=root / "build" / "x", source_root=root, compiler_launcher=ccache,
+                           env={**os.environ, "CCACHE_DIR": str(tmp_path / "cc")})
+    result = build([spec], options, log=lambda _: None)
+    assert result.run.compiled == 3
+    deps = header_dependencies(result.plan)
+    assert root / "csrc" / "include" / "ops.h" in deps["obj/teamops/csrc/add.cpp.o"]
+    tracked = json.loads((result.plan.build_dir / ".pep517_torch_inputs.json").read_text())
+    assert str(root / "csrc" / "include" / "ops.h") in tracked["files"]

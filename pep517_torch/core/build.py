@@ -6,6 +6,7 @@ import dataclasses
 import functools
 import os
 import subprocess
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,7 +14,7 @@ from typing import Any
 
 from ..errors import BuildError, ConfigError, ToolchainError
 from . import flags as flags_mod
-from . import graph, jobs, pch, pch_cache, scan, toolchain
+from . import graph, inputs, jobs, pch, pch_cache, scan, toolchain
 from . import launcher as launchers
 from .runner import Log, NinjaRun, _stderr, run_ninja
 from .spec import BuildOptions, ExtensionSpec, is_cuda_source
@@ -264,6 +265,7 @@ def prepare(specs: Sequence[ExtensionSpec], options: BuildOptions) -> BuildPlan:
     ninja_file = build_dir / "build.ninja"
     if graph.write_if_changed(ninja_file, text) or not (build_dir / COMPDB).exists():
         _write_compile_commands(ninja, build_dir)
+    inputs.discard_changed(build_dir)  # ninja rebuilds what an edit with an old mtime changed
     return BuildPlan(
         build_dir=build_dir,
         ninja=ninja,
@@ -338,6 +340,7 @@ def run(
         if options.source_root is not None:  # ccache's own relative paths, for debug builds
             env.setdefault("CCACHE_BASEDIR", str(options.source_root))
     hits_before = launchers.cache_hits(plan.launcher, env)
+    started_ns = time.time_ns()
     with pch_cache.Hold(entry.directory for entry in plan.pch_cache):
         for entry in plan.pch_cache:
             pch_cache.write_info(entry.directory, entry.info)
@@ -355,6 +358,9 @@ def run(
         )
     if plan.pch_cache_dir is not None and plan.pch_cache:
         pch_cache.evict(plan.pch_cache_dir, options.pch_cache_size)
+    if result.steps or not inputs.has_record(plan.build_dir):
+        deps = header_dependencies(plan)
+        inputs.record(plan.build_dir, deps, [plan.torch.root], started_ns=started_ns)
     hits_after = launchers.cache_hits(plan.launcher, env) if hits_before is not None else None
     if hits_before is not None and hits_after is not None:
         result.cache_hits = hits_after - hits_before
@@ -371,7 +377,7 @@ def build(
 
 
 def header_dependencies(plan: BuildPlan) -> dict[str, list[Path]]:
-    """Each object's recorded header dependencies (``ninja -t deps``), after a build."""
+    """Each object's recorded header dependencies (``ninja -t deps``), absolute, after a build."""
     try:
         output = subprocess.run(
             [str(plan.ninja), "-C", str(plan.build_dir), "-t", "deps"],
@@ -385,6 +391,6 @@ def header_dependencies(plan: BuildPlan) -> dict[str, list[Path]]:
         if line and not line.startswith(" "):
             target = line.split(":", 1)[0]
             current = deps.setdefault(target, [])
-        elif line.strip() and current is not None:
-            current.append(Path(line.strip()))
+        elif line.strip() and current is not None:  # relative: behind a cache (see _arguments)
+            current.append(Path(os.path.normpath(plan.build_dir / line.strip())))
     return deps
