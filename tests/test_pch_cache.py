@@ -190,3 +190,15 @@ def test_doctor_shows_the_pch_cache(tmp_path: Path) -> None:
     [line] = [line for line in out.splitlines() if "precompiled-header cache" in line]
     assert line.startswith("info ") and f"{tmp_path / 'pch'}: 1 entry" in line
     assert line.endswith("of 1.0 MiB")
+
+
+def test_an_unwritable_cache_falls_back_to_the_build_directory(tmp_path: Path) -> None:
+    source = write(tmp_path / "a.cpp", "#include <torch/extension.h>\n")
+    blocked = write(tmp_path / "not-a-directory", "")
+    options = BuildOptions(build_dir=tmp_path / "b", env={**os.environ, "CXX": "g++"},
+                           pch_cache_dir=blocked / "pch", compiler_launcher="none")
+    plan = prepare([ExtensionSpec("m", (source,))], options)
+    assert plan.pch_cache == () and plan.pch_cache_dir is None
+    [note] = [n for n in plan.notes if "precompiled headers kept in the build directory" in n]
+    assert str(blocked / "pch") in note and "\n" not in note
+    assert f"-include {tmp_path / 'b' / 'pch'}" in plan.ninja_file.read_text()

@@ -231,8 +231,16 @@ def prepare(specs: Sequence[ExtensionSpec], options: BuildOptions) -> BuildPlan:
         if reason is not None:
             use_pch = False
             notes.append(f"precompiled headers off: {reason}")
-    shared_pch = options.pch_cache_size > 0
-    pch_dir = (_pch_cache_dir(options) if shared_pch else build_dir / "pch").resolve()
+    pch_dir = build_dir / "pch"
+    shared_pch = use_pch and options.pch_cache_size > 0
+    if shared_pch:
+        machine_dir = _pch_cache_dir(options)
+        problem = pch_cache.unwritable(machine_dir)
+        if problem is None:
+            pch_dir = machine_dir.resolve()
+        else:
+            shared_pch = False
+            notes.append(f"precompiled headers kept in the build directory: {problem}")
     planner = _Planner(
         options,
         tools,

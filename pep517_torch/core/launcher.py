@@ -105,9 +105,11 @@ _MAP_OPTIONS = ("-ffile-prefix-map=", "-fdebug-prefix-map=", "-fmacro-prefix-map
 def path_independent(args: Sequence[str], roots: Sequence[Path], build_dir: Path) -> list[str]:
     """``args`` with every path inside ``roots`` written relative to ``build_dir``.
 
-    A prefix map whose old path is the build directory stays absolute: it maps the compile
-    directory recorded in debug info, which the compiler always spells absolutely.
+    With debug info, a prefix map whose old path is the build directory stays absolute: it
+    maps the compile directory the compiler records, always spelled absolutely (without debug
+    info nothing records it, and the map only has to name no tree).
     """
+    debug = any(a.startswith("-g") and a != "-g0" for a in args)
 
     def relative(text: str) -> str:
         path = Path(text)
@@ -124,7 +126,7 @@ def path_independent(args: Sequence[str], roots: Sequence[Path], build_dir: Path
             option = next((o for o in _MAP_OPTIONS if rest.startswith(o)), None)
             if option is not None:
                 old, sep, new = rest[len(option):].partition("=")
-                if sep and Path(old) != build_dir:
+                if sep and not (debug and Path(old) == build_dir):
                     arg = f"{prefix}{option}{relative(old)}={new}"
                 break
             option = next((o for o in _PATH_OPTIONS if rest.startswith(o) and len(rest) > len(o)), None)

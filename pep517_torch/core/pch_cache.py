@@ -44,6 +44,18 @@ def pch_root(env: Mapping[str, str]) -> Path:
     return cache_root(env) / "pch"
 
 
+def unwritable(root: Path) -> str | None:
+    """Why the cache at ``root`` cannot be used (None: it can)."""
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        probe = root / f".write-test-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        return f"the machine-wide cache {root} is not writable ({exc.strerror or exc})"
+    return None
+
+
 @dataclass(frozen=True)
 class Entry:
     directory: Path
