@@ -457,3 +457,41 @@ def test_a_setup_that_escapes_interception_builds_nothing(
                        "setuptools.dist.Distribution({'name': 'x'}).run_commands()\n")  # fmt: skip
     assert "could not intercept tried to run commands" in _error([str(project)], capsys)
     assert sorted(p.name for p in project.iterdir()) == ["setup.py"]
+
+
+def test_device_linking_is_converted(tmp_path: Path) -> None:
+    """dlink / dlink_libraries / nvcc_dlink become dlink keys; in a CUDA-only branch, the
+    `cuda` table's."""
+    project = _project(tmp_path, """
+import torch
+from setuptools import setup
+from torch.utils.cpp_extension import BuildExtension, CppExtension, CUDAExtension
+if torch.cuda.is_available():
+    ext = CUDAExtension("pkg._C", ["a.cpp", "k.cu"], dlink=True, dlink_libraries=["nvshmem"],
+                        extra_compile_args={"cxx": [], "nvcc": ["-O2"], "nvcc_dlink": ["-dlto"]})
+else:
+    ext = CppExtension("pkg._C", ["a.cpp"])
+setup(name="pkg", version="1.0", ext_modules=[ext], cmdclass={"build_ext": BuildExtension})
+""", "a.cpp", "k.cu")
+    migration = migrate(project)
+    (extension,) = tomllib.loads(migration.text)["tool"]["torch-ext"]["extension"]
+    assert extension["cuda"] == {
+        "sources": ["k.cu"], "extra-cuda-cflags": ["-O2"], "dlink": True,
+        "dlink-libraries": ["nvshmem"], "extra-dlink-flags": ["-dlto"],
+    }  # fmt: skip
+    assert "device linking" not in migration.text and migration.problems == []
+
+
+def test_a_setup_py_on_pep517_torch_setuptools_migrates_alike(tmp_path: Path) -> None:
+    """After the one-import switch, migrate still reads the setup.py (and our options)."""
+    text = (FIXTURES / "op_library" / "setup.py").read_text()
+    switched = text.replace("from torch.utils.cpp_extension import",
+                            "from pep517_torch.setuptools import")  # fmt: skip
+    switched = switched.replace("no_python_abi_suffix=True)",
+                                'no_python_abi_suffix=True, torch_requirement="exact")')  # fmt: skip
+    assert switched != text
+    shutil.copytree(FIXTURES / "op_library", tmp_path / "op_library")
+    (tmp_path / "op_library" / "setup.py").write_text(switched)
+    ours = tomllib.loads(migrate(tmp_path / "op_library").text)["tool"]["torch-ext"]
+    theirs = tomllib.loads(migrate(FIXTURES / "op_library").text)["tool"]["torch-ext"]
+    assert ours.pop("torch-requirement") == "exact" and ours == theirs
