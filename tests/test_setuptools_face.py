@@ -189,6 +189,34 @@ def test_with_options(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         BuildExtension.with_options(torch_requirement="always")
 
 
+def test_build_ext_options_map_onto_the_core(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pep517_torch.setuptools.options import build_options, persistent_build_dir
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MAX_JOBS", "3")
+    monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "8.0;9.0")
+
+    def command(**options: Any) -> BuildExtension:
+        dist = Distribution({"name": "x", "ext_modules": [setuptools.Extension("p._C", ["a.cpp"])]})
+        made = BuildExtension(dist)
+        for name, value in options.items():
+            setattr(made, name, value)
+        made.ensure_finalized()
+        return made
+
+    plain = command()
+    build_dir = persistent_build_dir(plain, TORCH)
+    assert build_dir.parent == (tmp_path / plain.build_temp / "pep517_torch")
+    assert build_dir.name.endswith(f"-torch{TORCH.version}")  # the pyproject face's naming
+    options = build_options(plain, build_dir, tmp_path)
+    assert options.jobs == 3 and options.cuda_arch_list == ("8.0;9.0",)
+    assert options.source_root == tmp_path and "MAX_JOBS" not in options.env
+    assert build_options(command(parallel="5"), build_dir, tmp_path).jobs == 5  # -j 5 wins
+    # An editable install's build_temp is a throwaway directory: the regular one is used.
+    editable = command(editable_mode=True, build_temp=str(tmp_path / "throwaway"))
+    assert persistent_build_dir(editable, TORCH) == build_dir
+
+
 # ------------------------------------------------------------------------ torch pin
 
 
