@@ -168,6 +168,13 @@ def test_bad_arguments_name_the_argument(
     assert message in str(caught.value) and "\n" not in str(caught.value)
 
 
+def test_setuptools_library_is_refused(project: Path) -> None:
+    from setuptools.extension import Library
+
+    with pytest.raises(ConfigError, match="^Extension 'pkg._C' Library: setuptools Library"):
+        spec_of(Library("pkg._C", ["a.cpp"]), project)
+
+
 def test_with_options(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     extension = setuptools.Extension("pkg._C", ["a.cpp"])

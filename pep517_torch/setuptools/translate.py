@@ -116,6 +116,10 @@ def _sources(arguments: _Arguments, root: Path) -> tuple[Path, ...]:
 
 def _unsupported(arguments: _Arguments) -> None:
     extension = arguments.extension
+    if type(extension).__name__ == "Library":  # setuptools.extension.Library: a plain .so
+        raise arguments.error(
+            "Library", "setuptools Library extensions are not supported (use an Extension)"
+        )
     if getattr(extension, "swig_opts", None):
         raise arguments.error("swig_opts", "SWIG is not supported by pep517_torch")
     if getattr(extension, "optional", False):
