@@ -13,8 +13,12 @@ import shutil
 import subprocess
 import sys
 import zipfile
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TypeVar
+
+T = TypeVar("T")
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "migrate"
 GOOD = ["one_ext", "nested", "cuda_choice", "op_library", "limited_api"]
@@ -66,16 +70,23 @@ def build_with_torch(source: Path, out: Path) -> Path:
     return out / output.strip().splitlines()[-1]
 
 
-def build_all_with_torch(root: Path) -> dict[str, Path | BaseException]:
-    """Every good shape, three at a time; a failure is kept for the test that needs it."""
-    for shape in GOOD:
-        shutil.copytree(FIXTURES / shape, root / shape)
-    results: dict[str, Path | BaseException] = {}
+def per_shape(build: Callable[[str], T]) -> dict[str, T | BaseException]:
+    """``build(shape)`` for every good shape, three at a time (tiny sources: the machine's
+    cores stay busy); a failure is kept for the test of that shape to raise."""
+    results: dict[str, T | BaseException] = {}
     with ThreadPoolExecutor(max_workers=3) as pool:
-        futures = {s: pool.submit(build_with_torch, root / s, root / f"{s}-out") for s in GOOD}
+        futures = {shape: pool.submit(build, shape) for shape in GOOD}
         for shape, future in futures.items():
             try:
                 results[shape] = future.result()
             except Exception as exc:
                 results[shape] = exc
     return results
+
+
+def build_all_with_torch(root: Path) -> dict[str, Path | BaseException]:
+    def build(shape: str) -> Path:
+        shutil.copytree(FIXTURES / shape, root / shape)
+        return build_with_torch(root / shape, root / f"{shape}-out")
+
+    return per_shape(build)

@@ -13,7 +13,6 @@ import os
 import re
 import shutil
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,7 +26,7 @@ from pep517_torch.migrate import MigrateError, check_text, main, migrate
 from pep517_torch.migrate.pyproject_file import splice, split_blocks
 from pep517_torch.migrate.toml_writer import Table, render, value
 from tests.setup_py_builds import (
-    COMPUTE, FIXTURE_VARIABLES, FIXTURES, GOOD, run, wheel_contents,
+    COMPUTE, FIXTURE_VARIABLES, FIXTURES, GOOD, per_shape, run, wheel_contents,
 )  # fmt: skip
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -172,19 +171,15 @@ def proofs(
         shutil.copytree(FIXTURES / shape, root / shape / "new")
         assert main([str(root / shape / "new"), "--write"]) == 0
         (root / shape / "new" / "setup.py").unlink()
-    results: dict[str, Proof | BaseException] = {}
-    with ThreadPoolExecutor(max_workers=3) as pool:
-        new = {s: pool.submit(_build_new_and_compute, s, root / s / "new", root / s) for s in GOOD}
-        for shape in GOOD:
-            try:
-                wheel, computed = new[shape].result()
-                old = torch_built_wheels[shape]
-                if isinstance(old, BaseException):
-                    raise old
-                results[shape] = Proof(old, wheel, computed)
-            except Exception as exc:
-                results[shape] = exc
-    return results
+
+    def prove(shape: str) -> Proof:
+        wheel, computed = _build_new_and_compute(shape, root / shape / "new", root / shape)
+        old = torch_built_wheels[shape]
+        if isinstance(old, BaseException):
+            raise old
+        return Proof(old, wheel, computed)
+
+    return per_shape(prove)
 
 
 @pytest.mark.compile

@@ -16,7 +16,6 @@ import shutil
 import subprocess
 import sys
 import zipfile
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +31,7 @@ from pep517_torch.setuptools import BuildExtension, CppExtension, CUDAExtension
 from pep517_torch.setuptools.pin import APPLIED
 from pep517_torch.setuptools.translate import CommandOptions, extension_spec
 from tests.conftest import ROOT
-from tests.setup_py_builds import CLEAN_ENV, COMPUTE, GOOD
+from tests.setup_py_builds import CLEAN_ENV, COMPUTE, GOOD, per_shape
 from tests.setup_py_builds import FIXTURES as MIGRATE_FIXTURES
 from tests.cuda_tools import fatbin_contents, find_cuobjdump
 
@@ -391,15 +390,7 @@ def our_wheels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path
     def build(shape: str) -> tuple[Path, str]:
         return pip_wheel(swapped(shape, root / shape), root / f"{shape}-out")
 
-    results: dict[str, tuple[Path, str] | BaseException] = {}
-    with ThreadPoolExecutor(max_workers=3) as pool:
-        futures = {shape: pool.submit(build, shape) for shape in GOOD}
-        for shape, future in futures.items():
-            try:
-                results[shape] = future.result()
-            except Exception as exc:
-                results[shape] = exc
-    return results
+    return per_shape(build)
 
 
 @pytest.mark.compile

@@ -48,7 +48,8 @@ class BuildResult:
     def summary(self) -> str:
         """``2 extensions: 3 compiled, 2 linked, 1 header precompiled in 9.1 s``."""
         run, count = self.run, len(self.plan.artifacts)
-        pch = f", {run.precompiled} header{'s' * (run.precompiled != 1)} precompiled" if run.precompiled else ""
+        plural = "s" * (run.precompiled != 1)
+        pch = f", {run.precompiled} header{plural} precompiled" if run.precompiled else ""
         cached = f" ({run.cache_hits} from cache)" if run.cache_hits is not None else ""
         return (
             f"{count} extension{'s' * (count != 1)}: {run.compiled} compiled{cached},"

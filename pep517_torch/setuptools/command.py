@@ -99,7 +99,8 @@ class BuildExtension(build_ext):
         from .translate import extension_spec
 
         if self.torch_ext_options.get("use_ninja", True) is False:
-            log("pep517_torch: BuildExtension(use_ninja=False) is not supported: building with ninja")
+            log("pep517_torch: BuildExtension(use_ninja=False) is not supported:"
+                " building with ninja")
         torch = find_torch()
         command = command_options(self)
         root = Path.cwd()

@@ -46,7 +46,9 @@ def _torch_libraries(py_limited_api: bool) -> list[str]:
     return [*CPU_LIBRARIES, *([] if py_limited_api else [TORCH_PYTHON])]
 
 
-def CppExtension(name: str, sources: list[str], *args: Any, **kwargs: Any) -> setuptools.Extension:  # noqa: N802
+def CppExtension(  # noqa: N802  (torch's names)
+    name: str, sources: list[str], *args: Any, **kwargs: Any
+) -> setuptools.Extension:
     """A ``setuptools.Extension`` for C++ against torch (``torch.utils.cpp_extension``'s).
 
     Adds torch's include and library directories and libraries (``c10``, ``torch``,
@@ -61,7 +63,9 @@ def CppExtension(name: str, sources: list[str], *args: Any, **kwargs: Any) -> se
     return setuptools.Extension(name, sources, *args, **kwargs)
 
 
-def CUDAExtension(name: str, sources: list[str], *args: Any, **kwargs: Any) -> setuptools.Extension:  # noqa: N802
+def CUDAExtension(  # noqa: N802  (torch's names)
+    name: str, sources: list[str], *args: Any, **kwargs: Any
+) -> setuptools.Extension:
     """A ``setuptools.Extension`` for CUDA/C++ against torch (``torch.utils.cpp_extension``'s).
 
     Like :func:`CppExtension`, plus the CUDA toolkit's include and library directories,
@@ -73,8 +77,10 @@ def CUDAExtension(name: str, sources: list[str], *args: Any, **kwargs: Any) -> s
     dlink = bool(kwargs.pop("dlink", False))
     dlink_libraries = list(kwargs.pop("dlink_libraries", None) or [])
     cuda_includes, cuda_libraries = cuda_directories()
-    kwargs["include_dirs"] = _listed(kwargs, "include_dirs") + torch_include_paths() + cuda_includes
-    kwargs["library_dirs"] = _listed(kwargs, "library_dirs") + torch_library_paths() + cuda_libraries
+    kwargs["include_dirs"] = [*_listed(kwargs, "include_dirs"), *torch_include_paths(),
+                              *cuda_includes]  # fmt: skip
+    kwargs["library_dirs"] = [*_listed(kwargs, "library_dirs"), *torch_library_paths(),
+                              *cuda_libraries]  # fmt: skip
     limited = bool(kwargs.get("py_limited_api", False))
     libraries = _listed(kwargs, "libraries") + _torch_libraries(limited) + [CUDART]
     if toolchain.find_torch().has_cuda_runtime:
@@ -87,7 +93,9 @@ def CUDAExtension(name: str, sources: list[str], *args: Any, **kwargs: Any) -> s
     return extension
 
 
-def SyclExtension(name: str, sources: list[str], *args: Any, **kwargs: Any) -> setuptools.Extension:  # noqa: N802
+def SyclExtension(  # noqa: N802  (torch's names)
+    name: str, sources: list[str], *args: Any, **kwargs: Any
+) -> setuptools.Extension:
     raise ToolchainError("SYCL extensions are not supported by pep517_torch (SyclExtension)")
 
 

@@ -75,7 +75,7 @@ def build_options(command: Any, build_dir: Path, root: Path) -> BuildOptions:
     from_env = environment_layer(os.environ)
     jobs, arch = from_env.get("jobs"), from_env.get("cuda_arch_list")
     parallel = command.parallel  # build_ext -j N; True means "the default"
-    explicit = parallel if isinstance(parallel, int) and parallel is not True and parallel > 0 else None
+    explicit = parallel if type(parallel) is int and parallel > 0 else None
     return BuildOptions(
         build_dir=build_dir,
         jobs=explicit or (jobs.value if jobs else None),
