@@ -112,6 +112,11 @@ def test_translation_drops_what_the_core_adds_and_keeps_the_rest(project: Path) 
     assert ours.extra_cflags == ours.extra_cuda_cflags == ("-UC", "-O2")  # a list: both compilers
     assert ours.extra_ldflags == (str(project / "lib" / "libx.a"), "-Wl,-z,now")
     assert ours.runtime_library_dirs == ("$ORIGIN",)
+    # As distutils reads them: Path objects, numbers as macro values, (name,) undefines.
+    loose = spec_of(setuptools.Extension("pkg._C", ["a.cpp"], include_dirs=[project / "inc"],
+                                         define_macros=[("N", 2), ("D",)]), project)  # fmt: skip
+    assert loose.include_dirs == (project / "inc",) and loose.define_macros == (("N", "2"),)
+    assert loose.extra_cflags == ("-UD",)
     assert ours.build_type is BuildType.RELEASE and ours.py_limited_api is None
     limited = spec_of(CppExtension("pkg._C", ["a.cpp"], py_limited_api=True), project)
     assert limited.py_limited_api == "cp310"  # torch's min_supported_cpython, 0x030A0000
@@ -146,7 +151,8 @@ def test_translation_of_per_compiler_flags_and_device_linking(project: Path) -> 
         ({"extra_compile_args": "-O2"}, "extra_compile_args", "must be a list of strings, not str"),
         ({"extra_compile_args": {"cxx": "-O2"}}, "extra_compile_args['cxx']", "not str"),
         ({"extra_link_args": [1]}, "extra_link_args", "holds 1, which is not a string"),
-        ({"define_macros": [("A",)]}, "define_macros", "(name, value or None) tuple"),
+        ({"define_macros": [("A", "1", "2")]}, "define_macros", "(name, value or None) tuple"),
+        ({"define_macros": [["A", "1"]]}, "define_macros", "(name, value or None) tuple"),
         ({"swig_opts": ["-c++"]}, "swig_opts", "SWIG is not supported"),
         ({"optional": True}, "optional", "optional extensions are not supported"),
         ({"language": "objc"}, "language", "'objc' is not supported"),

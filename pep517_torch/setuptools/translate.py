@@ -8,6 +8,7 @@ torch's alike) are dropped again, because the compile core adds them itself (as
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,10 +65,11 @@ class _Arguments:
             return []
         if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
             raise self.error(argument, f"must be a list of strings, not {type(value).__name__}")
-        items = list(value)
-        for item in items:
-            if not isinstance(item, str):
+        items = []
+        for item in value:
+            if not isinstance(item, (str, os.PathLike)):
                 raise self.error(argument, f"holds {item!r}, which is not a string")
+            items.append(os.fspath(item))  # setuptools accepts Path objects in its lists
         return items
 
     def compile_args(self) -> dict[str, list[str]]:
@@ -128,22 +130,28 @@ def _unsupported(arguments: _Arguments) -> None:
             " ninja graph, and a failure fails the build"
         )
     language = getattr(extension, "language", None)
-    if language not in LANGUAGES:
+    if (language.lower() if isinstance(language, str) else language) not in LANGUAGES:
         raise arguments.error("language", f"{language!r} is not supported (c or c++)")
 
 
-def _macros(arguments: _Arguments, command: CommandOptions) -> tuple[tuple[str, str | None], ...]:
+def _macros(
+    arguments: _Arguments, command: CommandOptions
+) -> tuple[tuple[tuple[str, str | None], ...], list[str]]:
+    """(defines, names to undefine): as distutils reads ``define_macros``, a ``(name,)``
+    1-tuple undefines and a number is its text."""
     macros: list[tuple[str, str | None]] = list(command.define)
+    undefined: list[str] = []
     for item in getattr(arguments.extension, "define_macros", None) or []:
-        if (
-            not isinstance(item, tuple) or len(item) != 2 or not isinstance(item[0], str)
-            or not (item[1] is None or isinstance(item[1], str))
-        ):  # fmt: skip
+        valid = isinstance(item, tuple) and len(item) in (1, 2) and isinstance(item[0], str)
+        if valid and len(item) == 1:
+            undefined.append(item[0])
+        elif valid and (item[1] is None or isinstance(item[1], (str, int, float))):
+            macros.append((item[0], None if item[1] is None else str(item[1])))
+        else:
             raise arguments.error(
                 "define_macros", f"holds {item!r}; each entry is a (name, value or None) tuple"
             )
-        macros.append(item)
-    return tuple(macros)
+    return tuple(macros), undefined
 
 
 def _device_link(
@@ -172,7 +180,9 @@ def extension_spec(
     sources = _sources(arguments, root)
     cuda_dirs = cuda_directories() if any(map(is_cuda_source, sources)) else ([], [])
     compile_args = arguments.compile_args()
-    undefine = [f"-U{name}" for name in (*command.undef, *arguments.strings("undef_macros"))]
+    macros, undefined = _macros(arguments, command)
+    undefine = [f"-U{name}" for name in (*command.undef, *arguments.strings("undef_macros"),
+                                         *undefined)]  # fmt: skip
     dlink, dlink_libraries, dlink_flags = _device_link(arguments, compile_args.get("nvcc_dlink"))
     include_dirs = _absolute([*arguments.strings("include_dirs"), *command.include_dirs], root)
     library_dirs = _absolute([*arguments.strings("library_dirs"), *command.library_dirs], root)
@@ -181,7 +191,7 @@ def extension_spec(
         name=full_name,
         sources=sources,
         include_dirs=_without(include_dirs, [*torch.include_dirs, *cuda_dirs[0]]),
-        define_macros=_macros(arguments, command),
+        define_macros=macros,
         extra_cflags=(*undefine, *compile_args.get("cxx", ())),
         extra_cuda_cflags=(*undefine, *compile_args.get("nvcc", ())),
         extra_ldflags=(*map(str, objects), *arguments.strings("extra_link_args")),
