@@ -549,3 +549,22 @@ def test_device_link_through_setup_py(tmp_path: Path) -> None:
     out = build_log([sys.executable, "-c", "import dlinkops; print(dlinkops.scale(3.0, 2.0))"],
                     cwd=tmp_path, env={"PYTHONPATH": str(site)})  # fmt: skip
     assert out.split() == ["7.0"] and PIN in requirements(wheel)
+
+
+@pytest.mark.compile
+def test_builds_take_the_build_directory_lock(project: Path) -> None:
+    """Like every face: a second builder of the same build directory waits, saying for whom."""
+    from pep517_torch.core.lock import build_lock
+
+    (project / "bad.cpp").write_text("int f() { return 1; }\n")
+    (project / "setup.py").write_text(BAD_SETUP_PY.replace("ARGS", ""))
+    assert setup_py(project, "build_ext").returncode == 0
+    (build_dir,) = project.glob("build/temp.*/pep517_torch/*-torch*")
+    with build_lock(build_dir, "a test holding the lock"):
+        waiting = subprocess.Popen([sys.executable, "setup.py", "build_ext"], cwd=project,
+                                   stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True)  # fmt: skip
+        assert waiting.stderr is not None
+        line = waiting.stderr.readline()  # blocks until the child reports that it waits
+        assert "pep517_torch: waiting for process" in line and "a test holding the lock" in line
+    out, _ = waiting.communicate(timeout=600)
+    assert waiting.returncode == 0 and summary(out) == "1 extension: 0 compiled, 0 linked"

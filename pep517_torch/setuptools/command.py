@@ -94,6 +94,7 @@ class BuildExtension(build_ext):
 
     def _build_with_core(self) -> None:
         from ..core import build as core_build
+        from ..core.lock import build_lock
         from ..core.toolchain import find_torch
         from .options import build_options, command_options, persistent_build_dir
         from .translate import extension_spec
@@ -110,10 +111,13 @@ class BuildExtension(build_ext):
             for ext in self.extensions
         ]  # fmt: skip
         build_dir = persistent_build_dir(self, torch)
-        result = core_build.build(specs, build_options(self, build_dir, root), log=log)
-        log(f"pep517_torch: {result.summary()}")
-        for ext, spec in zip(self.extensions, specs, strict=True):
-            _place(result.artifacts[spec.name], Path(self.get_ext_fullpath(ext.name)))
+        what = f"setup.py build_ext of {self.distribution.get_name()}"
+        # Held until the artifacts are copied out: no concurrent build relinks them meanwhile.
+        with build_lock(build_dir, what):
+            result = core_build.build(specs, build_options(self, build_dir, root), log=log)
+            log(f"pep517_torch: {result.summary()}")
+            for ext, spec in zip(self.extensions, specs, strict=True):
+                _place(result.artifacts[spec.name], Path(self.get_ext_fullpath(ext.name)))
         pinned = getattr(self.distribution, APPLIED, None)
         log(f"pep517_torch: {pinned}" if pinned else _NO_PLUGIN)
 
