@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
-import functools
 import os
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,6 +46,17 @@ class BuildResult:
     @property
     def artifacts(self) -> dict[str, Path]:
         return self.plan.artifacts
+
+    def summary(self) -> str:
+        """``2 extensions: 3 compiled, 2 linked, 1 header precompiled in 9.1 s``."""
+        run, count = self.run, len(self.plan.artifacts)
+        plural = "s" * (run.precompiled != 1)
+        pch = f", {run.precompiled} header{plural} precompiled" if run.precompiled else ""
+        cached = f" ({run.cache_hits} from cache)" if run.cache_hits is not None else ""
+        return (
+            f"{count} extension{'s' * (count != 1)}: {run.compiled} compiled{cached},"
+            f" {run.linked} linked{pch} in {run.seconds:.1f} s"
+        )
 
 
 def _check_build_dir(build_dir: Path) -> None:
@@ -224,23 +234,14 @@ def prepare(specs: Sequence[ExtensionSpec], options: BuildOptions) -> BuildPlan:
             host_compiler_for_nvcc=cuda.host_compiler,
         )
     job_plan = jobs.plan_jobs(options.jobs, distributed)
-    use_pch = options.pch
-    if use_pch and any(spec.pch for spec in specs):
+    use_pch = options.pch and any(spec.pch for spec in specs)
+    if use_pch:
         shared = launchers.shares_objects(launcher_name, launcher, tool_env)
         reason = pch.unsupported_reason(compiler, launcher_name, shared)
         if reason is not None:
             use_pch = False
             notes.append(f"precompiled headers off: {reason}")
-    pch_dir = build_dir / "pch"
-    shared_pch = use_pch and options.pch_cache_size > 0
-    if shared_pch:
-        machine_dir = _pch_cache_dir(options)
-        problem = pch_cache.unwritable(machine_dir)
-        if problem is None:
-            pch_dir = machine_dir.resolve()
-        else:
-            shared_pch = False
-            notes.append(f"precompiled headers kept in the build directory: {problem}")
+    pch_dir, shared_pch = _pch_dir(options, build_dir, notes) if use_pch else (build_dir, False)
     planner = _Planner(
         options,
         tools,
@@ -268,7 +269,8 @@ def prepare(specs: Sequence[ExtensionSpec], options: BuildOptions) -> BuildPlan:
         launcher_name=launcher_name,
         heavy_flags=flags_mod.heavy_tuning(compiler),
         local_heavy_depth=job_plan.local_heavy_depth,
-        arguments=_arguments(launcher_name, options.source_root, build_dir),
+        arguments=launchers.command_arguments(launcher_name, options.source_root, build_dir),
+        nvcc_dlink=[str(cuda.toolkit.nvcc)] if cuda else None,
     )
     ninja_file = build_dir / "build.ninja"
     if graph.write_if_changed(ninja_file, text) or not (build_dir / COMPDB).exists():
@@ -298,27 +300,25 @@ def _descriptions(plans: Sequence[graph.ExtensionPlan], source_root: Path | None
         for unit in plan.units:
             described[unit.object] = f"compiling {graph.display_path(unit.source, base)}"
         described[plan.output] = f"linking {plan.spec.name}"
+        if plan.dlink_object:
+            described[plan.dlink_object] = f"device-linking {plan.spec.name}"
     return described
 
 
-def _pch_cache_dir(options: BuildOptions) -> Path:
-    return options.pch_cache_dir or pch_cache.pch_root(_tool_env(options))
+def _pch_dir(options: BuildOptions, build_dir: Path, notes: list[str]) -> tuple[Path, bool]:
+    """Where torch headers' PCHs go, and whether that is the machine-wide cache."""
+    if options.pch_cache_size > 0:
+        machine = options.pch_cache_dir or pch_cache.pch_root(_tool_env(options))
+        problem = pch_cache.unwritable(machine)
+        if problem is None:
+            return machine.resolve(), True
+        notes.append(f"precompiled headers kept in the build directory: {problem}")
+    return build_dir / "pch", False
 
 
 def _tool_env(options: BuildOptions) -> dict[str, str]:
     """The environment the tools run in (DISTCC_HOSTS, CCACHE_*, SCCACHE_* included)."""
     return {**os.environ, **options.env}
-
-
-def _arguments(
-    launcher_name: str | None, source_root: Path | None, build_dir: Path
-) -> Callable[[Sequence[str]], list[str]]:
-    """Behind a cache, command lines that name neither the tree nor the build directory, so
-    two checkouts (or two machines) share hits; otherwise the paths as they are."""
-    if launcher_name not in launchers.CACHES:
-        return list
-    roots = [build_dir] if source_root is None else [source_root, build_dir]
-    return functools.partial(launchers.path_independent, roots=roots, build_dir=build_dir)
 
 
 COMPDB = "compile_commands.json"

@@ -43,6 +43,11 @@ class ExtensionPlan:
     output: str  # relative to the build directory
     units: list[CompileUnit] = field(default_factory=list)
 
+    @property
+    def dlink_object(self) -> str | None:
+        """The device-link object (``nvcc -dlink`` over the CUDA objects), when the spec asks."""
+        return f"obj/{self.spec.name}/dlink.o" if self.flags.dlink else None
+
 
 def artifact_name(spec: ExtensionSpec) -> str:
     """``myops/_C.cpython-311-x86_64-linux-gnu.so`` for ``myops._C``; a POSIX relative path."""
@@ -89,10 +94,12 @@ def render(
     source_root: Path | None,
     launcher_name: str | None = None,
     heavy_flags: Sequence[str] = (),
+    nvcc_dlink: Sequence[str] | None = None,
     local_heavy_depth: int | None = None,
     arguments: Callable[[Sequence[str]], Sequence[str]] = list,
 ) -> str:
-    """``heavy_flags`` go to TUs that include torch and to PCH builds (compile-speed tuning).
+    """``heavy_flags`` go to TUs that include torch and to PCH builds (compile-speed tuning);
+    ``nvcc_dlink`` is nvcc without a compiler cache in front (caches cannot run -dlink).
 
     ``local_heavy_depth``: a separate pool for torch-heavy work that always runs on this
     machine (PCH builds, nvcc) when the ``heavy`` pool also counts remote slots (distcc).
@@ -104,6 +111,9 @@ def render(
     w.variable("cxx", shell_args(cxx))
     if nvcc is not None:
         w.variable("nvcc", shell_args(nvcc))
+    dlinking = any(ext.dlink_object for ext in extensions)
+    if dlinking:
+        w.variable("nvcc_dlink", shell_args(nvcc_dlink or nvcc or ["nvcc"]))
     w.pool("heavy", heavy_depth)
     local_pool = "heavy"
     if local_heavy_depth is not None and local_heavy_depth != heavy_depth:
@@ -153,6 +163,12 @@ def render(
         command="$cxx $in $ldflags -o $out.$$$$.tmp && mv -f $out.$$$$.tmp $out",
         description="linking $desc",
     )
+    if dlinking:
+        w.rule(
+            "dlink",
+            command="$nvcc_dlink $dlinkflags $in -o $out.tmp && mv -f $out.tmp $out",
+            description="device-linking $desc",
+        )
     w.newline()
 
     for pch in pchs:
@@ -184,6 +200,8 @@ def render(
         if ext.flags.nvcc:
             w.variable(f"cuflags_{index}", shell_args(arguments(ext.flags.nvcc)))
         w.variable(f"ldflags_{index}", shell_args(ext.flags.ld))
+        if ext.flags.dlink:
+            w.variable(f"dlinkflags_{index}", shell_args(ext.flags.dlink))
         base = display_base(ext.spec, source_root)
         for unit in ext.units:
             variables = {
@@ -220,10 +238,20 @@ def render(
             _relative_or_absolute(u.pch.output, build_dir)
             for u in ext.units if u.pch is not None and u.pch.build and not u.pch.project_header
         })
+        objects = [u.object for u in ext.units]
+        if ext.dlink_object:
+            w.build(
+                [ext.dlink_object],
+                "dlink",
+                [u.object for u in ext.units if u.nvcc],
+                variables={"dlinkflags": f"$dlinkflags_{index}",
+                           "desc": escape_value(ext.spec.name)},
+            )
+            objects.append(ext.dlink_object)
         w.build(
             [ext.output],
             "link",
-            [u.object for u in ext.units],
+            objects,
             order_only=pch_outputs,
             variables={"ldflags": f"$ldflags_{index}", "desc": escape_value(ext.spec.name)},
         )

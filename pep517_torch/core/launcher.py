@@ -9,12 +9,13 @@ decide how many compiles run at once.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
 import socket
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -193,6 +194,17 @@ def endpoints(name: str | None, command: str, env: Mapping[str, str]) -> list[En
             found += _url_endpoints(variable, env.get(variable, ""))
         return found
     return []
+
+
+def command_arguments(
+    name: str | None, source_root: Path | None, build_dir: Path
+) -> Callable[[Sequence[str]], list[str]]:
+    """Behind a cache, command lines that name neither the tree nor the build directory, so
+    two checkouts (or two machines) share hits; otherwise the paths as they are."""
+    if name not in CACHES:
+        return list
+    roots = [build_dir] if source_root is None else [source_root, build_dir]
+    return functools.partial(path_independent, roots=roots, build_dir=build_dir)
 
 
 def cache_hits(launcher: Sequence[str], env: Mapping[str, str]) -> int | None:
