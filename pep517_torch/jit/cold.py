@@ -10,11 +10,10 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ..core import build as core_build
-from ..config.checks import parse_size
 from ..core import inputs as core_inputs
 from ..core.lock import build_lock
-from ..core.spec import DEFAULT_PCH_CACHE_BYTES, BuildOptions, ExtensionSpec, Kind
-from ..config.settings import environment_layer
+from ..core.spec import BuildOptions, ExtensionSpec, Kind
+from ..config.settings import environment_options
 from . import stamp
 from .api import artifact_path
 
@@ -61,24 +60,15 @@ def build(
     env: Mapping[str, str],
 ) -> None:
     spec = _spec(request, target)
-    # MAX_JOBS, TORCH_CUDA_ARCH_LIST, PEP517_TORCH_COMPILER_LAUNCHER and
-    # PEP517_TORCH_PCH_CACHE_SIZE mean here exactly what they mean for wheels.
-    from_env = environment_layer(env)
-    jobs, arch = from_env.get("jobs"), from_env.get("cuda_arch_list")
-    launcher, cache_size = from_env.get("compiler_launcher"), from_env.get("pch_cache_size")
     options = BuildOptions(
         build_dir=build_dir,
         verbose=verbose,
         quiet=not verbose,
         env=dict(env),
-        jobs=jobs.value if jobs else None,
-        cuda_arch_list=(arch.value,) if arch else None,
-        cuda_arch_list_key=arch.key if arch else "cuda-arch-list",
         output_dir=build_dir,
         pch=pch,
         pch_eager=True,  # the next extension with the same flags finds it ready
-        compiler_launcher=launcher.value if launcher else "auto",
-        pch_cache_size=parse_size(cache_size.value) if cache_size else DEFAULT_PCH_CACHE_BYTES,
+        **environment_options(env),  # MAX_JOBS etc. mean here what they mean for wheels
     )
     with build_lock(build_dir, f"'{target}'"):
         if stamp.is_fresh(stamp_file, key, artifact_path(build_dir, target, spec.kind.value)):
