@@ -49,7 +49,9 @@ def wheel(name: str, fixture: Path, env: dict[str, str], settings: tuple[str, ..
         raise SystemExit(f"{name} failed:\n{(result.stdout + result.stderr)[-3000:]}")
     output = result.stdout + result.stderr
     summary = [line for line in output.splitlines() if "extension" in line and " compiled" in line]
-    print(f"  {name}: {seconds:.1f} s  {summary[-1].strip() if summary else ''}", flush=True)
+    load = os.getloadavg()[0]
+    print(f"  {name}: {seconds:.1f} s (load average {load:.1f})"
+          f"  {summary[-1].strip() if summary else ''}", flush=True)
     return seconds
 
 

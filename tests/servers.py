@@ -94,6 +94,7 @@ def distccd(directory: Path) -> Iterator[Distccd]:
     tool("distcc")
     port = free_port()
     log = directory / "distccd.log"  # its stderr: distccd started by root runs as `distcc`,
+    log.unlink(missing_ok=True)  # (this server's compiles only)
     command = [binary, "--daemon", "--no-detach", "--listen", "127.0.0.1", "--port", str(port),
                "--allow", "127.0.0.1", "--jobs", "2", "--log-stderr", "--log-level=info"]
     with _server(command, port, "distccd", log):  # which may not open files under tmp_path
