@@ -141,6 +141,15 @@ def build_spec(ctx: ExtensionContext, ext: ExtensionSettings, origins: Origins) 
         )
 
     arch_list = split_list(ext.cuda_arch_list) or split_list(project.cuda_arch_list)
+    arch_key = (
+        origins.of("cuda_arch_list")
+        if split_list(ext.cuda_arch_list)
+        else ctx.project_origins.of("cuda_arch_list")
+    )
+    nvcc_flag_keys = [
+        (f"extra_cuda_cflags[{i}]", key)
+        for i, (_, key) in enumerate(_entries(ext, variant, origins, "extra_cuda_cflags"))
+    ]
     if ext.pch_header is not None:
         header = existing_file(ctx.root, ext.pch_header, origins.of("pch_header"), "pch-header")
     elif project.pch_header is not None:
@@ -175,6 +184,7 @@ def build_spec(ctx: ExtensionContext, ext: ExtensionSettings, origins: Origins) 
         strip=project.strip if ext.strip is None else ext.strip,
         pch=project.pch if ext.pch is None else ext.pch,
         pch_header=header,
+        keys=(("cuda_arch_list", arch_key), *nvcc_flag_keys),
     )
     try:
         return ExtensionSpec(**spec_arguments)  # type: ignore[arg-type]

@@ -115,18 +115,20 @@ def _cuda_setup(
 
 def _arch_flags(
     spec: ExtensionSpec, options: BuildOptions, toolkit: Any, notes: list[str]
-) -> tuple[str, ...]:
+) -> tuple[tuple[str, ...], int]:
+    """The arch flags nvcc gets, and how many GPU targets each CUDA object builds."""
     from . import arch
 
     value = options.cuda_arch_list or spec.cuda_arch_list
-    key = options.cuda_arch_list_key if options.cuda_arch_list else "cuda-arch-list"
+    key = options.cuda_arch_list_key if options.cuda_arch_list else spec.key_of("cuda_arch_list")
     entries = arch.parse_arch_list(";".join(value), key=key) if value else None
     decision = arch.resolve_arch_flags(
-        entries, toolkit, user_nvcc_flags=spec.extra_cuda_cflags, env=options.env
-    )
+        entries, toolkit, user_nvcc_flags=spec.extra_cuda_cflags, env=options.env,
+        flag_key=lambda index: spec.key_of("extra_cuda_cflags", index),
+    )  # fmt: skip
     if decision.note and decision.note not in notes:
         notes.append(decision.note)
-    return tuple(decision.flags)
+    return tuple(decision.flags), max(len(decision.archs), 1)
 
 
 def _with_cuda_headers(spec: ExtensionSpec) -> ExtensionSpec:
@@ -158,7 +160,9 @@ class _Planner:
                 raise ConfigError(f"source file {source} does not exist", "sources")
         includes = {s: scan.walk_includes([s], spec.include_dirs) for s in spec.sources}
         _check_torch_cuda_headers(spec, [i for found in includes.values() for i in found], self.tools.torch)
-        arch_flags = _arch_flags(spec, self.options, self.toolkit, self.notes) if spec.uses_cuda else ()
+        arch_flags, gpu_targets = (
+            _arch_flags(spec, self.options, self.toolkit, self.notes) if spec.uses_cuda else ((), 0)
+        )
         ext_flags = flags_mod.compute(
             spec, self.tools, source_root=self.options.source_root, arch_flags=arch_flags
         )
@@ -179,6 +183,7 @@ class _Planner:
                 nvcc=source in nvcc_sources,
                 heavy=scan.uses_torch_headers(includes[source]),
                 pch=pch_entry if uses_pch else None,
+                gpu_targets=gpu_targets if source in nvcc_sources else 0,
             ))
         return plan
 

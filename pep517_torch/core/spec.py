@@ -79,6 +79,9 @@ class ExtensionSpec:
     pch: bool = True
     pch_header: Path | None = None  # a project header to precompile instead of torch/extension.h
     extension_name: str | None = None  # TORCH_EXTENSION_NAME; default: last part of ``name``
+    # Where values came from, for error messages: ("field" or "field[index]", the face's name
+    # for it: a TOML key path, an argument name). Not part of what is built.
+    keys: tuple[tuple[str, str], ...] = field(default=(), compare=False)
 
     def __post_init__(self) -> None:
         parts = self.name.split(".")
@@ -100,6 +103,12 @@ class ExtensionSpec:
             raise ConfigError(
                 f"extension {self.name!r} has CUDA sources but with-cuda = false", "with-cuda"
             )
+
+    def key_of(self, name: str, index: int | None = None) -> str:
+        """Where field ``name`` (or its entry ``index``) was given; default: the field's name."""
+        recorded = dict(self.keys)
+        item = f"{name}[{index}]" if index is not None else name
+        return recorded.get(item) or recorded.get(name) or item.replace("_", "-")
 
     @property
     def module_name(self) -> str:
