@@ -188,10 +188,19 @@ class _Planner:
         return plan
 
 
-def prepare(specs: Sequence[ExtensionSpec], options: BuildOptions) -> BuildPlan:
+def check(specs: Sequence[ExtensionSpec], options: BuildOptions) -> tuple[str, ...]:
+    """Every check :func:`prepare` makes (tools, nvcc, flags, arch lists, torch's CUDA headers),
+    writing nothing; returns the notes a build would print."""
+    return prepare(specs, options, check_only=True).notes
+
+
+def prepare(
+    specs: Sequence[ExtensionSpec], options: BuildOptions, *, check_only: bool = False
+) -> BuildPlan:
     """Discover tools, compute flags, plan PCHs and write build.ninja (compiles nothing).
 
-    Everything that can fail is checked before the build directory is created or written."""
+    Everything that can fail is checked before the build directory is created or written;
+    ``check_only`` stops there (the plan then names no artifacts)."""
     if not specs:
         raise ConfigError("nothing to build: no extensions")
     specs = [_with_cuda_headers(spec) for spec in specs]
@@ -228,6 +237,9 @@ def prepare(specs: Sequence[ExtensionSpec], options: BuildOptions) -> BuildPlan:
         notes,
     )
     plans = [planner.plan(spec) for spec in specs]
+    if check_only:
+        return BuildPlan(build_dir, ninja, build_dir / "build.ninja", {}, {}, job_plan,
+                         tuple(notes), compiler, torch, tuple(launcher), {})  # fmt: skip
     # Every check passed (tools, flags, arch lists nvcc can build): only now write anything.
     _check_build_dir(build_dir)
     shared_pch = options.pch_cache_dir is not None
