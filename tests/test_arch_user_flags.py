@@ -98,7 +98,9 @@ def test_a_toml_arch_flag_nvcc_cannot_build_fails_before_the_build_dir_exists(
         project_mod.build_wheel(root, tmp_path / "dist", None)
     assert error.value.key == key
     assert "which nvcc 13.0" in str(error.value) and "cannot build" in str(error.value)
-    assert not (root / "build").exists() and not (tmp_path / "dist").exists()
+    # the build directory holds at most the build lock: nothing planned or compiled
+    assert not list(root.glob("build/**/build.ninja")) and not list(root.glob("build/**/*.o"))
+    assert not (tmp_path / "dist").exists()
 
 
 def test_an_extension_arch_list_error_names_its_key(
