@@ -194,14 +194,7 @@ def _compile(loaded: Loaded) -> BuildResult | None:
     if note:
         log(f"pep517_torch: {note}")
     result = core_build.build(list(project.extensions), project.options, log=log)
-    run = result.run
-    count = len(project.extensions)
-    pch = f", {run.precompiled} header{'s' * (run.precompiled != 1)} precompiled" if run.precompiled else ""
-    cached = f" ({run.cache_hits} from cache)" if run.cache_hits is not None else ""
-    log(
-        f"pep517_torch: {count} extension{'s' * (count != 1)}: {run.compiled} compiled{cached},"
-        f" {run.linked} linked{pch} in {run.seconds:.1f} s"
-    )
+    log(f"pep517_torch: {result.summary()}")
     return result
 
 

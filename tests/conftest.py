@@ -91,3 +91,11 @@ def tmpfs(tmp_path: Path) -> Iterator[Callable[..., Path]]:
     yield mount
     for target in mounted:
         subprocess.run(["umount", "-l", str(target)], check=False)
+
+
+@pytest.fixture(scope="session")
+def torch_built_wheels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path | BaseException]:
+    """fixtures/migrate's good shapes built with setuptools + torch's BuildExtension, once."""
+    from tests.setup_py_builds import build_all_with_torch
+
+    return build_all_with_torch(tmp_path_factory.mktemp("torch_built"))

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..core.ninja_syntax import unwritable_character
-from ..core.spec import SOURCE_SUFFIXES, BuildType, ExtensionSpec, Kind
+from ..core.spec import SOURCE_SUFFIXES, BuildType, ExtensionSpec, Kind, is_cuda_source
 from ..errors import ConfigError
 from .conditions import CudaState, condition_failure
 from .model import CudaVariant, ExtensionSettings, ProjectSettings
@@ -44,6 +44,11 @@ def check_static(extensions: list[ExtensionSettings], origins: list[Origins]) ->
             raise ConfigError(
                 "a `cuda` table is not allowed on an extension with with-cuda = false",
                 where.of("cuda"),
+            )
+        if ext.with_cuda is False and (ext.dlink or ext.dlink_libraries):
+            field_name = "dlink" if ext.dlink else "dlink_libraries"
+            raise ConfigError(
+                "device linking needs CUDA, but with-cuda = false", where.of(field_name)
             )
 
 
@@ -130,6 +135,27 @@ def _check_limited_api(
             )
 
 
+def _device_link(
+    ext: ExtensionSettings, variant: CudaVariant | None, sources: tuple[Path, ...]
+) -> dict[str, object]:
+    """dlink, dlink-libraries and extra-dlink-flags; none of them when CUDA is off (auto)."""
+    wanted = variant.dlink if variant is not None and variant.dlink is not None else ext.dlink
+    libraries = _flags(ext, variant, "dlink_libraries")
+    if ext.with_cuda == "auto" and not any(map(is_cuda_source, sources)):
+        return {}
+    return {
+        "dlink": wanted,
+        "dlink_libraries": libraries,
+        "extra_dlink_flags": _flags(ext, variant, "extra_dlink_flags"),
+    }
+
+
+def _dlink_key(variant: CudaVariant | None, origins: Origins, name: str) -> str:
+    if variant is not None and (getattr(variant, name) or name == "dlink" and variant.dlink):
+        return key_path(origins.of("cuda"), name.replace("_", "-"))
+    return origins.of(name)
+
+
 def build_spec(ctx: ExtensionContext, ext: ExtensionSettings, origins: Origins) -> ExtensionSpec:
     variant = _variant(ext, ctx.cuda.on)
     project = ctx.project
@@ -163,9 +189,10 @@ def build_spec(ctx: ExtensionContext, ext: ExtensionSettings, origins: Origins) 
         minimum = DEFAULT_LIMITED_API if limited_api is True else limited_api
         flags = _flags(ext, variant, "extra_cflags") + _flags(ext, variant, "extra_cuda_cflags")
         _check_limited_api(_macros(ext, variant), flags, minimum, origins.of("py_limited_api"))
+    sources = _sources(ctx, _entries(ext, variant, origins, "sources"))
     spec_arguments = dict(
         name=ext.name,
-        sources=_sources(ctx, _entries(ext, variant, origins, "sources")),
+        sources=sources,
         include_dirs=dirs("include_dirs", "include directory"),
         define_macros=_macros(ext, variant),
         extra_cflags=_flags(ext, variant, "extra_cflags"),
@@ -184,15 +211,20 @@ def build_spec(ctx: ExtensionContext, ext: ExtensionSettings, origins: Origins) 
         strip=project.strip if ext.strip is None else ext.strip,
         pch=project.pch if ext.pch is None else ext.pch,
         pch_header=header,
+        **_device_link(ext, variant, sources),
         keys=(("cuda_arch_list", arch_key), *nvcc_flag_keys),
     )
     try:
         return ExtensionSpec(**spec_arguments)  # type: ignore[arg-type]
     except ConfigError as exc:
-        field_name = {"name": "name", "sources": "sources", "with-cuda": "with_cuda"}.get(
-            exc.key or ""
-        )
-        key = origins.of(field_name) if field_name else origins.base
+        field_name = {
+            "name": "name", "sources": "sources", "with-cuda": "with_cuda", "dlink": "dlink",
+            "extra-dlink-flags": "extra_dlink_flags",
+        }.get(exc.key or "")  # fmt: skip
+        if field_name in ("dlink", "extra_dlink_flags"):
+            key = _dlink_key(variant, origins, field_name)
+        else:
+            key = origins.of(field_name) if field_name else origins.base
         raise ConfigError(str(exc).removeprefix(f"{exc.key}: "), key) from None
 
 

@@ -148,6 +148,9 @@ class CudaVariant:
     extra_ldflags: list[str] = setting(factory=list, help="Appended to `extra-ldflags`.")
     libraries: list[str] = setting(factory=list, help="Appended to `libraries`.")
     library_dirs: list[str] = setting(factory=list, help="Appended to `library-dirs`.")
+    dlink: bool | None = setting(None, help="Replaces `dlink`; unset: the extension's value.")
+    dlink_libraries: list[str] = setting(factory=list, help="Appended to `dlink-libraries`.")
+    extra_dlink_flags: list[str] = setting(factory=list, help="Appended to `extra-dlink-flags`.")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -193,6 +196,19 @@ class ExtensionSettings:
     with_cuda: Literal["auto"] | bool = setting(
         "auto",
         help='Compile with CUDA; `"auto"` decides by the presence of `.cu`/`.cuh` sources.',
+    )
+    dlink: bool = setting(
+        False,
+        help="Device linking: `.cu` files compile with `-rdc=true` (unless `extra-cuda-cflags`"
+        " choose `-rdc`), and `nvcc -dlink` over the CUDA objects, for the same architectures,"
+        " joins the link, so kernels can call `__device__` functions of other `.cu` files."
+        ' Moot without `.cu` sources when `with-cuda = "auto"`.',
+    )
+    dlink_libraries: list[str] = setting(
+        factory=list, help="`-l` names for the device link (e.g. NVSHMEM's); implies `dlink`."
+    )
+    extra_dlink_flags: list[str] = setting(
+        factory=list, help="Extra `nvcc -dlink` arguments, one per entry (e.g. `-dlto`)."
     )
     py_limited_api: bool | str = setting(
         False,

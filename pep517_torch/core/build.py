@@ -45,6 +45,17 @@ class BuildResult:
     def artifacts(self) -> dict[str, Path]:
         return self.plan.artifacts
 
+    def summary(self) -> str:
+        """``2 extensions: 3 compiled, 2 linked, 1 header precompiled in 9.1 s``."""
+        run, count = self.run, len(self.plan.artifacts)
+        plural = "s" * (run.precompiled != 1)
+        pch = f", {run.precompiled} header{plural} precompiled" if run.precompiled else ""
+        cached = f" ({run.cache_hits} from cache)" if run.cache_hits is not None else ""
+        return (
+            f"{count} extension{'s' * (count != 1)}: {run.compiled} compiled{cached},"
+            f" {run.linked} linked{pch} in {run.seconds:.1f} s"
+        )
+
 
 def _check_build_dir(build_dir: Path) -> None:
     try:
@@ -258,6 +269,7 @@ def prepare(
         shared_pch=shared_pch,
         launcher_name=Path(launcher[0]).name if launcher else compiler.launcher,
         heavy_flags=flags_mod.heavy_tuning(compiler),
+        nvcc_dlink=[str(cuda.toolkit.nvcc)] if cuda else None,
     )
     ninja_file = build_dir / "build.ninja"
     if graph.write_if_changed(ninja_file, text) or not (build_dir / COMPDB).exists():
@@ -285,6 +297,8 @@ def _descriptions(plans: Sequence[graph.ExtensionPlan], source_root: Path | None
         for unit in plan.units:
             described[unit.object] = f"compiling {graph.display_path(unit.source, base)}"
         described[plan.output] = f"linking {plan.spec.name}"
+        if plan.dlink_object:
+            described[plan.dlink_object] = f"device-linking {plan.spec.name}"
     return described
 
 
