@@ -24,6 +24,7 @@ from .distribution import metadata as dist_metadata
 from .distribution import tags
 from .distribution.reproducible import source_date_epoch, writing
 from .errors import ConfigError, ToolchainError
+from .project_tree import require_inside
 
 if TYPE_CHECKING:
     from .core.build import BuildResult
@@ -78,7 +79,8 @@ def _version(project: config.ResolvedProject, env: Mapping[str, str]) -> str | N
                 " set [tool.torch-ext.version] file",
                 "project.dynamic",
             )
-        file = packages[0][1] / "__init__.py"
+        file = require_inside(project.root, packages[0][1] / "__init__.py", "project.dynamic",
+                              "version file")
     return dist_metadata.read_version(file, source.pattern, suffix or None)
 
 
@@ -218,18 +220,23 @@ def prepare_metadata(root: Path, metadata_directory: Path, config_settings: Conf
     return dist_info
 
 
-def build_wheel(root: Path, out_dir: Path, config_settings: ConfigSettings, *, editable: bool = False) -> str:
+def _package_files(project: config.ResolvedProject, exclude: set[Path]) -> list[tuple[str, Path]]:
     from .distribution.files import package_files
+
+    layout = project.layout
+    return package_files(
+        project.root, layout.packages, layout.py_modules, layout.package_data, exclude=exclude
+    )
+
+
+def build_wheel(root: Path, out_dir: Path, config_settings: ConfigSettings, *, editable: bool = False) -> str:
     from .distribution.wheel import WheelWriter
 
     started = time.perf_counter()
     loaded = load(root, config_settings)
     project, meta = loaded.project, loaded.metadata
     in_tree = {spec.name: in_tree_path(project, spec) for spec in project.extensions}
-    layout = project.layout
-    files = package_files(
-        layout.packages, layout.py_modules, layout.package_data, exclude=set(in_tree.values())
-    )
+    files = _package_files(project, exclude=set(in_tree.values()))
     _check_module_collisions(project, files)  # before compiling: it cannot succeed
     # Held until the artifacts are packed: no concurrent build relinks them meanwhile.
     with _build_dir_lock(loaded, editable):
@@ -367,6 +374,9 @@ def build_sdist(root: Path, out_dir: Path, config_settings: ConfigSettings) -> s
         project.pyproject, project.root, version=_version(project, os.environ),
         dynamic_metadata=dynamic,
     )
+    # The wheel built from this sdist reads these files: refuse what the wheel would refuse.
+    in_tree = {in_tree_path(project, spec) for spec in project.extensions}
+    _package_files(project, exclude=in_tree)
     files = sdist_files(
         project.root,
         include=meta.referenced_files,

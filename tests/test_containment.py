@@ -1,0 +1,175 @@
+"""Every file a wheel or sdist reads from the tree stays inside the project root, and the wheel
+built from a tree equals the wheel built from its sdist, symlinks inside the root included.
+
+Pure-Python projects: nothing compiles here.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tarfile
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from pep517_torch import project
+from pep517_torch.errors import ConfigError
+from tests.conftest import count
+
+PYPROJECT = """\
+[build-system]
+requires = ["pep517_torch"]
+build-backend = "pep517_torch"
+
+[project]
+name = "contained"
+version = "1.0"
+readme = "README.md"
+license = "MIT"
+license-files = ["LICENSE*", "licenses/*"]
+
+[tool.torch-ext]
+packages = ["pkg"]
+package-data = { pkg = ["data/*"] }
+"""
+
+
+def write(path: Path, text: str = "") -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    root = tmp_path / "proj"
+    write(root / "pyproject.toml", PYPROJECT)
+    write(root / "README.md", "# contained\n")
+    write(root / "LICENSE", "MIT\n")
+    write(root / "licenses" / "NOTICE", "notice\n")
+    write(root / "pkg" / "__init__.py", "")
+    write(root / "pkg" / "data" / "table.json", "{}\n")
+    write(tmp_path / "outside" / "secret.py", "SECRET = 'leaked'\n")
+    write(tmp_path / "outside" / "sub" / "__init__.py", "SECRET = 'leaked'\n")
+    return root
+
+
+def outside(root: Path) -> Path:
+    return root.parent / "outside"
+
+
+def link(path: Path, target: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    path.unlink(missing_ok=True)
+    path.symlink_to(target, target_is_directory=target.is_dir())
+
+
+# Each escape: how to make it, the key the error names, the file it names.
+ESCAPES: dict[str, tuple[Callable[[Path], None], str, str]] = {
+    "package file": (
+        lambda root: link(root / "pkg" / "leak.py", outside(root) / "secret.py"),
+        "tool.torch-ext.packages", "pkg/leak.py",
+    ),
+    "package __init__": (
+        lambda root: link(root / "pkg" / "__init__.py", outside(root) / "secret.py"),
+        "tool.torch-ext.packages", "pkg/__init__.py",
+    ),
+    "symlinked subpackage": (
+        lambda root: link(root / "pkg" / "sub", outside(root) / "sub"),
+        "tool.torch-ext.packages[0]", "pkg/sub",
+    ),
+    "license-files entry": (
+        lambda root: link(root / "LICENSE", outside(root) / "secret.py"),
+        "project.license-files", "LICENSE",
+    ),
+    "license-files directory": (
+        lambda root: link(root / "licenses", outside(root)),
+        "project.license-files", "licenses/secret.py",
+    ),
+    "readme": (
+        lambda root: link(root / "README.md", outside(root) / "secret.py"),
+        "project.readme", "README.md",
+    ),
+    "package data directory": (
+        lambda root: link(root / "pkg" / "data", outside(root)),
+        "tool.torch-ext.package-data.pkg[0]", "secret.py",
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("escape", sorted(ESCAPES))
+def test_wheel_sdist_and_metadata_refuse_the_same_escape(tree: Path, tmp_path: Path, escape: str) -> None:
+    make, key, shown = ESCAPES[escape]
+    make(tree)
+    errors = []
+    for name, hook in [
+        ("wheel", lambda: project.build_wheel(tree, tmp_path / "out", None)),
+        ("editable", lambda: project.build_wheel(tree, tmp_path / "out", None, editable=True)),
+        ("sdist", lambda: project.build_sdist(tree, tmp_path / "out", None)),
+    ]:
+        with pytest.raises(ConfigError) as caught:
+            hook()
+        errors.append(str(caught.value))
+        assert caught.value.key == key, (name, str(caught.value))
+    assert len(set(errors)) == 1, errors  # one error, word for word
+    message = errors[0]
+    assert "\n" not in message and "outside the project root" in message and shown in message
+    assert "leaked" not in message
+    assert not (tmp_path / "out").exists() or list((tmp_path / "out").iterdir()) == []
+    if key.startswith("project."):  # read into METADATA: prepare_metadata refuses it too
+        with pytest.raises(ConfigError, match="outside the project root"):
+            project.prepare_metadata(tree, tmp_path / "md", None)
+        assert not list((tmp_path / "md").rglob("METADATA"))
+    count("escaping symlinks refused alike by wheel, editable, sdist (and metadata)")
+
+
+def test_legacy_license_file_outside_is_refused(tree: Path, tmp_path: Path) -> None:
+    text = (tree / "pyproject.toml").read_text()
+    text = text.replace('license = "MIT"\nlicense-files = ["LICENSE*", "licenses/*"]\n',
+                        'license = { file = "COPYING" }\n')
+    (tree / "pyproject.toml").write_text(text)
+    link(tree / "COPYING", outside(tree) / "secret.py")
+    with pytest.raises(ConfigError) as caught:
+        project.prepare_metadata(tree, tmp_path / "md", None)
+    assert caught.value.key == "project.license.file" and "'COPYING'" in str(caught.value)
+
+
+def unpack(sdist: Path, into: Path) -> Path:
+    with tarfile.open(sdist) as archive:
+        archive.extractall(into, filter="data")
+    return next(into.iterdir())
+
+
+def test_links_inside_the_root_ship_and_the_sdist_rebuilds_the_same_wheel(
+    tree: Path, tmp_path: Path
+) -> None:
+    write(tree / "shared" / "helpers.py", "def helper():\n    return 42\n")
+    write(tree / "vendored" / "sub" / "__init__.py", "VALUE = 7\n")
+    write(tree / "vendored" / "sub" / "deep" / "__init__.py", "")
+    write(tree / "docs" / "intro.md", "# contained, from docs\n")
+    link(tree / "pkg" / "helpers.py", tree / "shared" / "helpers.py")  # a file link
+    link(tree / "pkg" / "sub", tree / "vendored" / "sub")  # a directory link
+    link(tree / "pkg" / "loop", tree / "pkg")  # a link back up the tree: never followed twice
+    link(tree / "README.md", tree / "docs" / "intro.md")
+    wheel = tmp_path / "wheel"
+    tree_wheel = wheel / project.build_wheel(tree, wheel, None)
+    with zipfile.ZipFile(tree_wheel) as archive:
+        names = set(archive.namelist())
+        assert archive.read("pkg/helpers.py") == b"def helper():\n    return 42\n"
+        assert archive.read("pkg/sub/__init__.py") == b"VALUE = 7\n"
+        assert "pkg/sub/deep/__init__.py" in names
+        assert "# contained, from docs" in archive.read("contained-1.0.dist-info/METADATA").decode()
+    assert not any(name.startswith("pkg/loop/loop/") for name in names)
+
+    sdist = project.build_sdist(tree, tmp_path / "sdist", None)
+    unpacked = unpack(tmp_path / "sdist" / sdist, tmp_path / "unpacked")
+    assert (unpacked / "pkg" / "sub" / "deep" / "__init__.py").is_file()
+    assert not (unpacked / "pkg" / "sub").is_symlink()  # links ship as what they point to
+    rebuilt = tmp_path / "rebuilt"
+    rebuilt_wheel = rebuilt / project.build_wheel(unpacked, rebuilt, None)
+    assert rebuilt_wheel.read_bytes() == tree_wheel.read_bytes()
+    count("wheels rebuilt from an sdist of a tree with in-root file and directory links")
