@@ -291,23 +291,50 @@ def _check_module_collisions(
     project: config.ResolvedProject, files: list[tuple[str, Path]]
 ) -> None:
     """An extension module and a shipped ``.py`` file or package of the same dotted name would
-    shadow each other (and collide with the import-guard shim): refuse them by name."""
+    shadow each other (and collide with the import-guard shim), as would the library behind a
+    shim (``pkg._C_native``) and a module of that name: refuse them by name."""
     from .config.pyproject import tool_table
+    from .distribution.import_guard import native_module
 
-    shipped = dict(files)
+    shipped: dict[str, Path] = {}
+    for arcname, path in files:
+        module = _module_of(arcname)
+        if module is not None:
+            shipped[module] = path
+    extensions = {spec.name for spec in project.extensions}
     tables = tool_table(project.pyproject).get("extension", [])
     for spec in project.extensions:
         if spec.kind is not Kind.MODULE:
             continue
-        stem = spec.name.replace(".", "/")
-        for arcname in (f"{stem}.py", f"{stem}/__init__.py"):
-            if arcname in shipped:
-                index = next(i for i, t in enumerate(tables) if t.get("name") == spec.name)
-                raise ConfigError(
-                    f"extension {spec.name!r} and {shipped[arcname]} are both the module"
-                    f" {spec.name}: only one of them could be imported; rename one",
-                    f"tool.torch-ext.extension[{index}].name",
-                )
+        index = next(i for i, t in enumerate(tables) if t.get("name") == spec.name)
+        key = f"tool.torch-ext.extension[{index}].name"
+        if spec.name in shipped:
+            raise ConfigError(
+                f"extension {spec.name!r} and {shipped[spec.name]} are both the module"
+                f" {spec.name}: only one of them could be imported; rename one",
+                key,
+            )
+        native = native_module(spec.name)
+        if project.torch_import_check and (native in shipped or native in extensions):
+            other = f"extension {native!r}" if native in extensions else str(shipped[native])
+            raise ConfigError(
+                f"extension {spec.name!r} ships its library as the module {native}, behind"
+                f" its torch version check (torch-import-check), and {other} is that module"
+                " too; rename one",
+                key,
+            )
+
+
+def _module_of(arcname: str) -> str | None:
+    """The module a shipped file is imported as: ``pkg/sub/__init__.py`` -> ``pkg.sub``,
+    ``pkg/mod.py`` and ``pkg/mod.cpython-311-x86_64-linux-gnu.so`` -> ``pkg.mod``; None for
+    data files and stubs."""
+    *directories, name = arcname.split("/")
+    if name == "__init__.py":
+        return ".".join(directories)
+    if name.endswith((".py", ".so")):
+        return ".".join([*directories, name.split(".", 1)[0]])
+    return None
 
 
 def _add_editable(

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
 import sysconfig
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -57,7 +59,8 @@ def run(base: Path, code: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_native_filename() -> None:
-    assert native_filename("pkg.sub._C", ".abi3.so") == "_C._native.abi3.so"
+    assert native_filename("pkg.sub._C", ".abi3.so") == "_C_native.abi3.so"
+    assert native_filename("_top", ".so") == "_top_native.so"
 
 
 def test_matching_torch_loads_the_extension(tmp_path: Path, native: Path) -> None:
@@ -66,7 +69,7 @@ def test_matching_torch_loads_the_extension(tmp_path: Path, native: Path) -> Non
         base,
         "import pkg._C as c, pkg\n"
         "print(c.answer(), c.__name__, type(c.__loader__).__name__, 'torch' in sys.modules)\n"
-        "print(sys.modules['pkg._C'] is c is pkg._C, c.__file__.endswith('_C._native' + "
+        "print(sys.modules['pkg._C'] is c is pkg._C, c.__file__.endswith('_C_native' + "
         f"{sysconfig.get_config_var('EXT_SUFFIX')!r}))\n",
     )
     assert result.returncode == 0, result.stderr
@@ -78,7 +81,7 @@ def test_mismatched_torch_raises_before_loading(tmp_path: Path, native: Path) ->
     result = run(
         base,
         "try:\n    import pkg._C\nexcept ImportError as error:\n    print(error)\n"
-        "print(open('/proc/self/maps').read().count('_C._native'))\n",
+        "print(open('/proc/self/maps').read().count('_C_native'))\n",
     )
     assert result.returncode == 0, result.stderr
     message, mapped = result.stdout.splitlines()
@@ -97,8 +100,83 @@ def test_library_is_invisible_without_the_shim(tmp_path: Path, native: Path) -> 
 
 
 def test_shim_source_is_plain_python() -> None:
-    source = render_import_guard("a.b._C", "_C._native.abi3.so", "2.13.0").decode()
+    source = render_import_guard("a.b._C", "_C_native.abi3.so", "2.13.0").decode()
     compile(source, "shim", "exec")
-    assert "_MODULE, _NATIVE, _BUILT_AGAINST = ('a.b._C', '_C._native.abi3.so', '2.13.0')" in source
+    assert "_MODULE, _NATIVE, _BUILT_AGAINST = ('a.b._C', '_C_native.abi3.so', '2.13.0')" in source
     with pytest.raises(ValueError):
         render_import_guard("a._C", "../_C.so", "2.13.0")
+
+
+GUARDED_PYPROJECT = """\
+[build-system]
+requires = ["pep517_torch", "torch"]
+build-backend = "pep517_torch"
+
+[project]
+name = "guarded"
+version = "1.0"
+
+[tool.torch-ext]
+packages = ["gpkg"]
+torch-requirement = "none"
+
+[[tool.torch-ext.extension]]
+name = "gpkg._C"
+sources = ["csrc/c.cpp"]
+"""
+GUARDED_SOURCE = r"""
+#include <Python.h>
+static PyObject *twice(PyObject *, PyObject *arg) { return PyLong_FromLong(2 * PyLong_AsLong(arg)); }
+static PyMethodDef methods[] = {{"twice", twice, METH_O, nullptr}, {nullptr, nullptr, 0, nullptr}};
+static PyModuleDef definition = {PyModuleDef_HEAD_INIT, "_C", nullptr, -1, methods};
+PyMODINIT_FUNC PyInit__C() { return PyModule_Create(&definition); }
+"""
+
+
+def guarded_project(root: Path) -> Path:
+    (root / "gpkg").mkdir(parents=True)
+    (root / "gpkg" / "__init__.py").write_text("")
+    (root / "csrc").mkdir()
+    (root / "csrc" / "c.cpp").write_text(GUARDED_SOURCE)
+    (root / "pyproject.toml").write_text(GUARDED_PYPROJECT)
+    return root
+
+
+@pytest.mark.compile
+def test_guarded_wheel_passes_check_wheel_contents_and_computes(tmp_path: Path) -> None:
+    root = guarded_project(tmp_path / "proj")
+    built = subprocess.run([sys.executable, "-m", "pep517_torch", "wheel", root, "-o", tmp_path / "out"],
+                           capture_output=True, text=True, timeout=900)
+    assert built.returncode == 0, built.stdout + built.stderr
+    wheel = next((tmp_path / "out").glob("*.whl"))
+    suffix = sysconfig.get_config_var("EXT_SUFFIX")
+    with zipfile.ZipFile(wheel) as archive:
+        assert {"gpkg/_C.py", f"gpkg/_C_native{suffix}"} <= set(archive.namelist())
+        archive.extractall(tmp_path / "site")
+    checked = subprocess.run([Path(sys.executable).parent / "check-wheel-contents", wheel],
+                             capture_output=True, text=True, timeout=300)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    code = "import gpkg._C as c, sys; print(c.twice(21), type(c.__loader__).__name__, sys.modules['gpkg._C'] is c)"
+    ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "PYTHONPATH": str(tmp_path / "site")}, cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.split() == ["42", "ExtensionFileLoader", "True"]
+
+
+@pytest.mark.parametrize("occupant", ["gpkg/_C_native.py", "gpkg/_C_native/__init__.py", "extension"])
+def test_a_module_where_the_guarded_library_goes_is_refused(tmp_path: Path, occupant: str) -> None:
+    from pep517_torch import project
+    from pep517_torch.errors import ConfigError
+
+    root = guarded_project(tmp_path / "proj")
+    if occupant == "extension":
+        with (root / "pyproject.toml").open("a") as file:
+            file.write('\n[[tool.torch-ext.extension]]\nname = "gpkg._C_native"\nsources = ["csrc/c.cpp"]\n')
+    else:
+        (root / occupant).parent.mkdir(parents=True, exist_ok=True)
+        (root / occupant).write_text("")
+    with pytest.raises(ConfigError) as caught:
+        project.build_wheel(root, tmp_path / "out", None)  # refused before anything compiles
+    assert caught.value.key == "tool.torch-ext.extension[0].name"
+    assert "gpkg._C_native" in str(caught.value) and "torch-import-check" in str(caught.value)
+    assert not (root / "build").exists() and not (tmp_path / "out").exists()

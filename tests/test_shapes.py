@@ -210,7 +210,7 @@ def test_op_libraries_are_never_import_checked(oplib: Built, tmp_path: Path) -> 
     assert "0 compiled" in guarded.log  # same flags: the build directory is reused
     members = guarded.members()
     assert {"oplibpkg/_ops.so", "oplibpkg/legacy/legacy_ops.so", "oplibpkg/_info.py"} <= members
-    assert f"oplibpkg/_info._native{EXT_SUFFIX}" in members
+    assert f"oplibpkg/_info_native{EXT_SUFFIX}" in members
     assert not {"oplibpkg/_ops.py", "oplibpkg/legacy/legacy_ops.py"} & members
     result = guarded.python(
         "import torch, oplibpkg, oplibpkg._info as info;"
