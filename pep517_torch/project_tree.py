@@ -33,14 +33,17 @@ def is_inside(root: Path, path: Path) -> bool:
         return False
 
 
-def require_inside(root: Path, path: Path, key: str | None, what: str, shown: str | None = None) -> Path:
+def require_inside(
+    root: Path, path: Path, key: str | None, what: str, shown: str | None = None
+) -> Path:
     """``path`` itself when it stays inside ``root``; else the one containment ConfigError,
     naming ``what`` (shown as ``shown``, default the path relative to the root) and ``key``."""
     if is_inside(root, path):
         return path
     if shown is None:
         lexical = Path(os.path.normpath(path))
-        shown = lexical.relative_to(root).as_posix() if lexical.is_relative_to(root) else str(lexical)
+        inside = lexical.is_relative_to(root)
+        shown = lexical.relative_to(root).as_posix() if inside else str(lexical)
     raise ConfigError(
         f"{what} {shown!r} is outside the project root {root} (through '..', an absolute path"
         " or a symlink)",

@@ -67,7 +67,12 @@ def _is_package_dir(path: Path, build_dir: Path) -> bool:
 
 
 def _with_subpackages(
-    root: Path, name: str, path: Path, build_dir: Path, key: str, seen: frozenset[Path] = frozenset()
+    root: Path,
+    name: str,
+    path: Path,
+    build_dir: Path,
+    key: str,
+    seen: frozenset[Path] = frozenset(),
 ) -> dict[str, Path]:
     """``name`` and every subdirectory below it that has an ``__init__.py``; a symlinked one
     leading back to a directory above it (a loop) is left out."""

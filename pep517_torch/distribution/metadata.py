@@ -135,7 +135,10 @@ def _check_files_inside(
     referenced = [
         (getattr(standard.readme, "file", None), readme_key, "readme"),
         (getattr(standard.license, "file", None), "project.license.file", "license file"),
-        *((root / path, "project.license-files", "license file") for path in standard.license_files or ()),
+        *(
+            (root / path, "project.license-files", "license file")
+            for path in standard.license_files or ()
+        ),
     ]
     for path, key, what in referenced:
         if path is not None:
