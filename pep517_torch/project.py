@@ -112,12 +112,19 @@ def resolve_document(
     return config.resolve_project(root, pyproject, config_settings, facts, build_dir_vars), torch
 
 
-def load(root: Path, config_settings: ConfigSettings, env: Mapping[str, str] | None = None) -> Loaded:
-    """Read and validate everything; compile nothing."""
+def load(
+    root: Path,
+    config_settings: ConfigSettings,
+    env: Mapping[str, str] | None = None,
+    *,
+    for_build: bool = True,
+) -> Loaded:
+    """Read and validate everything; compile nothing. Torch must be installed when there are
+    extensions to build (``for_build``) or a torch pin to write into the metadata."""
     env = dict(os.environ if env is None else env)
     project, torch = _resolve(root, config_settings, env)
     pin: list[Requirement] = []
-    if project.extensions:
+    if project.extensions and (for_build or project.torch_requirement != "none"):
         if torch is None:
             toolchain.find_torch()  # raises the "torch is not installed" error
         assert torch is not None
@@ -209,7 +216,7 @@ def _dist_info_files(metadata: dist_metadata.ProjectMetadata) -> dict[str, bytes
 
 
 def prepare_metadata(root: Path, metadata_directory: Path, config_settings: ConfigSettings) -> str:
-    loaded = load(root, config_settings)
+    loaded = load(root, config_settings, for_build=False)
     meta = loaded.metadata
     dist_info = f"{meta.distribution_name}-{meta.version}.dist-info"
     for name, data in _dist_info_files(meta).items():

@@ -142,13 +142,22 @@ def guarded_project(root: Path) -> Path:
     return root
 
 
-@pytest.mark.compile
-def test_guarded_wheel_passes_check_wheel_contents_and_computes(tmp_path: Path) -> None:
-    root = guarded_project(tmp_path / "proj")
-    built = subprocess.run([sys.executable, "-m", "pep517_torch", "wheel", root, "-o", tmp_path / "out"],
+@pytest.fixture(scope="module")
+def guarded_wheel(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """(project, wheel) of a torch-requirement = "none" project: the wheel has the shim."""
+    base = tmp_path_factory.mktemp("guarded")
+    root = guarded_project(base / "proj")
+    built = subprocess.run([sys.executable, "-m", "pep517_torch", "wheel", root, "-o", base / "out"],
                            capture_output=True, text=True, timeout=900)
     assert built.returncode == 0, built.stdout + built.stderr
-    wheel = next((tmp_path / "out").glob("*.whl"))
+    return root, next((base / "out").glob("*.whl"))
+
+
+@pytest.mark.compile
+def test_guarded_wheel_passes_check_wheel_contents_and_computes(
+    guarded_wheel: tuple[Path, Path], tmp_path: Path
+) -> None:
+    _, wheel = guarded_wheel
     suffix = sysconfig.get_config_var("EXT_SUFFIX")
     with zipfile.ZipFile(wheel) as archive:
         assert {"gpkg/_C.py", f"gpkg/_C_native{suffix}"} <= set(archive.namelist())
@@ -161,6 +170,43 @@ def test_guarded_wheel_passes_check_wheel_contents_and_computes(tmp_path: Path) 
                          env={**os.environ, "PYTHONPATH": str(tmp_path / "site")}, cwd=tmp_path)
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout.split() == ["42", "ExtensionFileLoader", "True"]
+
+
+WITHOUT_TORCH = """
+import importlib.machinery, importlib.util, sys
+
+class NoTorch(importlib.machinery.PathFinder):  # as if torch were not installed
+    @classmethod
+    def find_spec(cls, name, path=None, target=None):
+        if name == "torch" or name.startswith("torch."):
+            return None
+        return super().find_spec(name, path, target)
+
+sys.meta_path[sys.meta_path.index(importlib.machinery.PathFinder)] = NoTorch
+assert importlib.util.find_spec("torch") is None
+import pep517_torch
+print(pep517_torch.prepare_metadata_for_build_wheel(sys.argv[1]))
+try:
+    pep517_torch.prepare_metadata_for_build_wheel(sys.argv[1] + "-pinned", {"torch-requirement": "minor"})
+except pep517_torch.errors.ToolchainError as error:
+    print(error)
+assert "torch" not in sys.modules
+"""
+
+
+@pytest.mark.compile
+def test_metadata_without_torch_installed_equals_the_wheels(
+    guarded_wheel: tuple[Path, Path], tmp_path: Path
+) -> None:
+    root, wheel = guarded_wheel
+    ran = subprocess.run([sys.executable, "-c", WITHOUT_TORCH, tmp_path / "md"], cwd=root,
+                         capture_output=True, text=True, timeout=300)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    dist_info, pinned_error = ran.stdout.splitlines()
+    assert dist_info == "guarded-1.0.dist-info"
+    assert "torch is not installed" in pinned_error  # a pin needs torch's version: still refused
+    with zipfile.ZipFile(wheel) as archive:
+        assert archive.read(f"{dist_info}/METADATA") == (tmp_path / "md" / dist_info / "METADATA").read_bytes()
 
 
 @pytest.mark.parametrize("occupant", ["gpkg/_C_native.py", "gpkg/_C_native/__init__.py", "extension"])
