@@ -559,6 +559,57 @@ def test_nvcc_and_torch_cuda_major_mismatch(
     assert any("differs from torch's CUDA" in n and "minor version" in n for n in plan.notes)
 
 
+TINY_KERNEL = """#include <cuda_runtime.h>
+__global__ void add_one(float *x, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] += 1; }
+int kernel_line() { return __LINE__; }
+"""
+TINY_MODULE = """#include <Python.h>
+int kernel_line();
+static PyObject *line(PyObject *, PyObject *) { return PyLong_FromLong(kernel_line()); }
+static PyMethodDef methods[] = {{"line", line, METH_NOARGS, nullptr}, {nullptr, nullptr, 0, nullptr}};
+static PyModuleDef definition = {PyModuleDef_HEAD_INIT, "_C", nullptr, -1, methods};
+PyMODINIT_FUNC PyInit__C() { return PyModule_Create(&definition); }
+"""
+
+
+def tiny_cuda_project(root: Path) -> Path:
+    (root / "pkg").mkdir(parents=True)
+    (root / "pkg" / "__init__.py").write_text("")
+    (root / "csrc").mkdir()
+    (root / "csrc" / "k.cu").write_text(TINY_KERNEL)
+    (root / "csrc" / "mod.cpp").write_text(TINY_MODULE)
+    (root / "pyproject.toml").write_text(
+        '[project]\nname = "tinycuda"\nversion = "1.0"\n[tool.torch-ext]\npackages = ["pkg"]\n'
+        '[[tool.torch-ext.extension]]\nname = "pkg._C"\nsources = ["csrc/mod.cpp", "csrc/k.cu"]\n'
+    )
+    return root
+
+
+@needs_nvcc
+@pytest.mark.cuda
+@pytest.mark.compile
+@pytest.mark.parametrize("build_type", ["release", "debug"])
+def test_nvcc_objects_are_reproducible(tmp_path: Path, build_type: str) -> None:
+    """nvcc's temporary file names (/tmp/tmpxft_<pid>_...) and the build directory stay out."""
+    tree = tiny_cuda_project(tmp_path / "a" / "proj")
+    other = tmp_path / "b" / "elsewhere" / "proj"
+    shutil.copytree(tree, other)
+    wheels = []
+    for source, build_dir in [(tree, tmp_path / "bx"), (tree, tmp_path / "by"), (other, None)]:
+        out = tmp_path / f"w{len(wheels)}"
+        command = [sys.executable, "-m", "pep517_torch", "wheel", source, "-o", out,
+                   f"-Cbuild-type={build_type}", "-Ccuda-arch-list=8.0"]
+        command += [f"-Cbuild-dir={build_dir}"] if build_dir else []
+        result = subprocess.run(command, capture_output=True, text=True, env=build_env(), timeout=600)
+        assert result.returncode == 0, result.stdout + result.stderr
+        wheels.append(next(out.glob("*.whl")).read_bytes())
+    assert wheels[0] == wheels[1] == wheels[2]
+    with zipfile.ZipFile(next((tmp_path / "w0").glob("*.whl"))) as archive:
+        so = archive.read(next(n for n in archive.namelist() if n.endswith(".so")))
+    assert b"tmpxft" not in so and str(tmp_path).encode() not in so
+    assert b"k.cu.o.cudafe1.cpp" in so  # nvcc's intermediate, named after the object
+
+
 @needs_nvcc
 @pytest.mark.cuda
 @pytest.mark.compile

@@ -174,7 +174,8 @@ class _Planner:
         _check_torch_cuda_headers(spec, [i for found in includes.values() for i in found], self.tools.torch)
         arch_flags = _arch_flags(spec, self.options, self.toolkit, self.notes) if spec.uses_cuda else ()
         ext_flags = flags_mod.compute(
-            spec, self.tools, source_root=self.options.source_root, arch_flags=arch_flags
+            spec, self.tools, source_root=self.options.source_root, arch_flags=arch_flags,
+            build_dir=self.build_dir,
         )
         nvcc_sources = {s for s in spec.sources if spec.uses_cuda and is_cuda_source(s)}
         pch_entry = None
