@@ -69,7 +69,7 @@ def link(path: Path, target: Path) -> None:
 
 
 # Each escape: how to make it, the key the error names, the file it names.
-ESCAPES: dict[str, tuple[Callable[[Path], None], str, str]] = {
+ESCAPES: dict[str, tuple[Callable[[Path], None], str | None, str]] = {
     "package file": (
         lambda root: link(root / "pkg" / "leak.py", outside(root) / "secret.py"),
         "tool.torch-ext.packages", "pkg/leak.py",
@@ -89,6 +89,11 @@ ESCAPES: dict[str, tuple[Callable[[Path], None], str, str]] = {
     "license-files directory": (
         lambda root: link(root / "licenses", outside(root)),
         "project.license-files", "licenses/secret.py",
+    ),
+    "pyproject.toml": (
+        lambda root: link(root / "pyproject.toml", write(
+            outside(root) / "pyproject.toml", (root / "pyproject.toml").read_text())),
+        None, "pyproject.toml",
     ),
     "readme": (
         lambda root: link(root / "README.md", outside(root) / "secret.py"),
@@ -120,7 +125,7 @@ def test_wheel_sdist_and_metadata_refuse_the_same_escape(tree: Path, tmp_path: P
     assert "\n" not in message and "outside the project root" in message and shown in message
     assert "leaked" not in message
     assert not (tmp_path / "out").exists() or list((tmp_path / "out").iterdir()) == []
-    if key.startswith("project."):  # read into METADATA: prepare_metadata refuses it too
+    if key is None or key.startswith("project."):  # read for METADATA: prepare_metadata refuses it
         with pytest.raises(ConfigError, match="outside the project root"):
             project.prepare_metadata(tree, tmp_path / "md", None)
         assert not list((tmp_path / "md").rglob("METADATA"))
