@@ -16,7 +16,7 @@ import pytest
 
 from pep517_torch import project
 from pep517_torch.errors import ConfigError
-from tests.conftest import count
+from tests.conftest import count, write
 
 PYPROJECT = """\
 [build-system]
@@ -34,12 +34,6 @@ license-files = ["LICENSE*", "licenses/*"]
 packages = ["pkg"]
 package-data = { pkg = ["data/*"] }
 """
-
-
-def write(path: Path, text: str = "") -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
-    return path
 
 
 @pytest.fixture

@@ -27,7 +27,7 @@ from pep517_torch.core import arch, arch_list, cuda, flags, toolchain
 from pep517_torch.core import build as core_build
 from pep517_torch.core.spec import BuildOptions, ExtensionSpec, Kind
 from pep517_torch.errors import BuildError, ConfigError, ToolchainError
-from tests.conftest import FIXTURES, run_python
+from tests.conftest import FIXTURES, c_api_module, run_python, write_tree
 from tests.cuda_tools import fatbin_contents, find_cuobjdump
 
 TORCH = toolchain.find_torch()
@@ -560,29 +560,26 @@ def test_nvcc_and_torch_cuda_major_mismatch(
 
 
 TINY_KERNEL = """#include <cuda_runtime.h>
-__global__ void add_one(float *x, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] += 1; }
+__global__ void add_one(float *x, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] += 1;
+}
 int kernel_line() { return __LINE__; }
 """
-TINY_MODULE = """#include <Python.h>
-int kernel_line();
-static PyObject *line(PyObject *, PyObject *) { return PyLong_FromLong(kernel_line()); }
-static PyMethodDef methods[] = {{"line", line, METH_NOARGS, nullptr}, {nullptr, nullptr, 0, nullptr}};
-static PyModuleDef definition = {PyModuleDef_HEAD_INIT, "_C", nullptr, -1, methods};
-PyMODINIT_FUNC PyInit__C() { return PyModule_Create(&definition); }
-"""
+TINY_MODULE = c_api_module(
+    "int kernel_line();\n"
+    "static PyObject *line(PyObject *, PyObject *) { return PyLong_FromLong(kernel_line()); }",
+    '{"line", line, METH_NOARGS, nullptr}',
+)
 
 
 def tiny_cuda_project(root: Path) -> Path:
-    (root / "pkg").mkdir(parents=True)
-    (root / "pkg" / "__init__.py").write_text("")
-    (root / "csrc").mkdir()
-    (root / "csrc" / "k.cu").write_text(TINY_KERNEL)
-    (root / "csrc" / "mod.cpp").write_text(TINY_MODULE)
-    (root / "pyproject.toml").write_text(
-        '[project]\nname = "tinycuda"\nversion = "1.0"\n[tool.torch-ext]\npackages = ["pkg"]\n'
-        '[[tool.torch-ext.extension]]\nname = "pkg._C"\nsources = ["csrc/mod.cpp", "csrc/k.cu"]\n'
-    )
-    return root
+    return write_tree(root, {
+        "pkg/__init__.py": "", "csrc/k.cu": TINY_KERNEL, "csrc/mod.cpp": TINY_MODULE,
+        "pyproject.toml": '[project]\nname = "tinycuda"\nversion = "1.0"\n[tool.torch-ext]\n'
+        'packages = ["pkg"]\n[[tool.torch-ext.extension]]\nname = "pkg._C"\n'
+        'sources = ["csrc/mod.cpp", "csrc/k.cu"]\n',
+    })
 
 
 @needs_nvcc

@@ -8,12 +8,7 @@ import pytest
 
 from pep517_torch.distribution.files import package_files
 from pep517_torch.errors import ConfigError
-
-
-def write(path: Path, text: str = "") -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
-    return path
+from tests.conftest import write
 
 
 @pytest.fixture

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from pep517_torch.distribution.import_guard import native_filename, render_import_guard
+from tests.conftest import c_api_module, write_tree
 
 EXTENSION_SOURCE = r"""
 #include <Python.h>
@@ -124,22 +125,15 @@ torch-requirement = "none"
 name = "gpkg._C"
 sources = ["csrc/c.cpp"]
 """
-GUARDED_SOURCE = r"""
-#include <Python.h>
-static PyObject *twice(PyObject *, PyObject *arg) { return PyLong_FromLong(2 * PyLong_AsLong(arg)); }
-static PyMethodDef methods[] = {{"twice", twice, METH_O, nullptr}, {nullptr, nullptr, 0, nullptr}};
-static PyModuleDef definition = {PyModuleDef_HEAD_INIT, "_C", nullptr, -1, methods};
-PyMODINIT_FUNC PyInit__C() { return PyModule_Create(&definition); }
-"""
+GUARDED_SOURCE = c_api_module(
+    "static PyObject *twice(PyObject *, PyObject *arg) { return PyLong_FromLong(2 * PyLong_AsLong(arg)); }",
+    '{"twice", twice, METH_O, nullptr}',
+)
 
 
 def guarded_project(root: Path) -> Path:
-    (root / "gpkg").mkdir(parents=True)
-    (root / "gpkg" / "__init__.py").write_text("")
-    (root / "csrc").mkdir()
-    (root / "csrc" / "c.cpp").write_text(GUARDED_SOURCE)
-    (root / "pyproject.toml").write_text(GUARDED_PYPROJECT)
-    return root
+    files = {"gpkg/__init__.py": "", "csrc/c.cpp": GUARDED_SOURCE, "pyproject.toml": GUARDED_PYPROJECT}
+    return write_tree(root, files)
 
 
 @pytest.fixture(scope="module")
@@ -165,7 +159,8 @@ def test_guarded_wheel_passes_check_wheel_contents_and_computes(
     checked = subprocess.run([Path(sys.executable).parent / "check-wheel-contents", wheel],
                              capture_output=True, text=True, timeout=300)
     assert checked.returncode == 0, checked.stdout + checked.stderr
-    code = "import gpkg._C as c, sys; print(c.twice(21), type(c.__loader__).__name__, sys.modules['gpkg._C'] is c)"
+    code = ("import gpkg._C as c, sys;"
+            "print(c.twice(21), type(c.__loader__).__name__, sys.modules['gpkg._C'] is c)")
     ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
                          env={**os.environ, "PYTHONPATH": str(tmp_path / "site")}, cwd=tmp_path)
     assert ran.returncode == 0, ran.stderr
@@ -206,7 +201,8 @@ def test_metadata_without_torch_installed_equals_the_wheels(
     assert dist_info == "guarded-1.0.dist-info"
     assert "torch is not installed" in pinned_error  # a pin needs torch's version: still refused
     with zipfile.ZipFile(wheel) as archive:
-        assert archive.read(f"{dist_info}/METADATA") == (tmp_path / "md" / dist_info / "METADATA").read_bytes()
+        in_wheel = archive.read(f"{dist_info}/METADATA")
+    assert in_wheel == (tmp_path / "md" / dist_info / "METADATA").read_bytes()
 
 
 @pytest.mark.parametrize("occupant", ["gpkg/_C_native.py", "gpkg/_C_native/__init__.py", "extension"])

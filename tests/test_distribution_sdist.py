@@ -12,12 +12,7 @@ import pytest
 from pep517_torch.distribution.metadata import ProjectMetadata, build_metadata
 from pep517_torch.distribution.sdist import sdist_files, write_sdist
 from pep517_torch.errors import ConfigError
-
-
-def write(path: Path, text: str = "") -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
-    return path
+from tests.conftest import write
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import HOSTILE_NAME, count, run_python
+from tests.conftest import HOSTILE_NAME, c_api_module, count, run_python, write_tree
 
 pytestmark = pytest.mark.compile
 
@@ -229,41 +229,34 @@ def test_reproducible_wheels_and_sdists(fixture_copy, tmp_path: Path) -> None:
     count("sdist builds compared byte for byte", 2)
 
 
-DEBUGGABLE_HEADER = "#pragma once\n#include <Python.h>\n#include <vector>\n"
-DEBUGGABLE_SOURCE = textwrap.dedent(
-    r"""
-    #include "common.h"
-    static PyObject *where(PyObject *, PyObject *) {
+DEBUGGABLE_PYPROJECT = """\
+[project]
+name = "debuggable"
+version = "1.0"
+[tool.torch-ext]
+packages = ["pkg"]
+pch-header = "csrc/common.h"
+[[tool.torch-ext.extension]]
+name = "pkg._C"
+sources = ["csrc/mod.cpp"]
+extra-cflags = ["-Winvalid-pch", "-Werror=invalid-pch"]  # an unusable PCH fails the build
+"""
+DEBUGGABLE_SOURCE = c_api_module(
+    """static PyObject *where(PyObject *, PyObject *) {
       std::vector<int> v{1, 2};
       return PyUnicode_FromFormat("%s:%d", __FILE__, v[0] + v[1]);
-    }
-    static PyMethodDef methods[] = {{"where", where, METH_NOARGS, nullptr}, {nullptr, nullptr, 0, nullptr}};
-    static PyModuleDef definition = {PyModuleDef_HEAD_INIT, "_C", nullptr, -1, methods};
-    PyMODINIT_FUNC PyInit__C() { return PyModule_Create(&definition); }
-    """
+    }""",
+    '{"where", where, METH_NOARGS, nullptr}',
+    first_include='"common.h"',  # the project PCH header
 )
 
 
 def debuggable_project(root: Path) -> Path:
     """A tiny C-API module whose first include is a project PCH header (no torch TU)."""
-    (root / "pkg").mkdir(parents=True)
-    (root / "pkg" / "__init__.py").write_text("")
-    (root / "csrc").mkdir()
-    (root / "csrc" / "common.h").write_text(DEBUGGABLE_HEADER)
-    (root / "csrc" / "mod.cpp").write_text(DEBUGGABLE_SOURCE)
-    (root / "pyproject.toml").write_text(textwrap.dedent("""
-        [project]
-        name = "debuggable"
-        version = "1.0"
-        [tool.torch-ext]
-        packages = ["pkg"]
-        pch-header = "csrc/common.h"
-        [[tool.torch-ext.extension]]
-        name = "pkg._C"
-        sources = ["csrc/mod.cpp"]
-        extra-cflags = ["-Winvalid-pch", "-Werror=invalid-pch"]  # an unusable PCH fails the build
-        """))
-    return root
+    return write_tree(root, {
+        "pkg/__init__.py": "", "pyproject.toml": DEBUGGABLE_PYPROJECT, "csrc/mod.cpp": DEBUGGABLE_SOURCE,
+        "csrc/common.h": "#pragma once\n#include <Python.h>\n#include <vector>\n",
+    })
 
 
 @pytest.mark.parametrize("build_type", ["debug", "relwithdebinfo", "none"])
