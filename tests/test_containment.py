@@ -126,6 +126,15 @@ def test_wheel_sdist_and_metadata_refuse_the_same_escape(tree: Path, tmp_path: P
     count("escaping symlinks refused alike by wheel, editable, sdist (and metadata)")
 
 
+def test_a_broken_link_in_a_package_is_a_config_error(tree: Path, tmp_path: Path) -> None:
+    link(tree / "pkg" / "gone.py", tree / "nowhere.py")
+    for hook in (project.build_wheel, project.build_sdist):
+        with pytest.raises(ConfigError, match="pkg/gone.py") as caught:
+            hook(tree, tmp_path / "out", None)
+        assert caught.value.key == "tool.torch-ext.packages"
+    assert not (tmp_path / "out").exists() or list((tmp_path / "out").iterdir()) == []
+
+
 def test_legacy_license_file_outside_is_refused(tree: Path, tmp_path: Path) -> None:
     text = (tree / "pyproject.toml").read_text()
     text = text.replace('license = "MIT"\nlicense-files = ["LICENSE*", "licenses/*"]\n',

@@ -40,6 +40,9 @@ def package_files(
         if path in excluded or path.resolve() in excluded:
             return
         require_inside(root, path, key, "file")
+        if not path.is_file():
+            message = f"{arcname} would be shipped from {path}, which is not a file (a broken link?)"
+            raise ConfigError(message, key)
         previous = chosen.setdefault(arcname, path)
         if previous != path:
             raise ConfigError(f"{arcname} would be shipped from both {previous} and {path}")
