@@ -60,19 +60,6 @@ def write_tree(root: Path, files: dict[str, str]) -> Path:
     return root
 
 
-def c_api_module(functions: str, methods: str, first_include: str | None = None) -> str:
-    """C++ source of a Python C-API extension module ``_C`` (``PyInit__C``): ``functions``
-    defines what ``methods`` (PyMethodDef entries) lists; ``first_include`` (e.g. a PCH
-    header) comes before Python.h. No torch, no pybind11: it compiles in about a second."""
-    prelude = f"#include {first_include}\n" if first_include else ""
-    return (
-        f"{prelude}#include <Python.h>\n{functions.strip()}\n"
-        f"static PyMethodDef methods[] = {{{methods}, {{nullptr, nullptr, 0, nullptr}}}};\n"
-        'static PyModuleDef definition = {PyModuleDef_HEAD_INIT, "_C", nullptr, -1, methods};\n'
-        "PyMODINIT_FUNC PyInit__C() { return PyModule_Create(&definition); }\n"
-    )
-
-
 @pytest.fixture
 def jit_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A private TORCH_EXTENSIONS_DIR for tests that build JIT extensions."""

@@ -27,8 +27,9 @@ from pep517_torch.core import arch, arch_list, cuda, flags, toolchain
 from pep517_torch.core import build as core_build
 from pep517_torch.core.spec import BuildOptions, ExtensionSpec, Kind
 from pep517_torch.errors import BuildError, ConfigError, ToolchainError
-from tests.conftest import FIXTURES, c_api_module, run_python, write_tree
+from tests.conftest import FIXTURES, run_python, write_tree
 from tests.cuda_tools import fatbin_contents, find_cuobjdump
+from tests.tiny_project import c_api_module
 
 TORCH = toolchain.find_torch()
 TOOLKIT = cuda.find_cuda(os.environ)

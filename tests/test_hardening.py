@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import HOSTILE_NAME, c_api_module, count, run_python, write_tree
+from tests.conftest import HOSTILE_NAME, count, run_python, write_tree
+from tests.tiny_project import c_api_module
 
 pytestmark = pytest.mark.compile
 
