@@ -11,6 +11,7 @@ from typing import Any
 from ..core.ninja_syntax import unwritable_character
 from ..core.spec import BuildOptions, BuildType
 from ..errors import ConfigError
+from .entry_points import check_entry_points
 from .extensions import ExtensionContext, resolve_extensions
 from .layout import resolve_layout
 from .model import BUILD_DIR_PLACEHOLDERS, ProjectSettings
@@ -105,6 +106,7 @@ def resolve_project(
     """
     root = Path(root).resolve()
     settings = parse_settings(pyproject)
+    check_entry_points(pyproject)
     command_line = config_settings_layer(config_settings)
     external = {**environment_layer(facts.env), **command_line}
     forced_cuda = {"cuda": command_line["cuda"].value} if "cuda" in command_line else {}

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import BuildError, ConfigError, ToolchainError
+from ..project_tree import mark_build_dir
 from . import flags as flags_mod
 from . import graph, inputs, jobs, pch, scan, toolchain
 from .launcher import cache_hits, find_launcher
@@ -60,6 +61,7 @@ class BuildResult:
 def _check_build_dir(build_dir: Path) -> None:
     try:
         build_dir.mkdir(parents=True, exist_ok=True)
+        mark_build_dir(build_dir)  # CACHEDIR.TAG: sdists, backups and archivers leave it out
         probe = build_dir / f".write-test-{os.getpid()}"
         probe.write_bytes(b"")
         probe.unlink()
@@ -176,7 +178,8 @@ class _Planner:
             _arch_flags(spec, self.options, self.toolkit, self.notes) if spec.uses_cuda else ((), 0)
         )
         ext_flags = flags_mod.compute(
-            spec, self.tools, source_root=self.options.source_root, arch_flags=arch_flags
+            spec, self.tools, source_root=self.options.source_root, arch_flags=arch_flags,
+            build_dir=self.build_dir,
         )
         nvcc_sources = {s for s in spec.sources if spec.uses_cuda and is_cuda_source(s)}
         pch_entry = None
