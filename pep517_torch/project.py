@@ -54,11 +54,13 @@ def _torch_or_none() -> toolchain.TorchInstall | None:
 def _facts(env: Mapping[str, str], torch: toolchain.TorchInstall | None) -> config.Facts:
     from .core import cuda
 
+    toolkit = cuda.find_cuda(env)
     return config.Facts(
         env=dict(env),
         torch_version=torch.version if torch else None,
         torch_cuda=torch.cuda if torch else None,
-        nvcc_available=cuda.find_cuda(env) is not None,
+        nvcc_available=toolkit is not None,
+        nvcc_version=toolkit.version_str if toolkit else None,
     )
 
 

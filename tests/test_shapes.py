@@ -237,8 +237,13 @@ def test_cpu_variant_without_cuda(cudavariant: dict[str, Built]) -> None:
     if TORCH.cuda is not None and TOOLKIT is not None:
         pytest.skip("a CUDA torch with nvcc: cuda = 'auto' is on here")
     built = cudavariant["auto"]
-    skip = "skipping extension cv._x_cuda: if.cuda = true does not hold (CUDA is disabled)"
-    assert skip in built.log
+    nvcc = f"although nvcc {TOOLKIT.version_str} was found" if TOOLKIT else "and no nvcc was found"
+    skip = (
+        "skipping extension cv._x_cuda: tool.torch-ext.extension[2].if.cuda = true does not hold"
+        f" (torch {TORCH.version} is a CPU build"
+    )
+    assert skip in built.log, built.log
+    assert nvcc in built.log and "so CUDA is off" in built.log
     assert f"cv/_x_cuda{EXT_SUFFIX}" not in built.members()
     ninja = built.ninja
     assert not re.search(r"\.cu\b", ninja), "a .cu source in a CPU build"
