@@ -8,7 +8,7 @@ from pathlib import Path
 from ..core.ninja_syntax import unwritable_character
 from ..core.spec import SOURCE_SUFFIXES, BuildType, ExtensionSpec, Kind, is_cuda_source
 from ..errors import ConfigError
-from .conditions import condition_failure
+from .conditions import CudaState, condition_failure
 from .model import CudaVariant, ExtensionSettings, ProjectSettings
 from .overrides import Origins, split_list
 from .parse import index_path, key_path
@@ -22,7 +22,7 @@ DEFAULT_LIMITED_API = "cp310"
 class ExtensionContext:
     root: Path
     build_dir: Path
-    cuda_on: bool
+    cuda: CudaState
     facts: Facts
     project: ProjectSettings
     project_origins: Origins
@@ -157,7 +157,7 @@ def _dlink_key(variant: CudaVariant | None, origins: Origins, name: str) -> str:
 
 
 def build_spec(ctx: ExtensionContext, ext: ExtensionSettings, origins: Origins) -> ExtensionSpec:
-    variant = _variant(ext, ctx.cuda_on)
+    variant = _variant(ext, ctx.cuda.on)
     project = ctx.project
 
     def dirs(name: str, what: str) -> tuple[Path, ...]:
@@ -167,6 +167,15 @@ def build_spec(ctx: ExtensionContext, ext: ExtensionSettings, origins: Origins) 
         )
 
     arch_list = split_list(ext.cuda_arch_list) or split_list(project.cuda_arch_list)
+    arch_key = (
+        origins.of("cuda_arch_list")
+        if split_list(ext.cuda_arch_list)
+        else ctx.project_origins.of("cuda_arch_list")
+    )
+    nvcc_flag_keys = [
+        (f"extra_cuda_cflags[{i}]", key)
+        for i, (_, key) in enumerate(_entries(ext, variant, origins, "extra_cuda_cflags"))
+    ]
     if ext.pch_header is not None:
         header = existing_file(ctx.root, ext.pch_header, origins.of("pch_header"), "pch-header")
     elif project.pch_header is not None:
@@ -203,6 +212,7 @@ def build_spec(ctx: ExtensionContext, ext: ExtensionSettings, origins: Origins) 
         pch=project.pch if ext.pch is None else ext.pch,
         pch_header=header,
         **_device_link(ext, variant, sources),
+        keys=(("cuda_arch_list", arch_key), *nvcc_flag_keys),
     )
     try:
         return ExtensionSpec(**spec_arguments)  # type: ignore[arg-type]
@@ -221,14 +231,22 @@ def build_spec(ctx: ExtensionContext, ext: ExtensionSettings, origins: Origins) 
 def resolve_extensions(
     ctx: ExtensionContext, extensions: list[ExtensionSettings], origins: list[Origins]
 ) -> tuple[tuple[ExtensionSpec, ...], tuple[tuple[str, str], ...]]:
-    """The specs to build and the (name, reason) of those whose `if` does not hold."""
+    """The specs to build and the (name, reason) of those turned off or whose `if` fails."""
     check_static(extensions, origins)
     specs: list[ExtensionSpec] = []
     skipped: list[tuple[str, str]] = []
     for ext, where in zip(extensions, origins, strict=True):
-        failure = condition_failure(ext.if_, ctx.facts, ctx.cuda_on) if ext.if_ else None
-        if failure is not None:
-            skipped.append((ext.name, f"if.{failure}"))
+        reason = skip_reason(ctx, ext, where)
+        if reason is not None:
+            skipped.append((ext.name, reason))
             continue
         specs.append(build_spec(ctx, ext, where))
     return tuple(specs), tuple(skipped)
+
+
+def skip_reason(ctx: ExtensionContext, ext: ExtensionSettings, origins: Origins) -> str | None:
+    """Why the extension is not built here, naming the key that says so; None: it is built."""
+    if not ext.enabled:
+        return f"{origins.of('enabled')} = false"
+    failure = condition_failure(ext.if_, ctx.facts, ctx.cuda) if ext.if_ else None
+    return f"{origins.of('if_')}.{failure}" if failure is not None else None

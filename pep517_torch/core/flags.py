@@ -101,12 +101,23 @@ def prefix_map_flags(source_root: Path | None, torch: TorchInstall) -> list[str]
     return maps
 
 
+def build_dir_map_flags(source_root: Path | None, build_dir: Path | None) -> list[str]:
+    """A project build (``source_root``) also maps its build directory: ninja runs compilers
+    there, and debug info records it as the compilation directory. Given after the source
+    root's map, which it may sit in (the last matching map wins). Translation units only: a
+    prefix map does not make a PCH invalid, and the JIT's shared PCHs stay shared."""
+    if source_root is None or build_dir is None:
+        return []
+    return [f"-ffile-prefix-map={build_dir}=."]
+
+
 def compute(
     spec: ExtensionSpec,
     tools: Toolchain,
     *,
     source_root: Path | None,
     arch_flags: tuple[str, ...] = (),
+    build_dir: Path | None = None,
 ) -> ExtensionFlags:
     torch = tools.torch
     defines = _defines(spec)
@@ -121,11 +132,12 @@ def compute(
     if spec.openmp and torch.openmp:
         defines.append(f"-D{OPENMP_DEFINE}=1")
     prefix_maps = prefix_map_flags(source_root, torch)
+    build_map = build_dir_map_flags(source_root, build_dir)
 
     cxx_std = [] if has_std(spec.extra_cflags) else [default_std(torch)]
     common = [*system_includes, "-fPIC", *cxx_std, *optimisation, *openmp, *prefix_maps]
     name_define = defines[:1] if spec.kind is not Kind.EXECUTABLE else []
-    cxx = [*defines, *user_includes, *common, *spec.extra_cflags]
+    cxx = [*defines, *user_includes, *common, *build_map, *spec.extra_cflags]
     pch = [*defines[len(name_define):], *common, *spec.extra_cflags]
     torch_map = prefix_map_flags(None, torch)
     umbrella = [f for f in pch if f not in prefix_maps or f in torch_map]
@@ -133,7 +145,7 @@ def compute(
     nvcc: list[str] = []
     if spec.uses_cuda:
         nvcc_std = [] if has_std(spec.extra_cuda_cflags) else [default_std(torch)]
-        host = ["-fPIC", *openmp, *prefix_maps]
+        host = ["-fPIC", *openmp, *prefix_maps, *build_map]
         ccbin = ["-ccbin", tools.host_compiler_for_nvcc] if tools.host_compiler_for_nvcc else []
         nvcc = [
             *ccbin,
@@ -141,6 +153,9 @@ def compute(
             *user_includes,
             *system_includes,
             *TORCH_NVCC_FLAGS,
+            # Intermediate files next to the object, named after it: nvcc's /tmp/tmpxft_<pid>_*
+            # names otherwise land in every object (reproducible builds; nvcc >= 11.2).
+            "--objdir-as-tempdir",
             *(f"-Xcompiler={flag}" for flag in host),
             *arch_flags,
             *nvcc_std,

@@ -34,6 +34,14 @@ class CompileUnit:
     nvcc: bool
     heavy: bool  # includes torch headers: runs in the memory-bounded pool
     pch: PchPlan | None = None
+    gpu_targets: int = 0  # nvcc: the GPU architectures (SASS and PTX) it compiles for
+
+    @property
+    def estimated_cost(self) -> int:
+        """Relative compile time, to start the slowest first: a torch TU's host pass costs
+        three light ones, and nvcc adds a device pass per GPU target."""
+        host = 3 if self.heavy else 1
+        return host * (1 + self.gpu_targets) if self.nvcc else host
 
 
 @dataclass
@@ -194,6 +202,9 @@ def render(
         w.build([output], rule, [_relative_or_absolute(pch.stub, build_dir)], variables=variables)
     w.newline()
 
+    # Compile edges are written after every extension's variables and links, slowest first:
+    # ninja starts ready edges of equal priority in the order the file lists them.
+    compiles: list[tuple[int, ExtensionPlan, CompileUnit]] = []
     for index, ext in enumerate(extensions):
         w.comment(f"extension {ext.spec.name}")
         w.variable(f"cflags_{index}", shell_args(arguments(ext.flags.cxx)))
@@ -202,36 +213,7 @@ def render(
         w.variable(f"ldflags_{index}", shell_args(ext.flags.ld))
         if ext.flags.dlink:
             w.variable(f"dlinkflags_{index}", shell_args(ext.flags.dlink))
-        base = display_base(ext.spec, source_root)
-        for unit in ext.units:
-            variables = {
-                "in_q": shell_args(arguments([str(unit.source)])),
-                "desc": escape_value(display_path(unit.source, source_root or base)),
-            }
-            implicit: list[str] = []
-            order_only: list[str] = []
-            if unit.nvcc:
-                variables["cuflags"] = f"$cuflags_{index}"
-            else:
-                variables["cflags"] = f"$cflags_{index}"
-                if unit.pch is not None:
-                    variables["pchflags"] = shell_args(arguments(unit.pch.use_flags(launcher_name)))
-                    order_only.append(_relative_or_absolute(unit.pch.stub, build_dir))
-                    if unit.pch.project_header:
-                        implicit.append(_relative_or_absolute(unit.pch.output, build_dir))
-            if unit.heavy:
-                variables["pool"] = local_pool if unit.nvcc else "heavy"
-                if not unit.nvcc:
-                    variables["tuning"] = "$heavy_tuning"
-            rule = "nvcc" if unit.nvcc else "cxx"
-            w.build(
-                [unit.object],
-                rule,
-                [str(unit.source)],
-                implicit=implicit,
-                order_only=order_only,
-                variables=variables,
-            )
+        compiles += [(index, ext, unit) for unit in ext.units]
         # Order-only: the link never waits in practice (ninja waits for every default target
         # anyway), but it puts the PCH on the critical path, so ninja starts it first.
         pch_outputs = sorted({
@@ -256,8 +238,49 @@ def render(
             variables={"ldflags": f"$ldflags_{index}", "desc": escape_value(ext.spec.name)},
         )
         w.newline()
+    w.comment("objects, slowest first")
+    for index, ext, unit in sorted(compiles, key=lambda item: -item[2].estimated_cost):
+        _compile_edge(w, index, unit, display_base(ext.spec, source_root), source_root,
+                      build_dir, launcher_name, local_pool, arguments)  # fmt: skip
+    w.newline()
     w.default([e.output for e in extensions])
     return w.text()
+
+
+def _compile_edge(
+    w: NinjaWriter,
+    index: int,
+    unit: CompileUnit,
+    base: Path,
+    source_root: Path | None,
+    build_dir: Path,
+    launcher_name: str | None,
+    local_pool: str,
+    arguments: Callable[[Sequence[str]], Sequence[str]],
+) -> None:
+    """The build edge of one object; ``index`` is its extension's in the flag variables."""
+    variables = {
+        "in_q": shell_args(arguments([str(unit.source)])),
+        "desc": escape_value(display_path(unit.source, source_root or base)),
+    }
+    implicit: list[str] = []
+    order_only: list[str] = []
+    if unit.nvcc:
+        variables["cuflags"] = f"$cuflags_{index}"
+    else:
+        variables["cflags"] = f"$cflags_{index}"
+        if unit.pch is not None:
+            variables["pchflags"] = shell_args(arguments(unit.pch.use_flags(launcher_name)))
+            order_only.append(_relative_or_absolute(unit.pch.stub, build_dir))
+            if unit.pch.project_header:
+                implicit.append(_relative_or_absolute(unit.pch.output, build_dir))
+    if unit.heavy:
+        variables["pool"] = local_pool if unit.nvcc else "heavy"
+        if not unit.nvcc:
+            variables["tuning"] = "$heavy_tuning"
+    rule = "nvcc" if unit.nvcc else "cxx"
+    w.build([unit.object], rule, [str(unit.source)], implicit=implicit, order_only=order_only,
+            variables=variables)
 
 
 def write_if_changed(path: Path, content: str) -> bool:

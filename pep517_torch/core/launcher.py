@@ -106,9 +106,10 @@ _MAP_OPTIONS = ("-ffile-prefix-map=", "-fdebug-prefix-map=", "-fmacro-prefix-map
 def path_independent(args: Sequence[str], roots: Sequence[Path], build_dir: Path) -> list[str]:
     """``args`` with every path inside ``roots`` written relative to ``build_dir``.
 
-    With debug info, a prefix map whose old path is the build directory stays absolute: it
-    maps the compile directory the compiler records, always spelled absolutely (without debug
-    info nothing records it, and the map only has to name no tree).
+    A prefix map of the build directory itself maps the compile directory that debug info
+    records, which the compiler always spells absolutely: with debug info it stays as it is;
+    without, it goes (nothing records that directory, files in the build directory are now
+    named relative to it, and a map of "." would shadow the tree's "../.." map).
     """
     debug = any(a.startswith("-g") and a != "-g0" for a in args)
 
@@ -127,7 +128,9 @@ def path_independent(args: Sequence[str], roots: Sequence[Path], build_dir: Path
             option = next((o for o in _MAP_OPTIONS if rest.startswith(o)), None)
             if option is not None:
                 old, sep, new = rest[len(option):].partition("=")
-                if sep and not (debug and Path(old) == build_dir):
+                if sep and Path(old) == build_dir:
+                    arg = arg if debug else ""
+                elif sep:
                     arg = f"{prefix}{option}{relative(old)}={new}"
                 break
             option = next((o for o in _PATH_OPTIONS if rest.startswith(o) and len(rest) > len(o)), None)
@@ -136,7 +139,8 @@ def path_independent(args: Sequence[str], roots: Sequence[Path], build_dir: Path
                 break
             if not prefix:
                 arg = relative(arg)
-        out.append(arg)
+        if arg:
+            out.append(arg)
     return out
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 import filelock
 
 from ..errors import ToolchainError
+from ..project_tree import mark_build_dir
 
 LOCK_NAME = ".pep517_torch.lock"
 OWNER_NAME = f"{LOCK_NAME}.owner"  # "<pid> <what>": who holds the lock, for waiters' messages
@@ -46,6 +47,7 @@ def build_lock(build_dir: Path, what: str, *, notice_after: float = 0.2) -> Iter
     """Hold the build directory's lock; ``what`` says what we build, for whoever waits on us."""
     try:
         build_dir.mkdir(parents=True, exist_ok=True)
+        mark_build_dir(build_dir)  # tagged from its creation: no sdist ever packs it
         lock = filelock.FileLock(str(build_dir / LOCK_NAME))
     except OSError as exc:
         raise ToolchainError(f"build directory {build_dir} is not writable: {exc}") from None

@@ -86,6 +86,9 @@ class ExtensionSpec:
     dlink: bool = False
     dlink_libraries: tuple[str, ...] = ()
     extra_dlink_flags: tuple[str, ...] = ()
+    # Where values came from, for error messages: ("field" or "field[index]", the face's name
+    # for it: a TOML key path, an argument name). Not part of what is built.
+    keys: tuple[tuple[str, str], ...] = field(default=(), compare=False)
 
     def __post_init__(self) -> None:
         parts = self.name.split(".")
@@ -124,6 +127,12 @@ class ExtensionSpec:
                 f"extension {self.name!r} has device-link flags but no device link (dlink)",
                 "extra-dlink-flags",
             )
+
+    def key_of(self, name: str, index: int | None = None) -> str:
+        """Where field ``name`` (or its entry ``index``) was given; default: the field's name."""
+        recorded = dict(self.keys)
+        item = f"{name}[{index}]" if index is not None else name
+        return recorded.get(item) or recorded.get(name) or item.replace("_", "-")
 
     @property
     def module_name(self) -> str:

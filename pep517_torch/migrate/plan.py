@@ -63,6 +63,8 @@ def _negation(condition: dict[str, Any]) -> dict[str, Any] | None:
         ((name, value),) = env.items()
         if isinstance(value, bool):
             return {"env": {name: not value}}
+        if isinstance(value, str):
+            return {"env": {name: {"not": value}}}  # unset included, as setup.py's `!= value`
     return None
 
 
@@ -126,13 +128,16 @@ def add_changes(plan: Plan, changes: Diff, condition: dict[str, Any], why: str,
             plan.note(name, f"{why}: built only then")
         elif plan.conditions.get(name) != {k: v for k, v in condition.items() if k != "cuda"}:
             plan.note(name, f"{why}: built then too (review: its `if` says otherwise)")
+    turned_off: list[tuple[tuple[str, ...], Any]] = []
     for name in changes.removed:
         negation = _negation(condition)
         if negation is not None and name not in plan.conditions:
             plan.conditions[name] = negation
-            plan.note(name, f"{why}: not built then")
-        else:
-            plan.note(name, f"{why}: not built then, which no condition here can say (review)")
+        else:  # the extension's own `if` cannot say it: an override turns it off
+            turned_off.append((("extension", name, "enabled"), False))
+        plan.note(name, f"{why}: not built then")
+    if turned_off:
+        plan.overrides.append(Override(condition, turned_off, [f"{why}: not built then"]))
     if changes.project_keys:
         plan.note("project", f"{why}: [project] {', '.join(changes.project_keys)} change too,"
                   " which no override can express")  # fmt: skip

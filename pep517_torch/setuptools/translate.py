@@ -204,6 +204,7 @@ def extension_spec(
         dlink=dlink,
         dlink_libraries=dlink_libraries,
         extra_dlink_flags=dlink_flags,
+        keys=(("extra_cuda_cflags", f"Extension {full_name!r} extra_compile_args['nvcc']"),),
     )
     try:
         spec = ExtensionSpec(**values)
