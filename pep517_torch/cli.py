@@ -87,6 +87,47 @@ def _doctor(args: argparse.Namespace) -> int:
     return run_checks(Path(args.path).resolve())
 
 
+def _cache(args: argparse.Namespace) -> int:
+    import os
+    import time
+
+    from .config.checks import parse_size
+    from .config.settings import environment_layer
+    from .core import pch_cache
+    from .core.spec import DEFAULT_PCH_CACHE_BYTES
+
+    configured = environment_layer(os.environ).get("pch_cache_size")
+    limit = parse_size(configured.value) if configured else DEFAULT_PCH_CACHE_BYTES
+    root = pch_cache.pch_root(os.environ)
+    if args.clear:
+        removed, busy = pch_cache.clear(root)
+        freed = pch_cache.format_size(sum(e.size for e in removed))
+        print(f"pep517_torch: removed {pch_cache.count_text(len(removed))} ({freed}) from {root}"
+              + (f"; {len(busy)} in use by a running build kept" if busy else ""))
+        return 0
+    found = pch_cache.entries(root)
+    total = pch_cache.format_size(sum(e.size for e in found))
+    origin = pch_cache.ENV_DIR if os.environ.get(pch_cache.ENV_DIR) else "default"
+    print(f"precompiled-header cache: {root} ({origin})")
+    print(f"{pch_cache.count_text(len(found))}, {total} of {pch_cache.format_size(limit)}"
+          f" ({'PEP517_TORCH_PCH_CACHE_SIZE' if configured else 'default'} bound;"
+          " least recently used go first)")
+    for entry in reversed(found):
+        info = entry.info
+        age = time.time() - entry.last_used
+        print(f"  {entry.key}  <{info.get('header', '?')}>  {info.get('compiler', '?')},"
+              f" torch {info.get('torch', '?')}  {pch_cache.format_size(entry.size)}"
+              f"  used {_age(age)} ago")
+    return 0
+
+
+def _age(seconds: float) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.0f} {unit}"
+    return f"{max(seconds, 0):.0f} s"
+
+
 def _migrate(argv: list[str]) -> int:
     from .migrate import main as migrate_main
 
@@ -111,6 +152,10 @@ def _parser() -> argparse.ArgumentParser:
         )
     doctor = commands.add_parser("doctor", help="check torch, compilers, nvcc, ninja, memory")
     doctor.add_argument("path", nargs="?", default=".", help="project directory to check too")
+    cache = commands.add_parser(
+        "cache", help="show the machine-wide precompiled-header cache (or --clear it)"
+    )
+    cache.add_argument("--clear", action="store_true", help="remove every entry not in use")
     commands.add_parser("migrate", help="convert a setup.py to pyproject.toml", add_help=False)
     return parser
 
@@ -120,7 +165,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv[:1] == ["migrate"]:
         return _migrate(argv[1:])
     args = _parser().parse_args(argv)
-    handlers = {"wheel": _wheel, "sdist": _sdist, "doctor": _doctor}
+    handlers = {"wheel": _wheel, "sdist": _sdist, "doctor": _doctor, "cache": _cache}
     try:
         return handlers[args.command](args)
     except Pep517TorchError as exc:

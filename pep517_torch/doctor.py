@@ -36,14 +36,73 @@ def _compiler() -> tuple[str, str]:
     return "ok", text
 
 
-def _launcher() -> tuple[str, str]:
-    from .core.launcher import find_launcher
+def _launcher_setting(path: Path) -> tuple[str, str]:
+    """compiler-launcher as a build of ``path`` would see it, and where it came from."""
+    from .config.settings import environment_layer
+
+    layered = environment_layer(os.environ).get("compiler_launcher")
+    if layered:
+        return layered.value, layered.key
+    if (path / "pyproject.toml").is_file():
+        from . import project
+
+        try:
+            return project.load(path, None).project.options.compiler_launcher, "pyproject.toml"
+        except Pep517TorchError:
+            pass  # the project check says what is wrong
+    return "auto", "default"
+
+
+def _find_launcher(path: Path) -> tuple[str, str, list[str], str | None, str]:
+    """(setting, origin, launcher, its name, the command that runs it)."""
+    from .core import launcher as launchers
     from .core.toolchain import find_compiler
 
-    launcher = find_launcher("auto", find_compiler(os.environ), os.environ)
-    if launcher:
-        return "ok", f"compiler cache: {' '.join(launcher)} (compiler-launcher = \"auto\")"
-    return "info", "compiler cache: none found (install ccache or sccache to cache objects)"
+    setting, origin = _launcher_setting(path)
+    compiler = find_compiler(os.environ)
+    launcher = launchers.find_launcher(setting, compiler, os.environ)
+    name = launchers.launcher_name(launcher, compiler)
+    return setting, origin, launcher, name, (launcher or compiler.command)[0]
+
+
+def _launcher(path: Path) -> Check:
+    def check() -> tuple[str, str]:
+        from .core import launcher as launchers
+
+        setting, origin, _, name, command = _find_launcher(path)
+        where = f'compiler-launcher = "{setting}" ({origin})'
+        if name is None:
+            return "info", f"compiler launcher: none ({where}; install ccache or sccache to cache objects)"
+        text = f"compiler launcher: {name} at {command} ({where})"
+        verdict = "ok"
+        for endpoint in launchers.endpoints(name, command, os.environ):
+            up = endpoint.reachable()
+            text += f"; {endpoint.label} {'reachable' if up else 'unreachable'}"
+            if not up and endpoint.required:
+                verdict = "warn"
+            elif not up:
+                text += " (it starts with the first compile)"
+        return verdict, text
+
+    return check
+
+
+def _pch_cache() -> tuple[str, str]:
+    from .config.checks import parse_size
+    from .config.settings import environment_layer
+    from .core import pch_cache
+    from .core.spec import DEFAULT_PCH_CACHE_BYTES
+
+    configured = environment_layer(os.environ).get("pch_cache_size")
+    limit = parse_size(configured.value) if configured else DEFAULT_PCH_CACHE_BYTES
+    root = pch_cache.pch_root(os.environ)
+    found = pch_cache.entries(root)
+    total = sum(e.size for e in found)
+    text = (f"precompiled-header cache (wheels and the JIT): {root}: {pch_cache.count_text(len(found))},"
+            f" {pch_cache.format_size(total)} of {pch_cache.format_size(limit)}")
+    if limit == 0:
+        return "info", text + " (PEP517_TORCH_PCH_CACHE_SIZE=0: PCHs stay in build directories)"
+    return ("warn" if total > limit else "info"), text
 
 
 def _ninja() -> tuple[str, str]:
@@ -84,14 +143,21 @@ def _arch() -> tuple[str, str]:
     )
 
 
-def _resources() -> tuple[str, str]:
-    from .config.settings import environment_layer
-    from .core.jobs import plan_jobs
+def _resources(path: Path) -> Check:
+    def check() -> tuple[str, str]:
+        from .config.settings import environment_layer
+        from .core import launcher as launchers
+        from .core.jobs import plan_jobs
 
-    requested = environment_layer(os.environ).get("jobs")
-    plan = plan_jobs(requested.value if requested else None)
-    verdict = "ok" if plan.heavy >= 1 else "warn"
-    return verdict, f"parallel jobs: {plan.reason}"
+        requested = environment_layer(os.environ).get("jobs")
+        distributed = None
+        _, _, _, name, command = _find_launcher(path)
+        if name == launchers.DISTCC:
+            distributed = launchers.distcc_slots(command, os.environ)
+        plan = plan_jobs(requested.value if requested else None, distributed)
+        return ("ok" if plan.heavy >= 1 else "warn"), f"parallel jobs: {plan.reason}"
+
+    return check
 
 
 def _project(path: Path) -> Check:
@@ -124,7 +190,9 @@ def run_checks(path: Path) -> int:
     from . import __version__
 
     print(f"pep517_torch {__version__} on Python {sys.version.split()[0]} ({sys.executable})")
-    checks: list[Check] = [_torch, _compiler, _launcher, _ninja, _cuda, _arch, _resources]
+    checks: list[Check] = [
+        _torch, _compiler, _launcher(path), _ninja, _cuda, _arch, _resources(path), _pch_cache
+    ]
     if (path / "pyproject.toml").is_file():
         checks.append(_project(path))
     failed = False

@@ -80,6 +80,25 @@ def fixture_copy(tmp_path: Path):
     return copy
 
 
+@pytest.fixture(scope="session", autouse=True)
+def machine_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The machine-wide caches (precompiled headers) of this test session: never the user's.
+
+    Tests that build and their child processes share it, as builds on one machine do. No
+    compiler launcher unless a test asks for one: a ccache that `make tools` installed would
+    otherwise serve every compile from its own cache, across runs."""
+    root = tmp_path_factory.mktemp("machine-cache")
+    settings = {"PEP517_TORCH_CACHE_DIR": str(root), "PEP517_TORCH_COMPILER_LAUNCHER": "none"}
+    previous = {name: os.environ.get(name) for name in settings}
+    os.environ.update(settings)
+    yield root
+    for name, value in previous.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
 @pytest.fixture(scope="session")
 def session_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     yield tmp_path_factory.mktemp("session")

@@ -43,7 +43,7 @@ def test_config_setting_keys() -> None:
     assert set(config_setting_fields()) == {
         "build-dir", "cuda-arch-list", "verbose", "jobs", "build-type", "compiler-launcher",
         "pch", "torch-requirement", "torch-import-check", "cuda", "strip",
-        "allow-cuda-version-mismatch",
+        "allow-cuda-version-mismatch", "pch-cache-size",
     }  # fmt: skip
 
 
@@ -178,3 +178,18 @@ def test_jobs_are_bounded_in_toml_too(root: Path) -> None:
 def test_config_settings_none_and_repeated_lists(root: Path) -> None:
     assert resolve(root, {}, None).options.jobs is None
     assert resolve(root, {}, {"jobs": ["3"]}).options.jobs == 3
+
+
+def test_environment_options_for_the_faces_without_a_pyproject() -> None:
+    """The JIT and setup.py read the same variables as wheel builds, through one function."""
+    from pep517_torch.config.settings import environment_options
+
+    env = {"MAX_JOBS": "3", "TORCH_CUDA_ARCH_LIST": "8.0", "PEP517_TORCH_COMPILER_LAUNCHER": "distcc",
+           "PEP517_TORCH_PCH_CACHE_SIZE": "1.5G"}
+    assert environment_options(env) == {
+        "jobs": 3, "cuda_arch_list": ("8.0",), "cuda_arch_list_key": "TORCH_CUDA_ARCH_LIST",
+        "compiler_launcher": "distcc", "pch_cache_size": 3 * 1024**3 // 2,
+    }
+    assert environment_options({}) == {}
+    with pytest.raises(ConfigError, match=r"^PEP517_TORCH_PCH_CACHE_SIZE: 'big' is not a size"):
+        environment_options({"PEP517_TORCH_PCH_CACHE_SIZE": "big"})

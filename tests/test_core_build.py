@@ -108,6 +108,7 @@ def test_compiler_launcher_wraps_every_compile_and_counts_hits(tmp_path: Path) -
     fake = bin_dir / "ccache"
     fake.write_text(textwrap.dedent(f"""\
         #!/bin/sh
+        if [ "$1" = "--get-config" ]; then exit 0; fi  # no remote_storage
         if [ "$1" = "--print-stats" ]; then
           n=$(wc -l < {log} 2>/dev/null || echo 0)
           printf 'direct_cache_hit\\t%s\\npreprocessed_cache_hit\\t0\\n' "$n"; exit 0

@@ -16,6 +16,7 @@ import pytest
 import torch
 
 import pep517_torch
+from pep517_torch.core import pch_cache
 from pep517_torch.errors import BuildError, ConfigError, ToolchainError
 from tests.conftest import HOSTILE_NAME, run_python
 
@@ -294,12 +295,20 @@ torch::Tensor gelu_like(const torch::Tensor& x) {{ return x * torch::sigmoid({k}
 
 
 @pytest.mark.torch_ext
-def test_load_inline_with_torch_extension_h_shares_one_pch(tmp_path: Path, jit_env: Path) -> None:
-    """Three torch/extension.h builds: A makes the shared PCH, B reuses it, C has it off."""
+def test_load_inline_with_torch_extension_h_shares_one_pch(
+    tmp_path: Path, jit_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Three torch/extension.h builds: A makes the shared PCH, B reuses it, C has it off.
+
+    The PCH goes to the machine-wide cache, not to ``build_directory`` (issue #15 item 9)."""
+    machine = tmp_path / "machine-cache"
+    monkeypatch.setenv("PEP517_TORCH_CACHE_DIR", str(machine))
     first = pep517_torch.load_inline("pch_first", INLINE_SOURCE.format(k=1.0), functions="gelu_like",
                                      build_directory=str(tmp_path / "a"))
-    gch = list((jit_env / "pch-cache").glob("*/pch.h.gch"))
-    assert len(gch) == 1 and gch[0].stat().st_size > 100_000_000
+    [entry] = pch_cache.entries(machine / "pch")
+    assert entry.info["header"] == "torch/extension.h"
+    assert (entry.directory / "pch.h.gch").stat().st_size > 100_000_000
+    assert not list((tmp_path / "a").rglob("*.gch"))
     with_pch = pep517_torch.load_inline("pch_second", INLINE_SOURCE.format(k=1.702),
                                         functions={"gelu_like": "x * sigmoid(1.702 x)"},
                                         build_directory=str(tmp_path / "b"))
@@ -310,8 +319,9 @@ def test_load_inline_with_torch_extension_h_shares_one_pch(tmp_path: Path, jit_e
         " functions={'gelu_like': 'x * sigmoid(1.702 x)'},"
         f" build_directory={str(tmp_path / 'c')!r}, use_pch=False);"
         "print(m.gelu_like(x).tolist())",
-        env={"TORCH_EXTENSIONS_DIR": str(jit_env)},
+        env={"TORCH_EXTENSIONS_DIR": str(jit_env), "PEP517_TORCH_CACHE_DIR": str(machine)},
     )
+    assert [e.key for e in pch_cache.entries(machine / "pch")] == [entry.key]  # B reused it
     torch.manual_seed(0)
     x = torch.randn(100)
     assert with_pch.gelu_like(x).tolist() == eval(without.stdout)

@@ -70,3 +70,23 @@ def one_group_regex(value: str) -> str | None:
     except re.error as exc:
         return f"invalid regular expression: {exc}"
     return None if groups == 1 else f"the pattern must have exactly one group, it has {groups}"
+
+
+_SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([KMGT]?)(?:i?B)?", re.I)
+
+
+def parse_size(value: str) -> int:
+    """``"5G"`` -> bytes (K, M, G, T are powers of 1024; an optional ``B``/``iB`` is allowed)."""
+    found = _SIZE.fullmatch(value.strip())
+    if found is None:
+        raise ValueError(f"{value!r} is not a size (e.g. '8G', '500M' or a number of bytes)")
+    power = " KMGT".index(found.group(2).upper() or " ")
+    return int(float(found.group(1)) * 1024**power)
+
+
+def valid_size(value: str) -> str | None:
+    try:
+        parse_size(value)
+    except ValueError as exc:
+        return str(exc)
+    return None

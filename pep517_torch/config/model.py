@@ -27,12 +27,14 @@ from dataclasses import MISSING, dataclass, field
 from typing import Any, ClassVar, Generic, Literal, TypeVar
 
 from ..core.arch_list import arch_list_problem
+from ..core.spec import DEFAULT_PCH_CACHE_BYTES
 from .checks import (
     LIMITED_API_PATTERN,
     extension_name_problem,
     no_keyword_parts,
     one_group_regex,
     valid_limited_api,
+    valid_size,
     valid_specifier,
     valid_version,
 )
@@ -48,6 +50,7 @@ MODULE_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$"
 IDENTIFIER_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
 BUILD_DIR_PLACEHOLDERS = ("wheel_tag", "python_tag", "torch_version", "cuda", "build_type")
 DEFAULT_BUILD_DIR = "build/{wheel_tag}-torch{torch_version}"
+DEFAULT_PCH_CACHE_SIZE = f"{DEFAULT_PCH_CACHE_BYTES // 1024**3}G"
 MAX_JOBS = 4096  # far above any machine's cores; ninja reads -j and pool depths as C ints
 
 
@@ -357,15 +360,32 @@ class ProjectSettings:
     )
     strip: bool = setting(False, help="Strip debug symbols from artifacts.", config_setting=True)
     pch: bool = setting(
-        True, help="Precompile torch/extension.h (or `pch-header`).", config_setting=True
+        True,
+        help="Precompile the torch header each C++ file reaches first (`torch/extension.h`,"
+        " `torch/library.h`, `ATen/ATen.h`, ...; directly or through the project's own"
+        " header) into the machine-wide cache, or `pch-header` into the build directory.",
+        config_setting=True,
     )
     pch_header: str | None = setting(
         None, help="Project header (relative to the root) to precompile instead."
     )
     compiler_launcher: str = setting(
         "auto",
-        help='`"auto"` (ccache or sccache when found), `"none"`, or a launcher command.',
+        help='`"auto"` (ccache or sccache when found), `"none"`, or a launcher command:'
+        ' `"ccache"`, `"sccache"`, `"distcc"` (DISTCC_HOSTS then sets the job count). The JIT'
+        " reads the same environment variable.",
         config_setting=True,
+        env="PEP517_TORCH_COMPILER_LAUNCHER",
+    )
+    pch_cache_size: str = setting(
+        DEFAULT_PCH_CACHE_SIZE,
+        help="Bound on the machine-wide cache of precompiled torch headers that wheel builds"
+        " and the JIT share (least recently used entries go first): bytes, or a number with"
+        " `K`, `M`, `G` (powers of 1024), e.g. `8G`; `0` keeps precompiled headers in each"
+        " build directory instead. The JIT reads the same environment variable.",
+        config_setting=True,
+        env="PEP517_TORCH_PCH_CACHE_SIZE",
+        check=valid_size,
     )
     cuda: Literal["auto"] | bool = setting(
         "auto",

@@ -11,6 +11,7 @@ from typing import Any
 from ..core.ninja_syntax import unwritable_character
 from ..core.spec import BuildOptions, BuildType
 from ..errors import ConfigError
+from .checks import parse_size
 from .entry_points import check_entry_points
 from .extensions import ExtensionContext, resolve_extensions
 from .layout import resolve_layout
@@ -134,6 +135,7 @@ def resolve_project(
         cuda_arch_list_key=arch_layer.key if arch_layer else "cuda-arch-list",
         allow_cuda_version_mismatch=project.allow_cuda_version_mismatch,
         pch=project.pch,
+        pch_cache_size=parse_size(project.pch_cache_size),
         source_root=root,
         env=passthrough_env(facts.env),
     )

@@ -13,10 +13,14 @@ from dataclasses import dataclass
 from typing import Any, Literal, get_args, get_origin
 
 from ..errors import ConfigError
+from .checks import parse_size
 from .model import ProjectSettings, toml_key
 from .parse import convert, describe_type, one_line_problem, type_hints, union_members
 
-PASSTHROUGH_ENV = ("CXX", "CC", "CUDA_HOME", "CUDA_PATH", "PATH", "CUDA_VISIBLE_DEVICES")
+PASSTHROUGH_ENV = (
+    "CXX", "CC", "CUDA_HOME", "CUDA_PATH", "PATH", "CUDA_VISIBLE_DEVICES", "DISTCC_HOSTS",
+    "PEP517_TORCH_CACHE_DIR", "XDG_CACHE_HOME",
+)
 TOOL_ENV = ("CXX", "CC", "CUDA_HOME", "CUDA_PATH")  # their values end up in build.ninja
 TRUE_WORDS = frozenset({"true", "1", "yes", "on"})
 FALSE_WORDS = frozenset({"false", "0", "no", "off"})
@@ -141,3 +145,21 @@ def environment_layer(env: Mapping[str, str]) -> dict[str, LayerValue]:
 def passthrough_env(env: Mapping[str, str]) -> dict[str, str]:
     """The variables the compile core needs, copied from the caller's environment."""
     return {name: env[name] for name in PASSTHROUGH_ENV if name in env}
+
+
+def environment_options(env: Mapping[str, str]) -> dict[str, Any]:
+    """The BuildOptions fields the environment sets, for the faces without a pyproject (the JIT,
+    setup.py): MAX_JOBS, TORCH_CUDA_ARCH_LIST, PEP517_TORCH_COMPILER_LAUNCHER and
+    PEP517_TORCH_PCH_CACHE_SIZE mean there what they mean for wheels."""
+    layer = environment_layer(env)
+    options: dict[str, Any] = {}
+    if "jobs" in layer:
+        options["jobs"] = layer["jobs"].value
+    if "cuda_arch_list" in layer:
+        arch = layer["cuda_arch_list"]
+        options.update(cuda_arch_list=(arch.value,), cuda_arch_list_key=arch.key)
+    if "compiler_launcher" in layer:
+        options["compiler_launcher"] = layer["compiler_launcher"].value
+    if "pch_cache_size" in layer:
+        options["pch_cache_size"] = parse_size(layer["pch_cache_size"].value)
+    return options

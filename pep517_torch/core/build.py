@@ -14,8 +14,8 @@ from typing import Any
 from ..errors import BuildError, ConfigError, ToolchainError
 from ..project_tree import mark_build_dir
 from . import flags as flags_mod
-from . import graph, inputs, jobs, pch, scan, toolchain
-from .launcher import cache_hits, find_launcher
+from . import graph, inputs, jobs, pch, pch_cache, scan, toolchain
+from . import launcher as launchers
 from .runner import Log, NinjaRun, _stderr, run_ninja
 from .spec import BuildOptions, ExtensionSpec, is_cuda_source
 
@@ -35,6 +35,8 @@ class BuildPlan:
     torch: toolchain.TorchInstall
     launcher: tuple[str, ...]
     descriptions: dict[str, str]  # ninja output -> what building it means, for error messages
+    pch_cache: tuple[pch.PchPlan, ...] = ()  # the machine-wide cache's entries this build uses
+    pch_cache_dir: Path | None = None  # that cache (None: PCHs stay in the build directory)
 
 
 @dataclass(frozen=True)
@@ -164,7 +166,8 @@ class _Planner:
     toolkit: Any
     build_dir: Path
     output_dir: Path
-    pch_dir: Path | None  # None: no PCH (turned off, or the compiler/launcher can't)
+    pch_dir: Path | None  # torch umbrellas' PCHs; None: no PCH (off, or the tools can't)
+    pch_shared: bool  # pch_dir is the machine-wide cache
     notes: list[str]
     pch_plans: dict[str, pch.PchPlan] = dataclasses.field(default_factory=dict)
 
@@ -182,22 +185,24 @@ class _Planner:
             build_dir=self.build_dir,
         )
         nvcc_sources = {s for s in spec.sources if spec.uses_cuda and is_cuda_source(s)}
-        pch_entry = None
+        pch_users: dict[Path, pch.PchPlan] = {}
         if self.pch_dir is not None and spec.pch:
             cxx_sources = [s for s in spec.sources if s not in nvcc_sources]
-            pch_entry = pch.plan(spec, cxx_sources, ext_flags.pch, self.tools.compiler, self.pch_dir,
-                                 self.tools.torch.version, self.pch_plans)
+            pch_users = pch.plan(
+                spec, cxx_sources, ext_flags, self.tools.compiler, self.tools.torch,
+                self.pch_plans, cache_dir=self.pch_dir, shared=self.pch_shared,
+                build_dir=self.build_dir,
+            )
         output = self.output_dir / graph.artifact_name(spec)
         plan = graph.ExtensionPlan(spec, ext_flags, os.path.relpath(output, self.build_dir))
         base = graph.display_base(spec, self.options.source_root)
         for source in spec.sources:
-            uses_pch = pch_entry is not None and source in pch_entry.users
             plan.units.append(graph.CompileUnit(
                 source,
                 graph.object_name(spec, source, base),
                 nvcc=source in nvcc_sources,
                 heavy=scan.uses_torch_headers(includes[source]),
-                pch=pch_entry if uses_pch else None,
+                pch=pch_users.get(source),
                 gpu_targets=gpu_targets if source in nvcc_sources else 0,
             ))
         return plan
@@ -228,7 +233,12 @@ def prepare(
     compiler = toolchain.find_compiler(env)
     torch = toolchain.find_torch()
     ninja = toolchain.find_ninja(env)
-    launcher = find_launcher(options.compiler_launcher, compiler, env)
+    launcher = launchers.find_launcher(options.compiler_launcher, compiler, env)
+    launcher_name = launchers.launcher_name(launcher, compiler)
+    tool_env = _tool_env(options)
+    distributed = None
+    if launcher_name == launchers.DISTCC:
+        distributed = launchers.distcc_slots((launcher or compiler.command)[0], tool_env)
     notes: list[str] = []
     tools = flags_mod.Toolchain(compiler, torch, toolchain.python_include_dir())
     cuda = None
@@ -240,15 +250,23 @@ def prepare(
             cuda_library_dirs=cuda.library_dirs,
             host_compiler_for_nvcc=cuda.host_compiler,
         )
-    job_plan = jobs.plan_jobs(options.jobs)
-    use_pch = options.pch and pch.supported(compiler, launcher)
+    job_plan = jobs.plan_jobs(options.jobs, distributed)
+    use_pch = options.pch and any(spec.pch for spec in specs)
+    if use_pch:
+        shared = launchers.shares_objects(launcher_name, launcher, tool_env)
+        reason = pch.unsupported_reason(compiler, launcher_name, shared)
+        if reason is not None:
+            use_pch = False
+            notes.append(f"precompiled headers off: {reason}")
+    pch_dir, shared_pch = _pch_dir(options, build_dir, notes) if use_pch else (build_dir, False)
     planner = _Planner(
         options,
         tools,
         cuda.toolkit if cuda else None,
         build_dir,
         (options.output_dir or build_dir / "out").resolve(),
-        (options.pch_cache_dir or build_dir / "pch").resolve() if use_pch else None,
+        pch_dir if use_pch else None,
+        shared_pch,
         notes,
     )
     plans = [planner.plan(spec) for spec in specs]
@@ -257,21 +275,21 @@ def prepare(
                          tuple(notes), compiler, torch, tuple(launcher), {})  # fmt: skip
     # Every check passed (tools, flags, arch lists nvcc can build): only now write anything.
     _check_build_dir(build_dir)
-    shared_pch = options.pch_cache_dir is not None
     for entry in planner.pch_plans.values():
-        pch.write_stub(entry)
-        entry.decide(shared=shared_pch, heavy_jobs=job_plan.heavy)
+        entry.decide(eager=options.pch_eager and shared_pch, heavy_jobs=job_plan.heavy)
     text = graph.render(
         plans,
         list(planner.pch_plans.values()),
         build_dir=build_dir,
         cxx=[*launcher, *compiler.command],
-        nvcc=[*launcher, str(cuda.toolkit.nvcc)] if cuda else None,
+        nvcc=[*(launcher if launchers.wraps_nvcc(launcher_name) else []), str(cuda.toolkit.nvcc)]
+        if cuda else None,
         heavy_depth=job_plan.heavy,
         source_root=options.source_root,
-        shared_pch=shared_pch,
-        launcher_name=Path(launcher[0]).name if launcher else compiler.launcher,
+        launcher_name=launcher_name,
         heavy_flags=flags_mod.heavy_tuning(compiler),
+        local_heavy_depth=job_plan.local_heavy_depth,
+        arguments=launchers.command_arguments(launcher_name, options.source_root, build_dir),
         nvcc_dlink=[str(cuda.toolkit.nvcc)] if cuda else None,
     )
     ninja_file = build_dir / "build.ninja"
@@ -290,6 +308,8 @@ def prepare(
         torch=torch,
         launcher=tuple(launcher),
         descriptions=_descriptions(plans, options.source_root),
+        pch_cache=tuple(p for p in planner.pch_plans.values() if p.shared),
+        pch_cache_dir=pch_dir if shared_pch else None,
     )
 
 
@@ -303,6 +323,22 @@ def _descriptions(plans: Sequence[graph.ExtensionPlan], source_root: Path | None
         if plan.dlink_object:
             described[plan.dlink_object] = f"device-linking {plan.spec.name}"
     return described
+
+
+def _pch_dir(options: BuildOptions, build_dir: Path, notes: list[str]) -> tuple[Path, bool]:
+    """Where torch headers' PCHs go, and whether that is the machine-wide cache."""
+    if options.pch_cache_size > 0:
+        machine = options.pch_cache_dir or pch_cache.pch_root(_tool_env(options))
+        problem = pch_cache.unwritable(machine)
+        if problem is None:
+            return machine.resolve(), True
+        notes.append(f"precompiled headers kept in the build directory: {problem}")
+    return build_dir / "pch", False
+
+
+def _tool_env(options: BuildOptions) -> dict[str, str]:
+    """The environment the tools run in (DISTCC_HOSTS, CCACHE_*, SCCACHE_* included)."""
+    return {**os.environ, **options.env}
 
 
 COMPDB = "compile_commands.json"
@@ -326,28 +362,34 @@ def run(
     what: str = "build",
     slow_notice: tuple[float, str] | None = None,
 ) -> NinjaRun:
-    env = dict(os.environ)
-    env.update(options.env)
+    env = _tool_env(options)
     if plan.launcher and Path(plan.launcher[0]).name == "ccache":
         env.setdefault("CCACHE_SLOPPINESS", "pch_defines,time_macros,include_file_mtime,include_file_ctime")
-    hits_before = cache_hits(plan.launcher)
+        if options.source_root is not None:  # ccache's own relative paths, for debug builds
+            env.setdefault("CCACHE_BASEDIR", str(options.source_root))
+    hits_before = launchers.cache_hits(plan.launcher, env)
     started_ns = time.time_ns()
-    result = run_ninja(
-        plan.ninja,
-        plan.build_dir,
-        jobs=plan.jobs.jobs,
-        verbose=options.verbose,
-        show_progress=not options.quiet,
-        log=log,
-        env=env,
-        what=what,
-        slow_notice=slow_notice,
-        descriptions=plan.descriptions,
-    )
+    with pch_cache.Hold(entry.directory for entry in plan.pch_cache):
+        for entry in plan.pch_cache:
+            pch_cache.write_info(entry.directory, entry.info)
+        result = run_ninja(
+            plan.ninja,
+            plan.build_dir,
+            jobs=plan.jobs.jobs,
+            verbose=options.verbose,
+            show_progress=not options.quiet,
+            log=log,
+            env=env,
+            what=what,
+            slow_notice=slow_notice,
+            descriptions=plan.descriptions,
+        )
+    if plan.pch_cache_dir is not None and plan.pch_cache:
+        pch_cache.evict(plan.pch_cache_dir, options.pch_cache_size)
     if result.steps or not inputs.has_record(plan.build_dir):
         deps = header_dependencies(plan)
         inputs.record(plan.build_dir, deps, [plan.torch.root], started_ns=started_ns)
-    hits_after = cache_hits(plan.launcher) if hits_before is not None else None
+    hits_after = launchers.cache_hits(plan.launcher, env) if hits_before is not None else None
     if hits_before is not None and hits_after is not None:
         result.cache_hits = hits_after - hits_before
     return result
@@ -363,7 +405,7 @@ def build(
 
 
 def header_dependencies(plan: BuildPlan) -> dict[str, list[Path]]:
-    """Each object's recorded header dependencies (``ninja -t deps``), after a build."""
+    """Each object's recorded header dependencies (``ninja -t deps``), absolute, after a build."""
     try:
         output = subprocess.run(
             [str(plan.ninja), "-C", str(plan.build_dir), "-t", "deps"],
@@ -377,6 +419,6 @@ def header_dependencies(plan: BuildPlan) -> dict[str, list[Path]]:
         if line and not line.startswith(" "):
             target = line.split(":", 1)[0]
             current = deps.setdefault(target, [])
-        elif line.strip() and current is not None:
-            current.append(Path(line.strip()))
+        elif line.strip() and current is not None:  # relative: behind a cache (see _arguments)
+            current.append(Path(os.path.normpath(plan.build_dir / line.strip())))
     return deps

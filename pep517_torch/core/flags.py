@@ -54,6 +54,9 @@ class ExtensionFlags:
     ld: tuple[str, ...]
     pch: tuple[str, ...]  # cxx without the per-extension name define and user include dirs
     dlink: tuple[str, ...] = ()  # nvcc -dlink arguments (besides inputs and output), if any
+    # A torch umbrella's PCH names no project path, so every project shares it: prefix maps
+    # are applied when a TU is compiled, and gcc accepts a PCH built with other maps.
+    umbrella_pch: tuple[str, ...] = ()
 
 
 def default_std(torch: TorchInstall) -> str:
@@ -136,6 +139,8 @@ def compute(
     name_define = defines[:1] if spec.kind is not Kind.EXECUTABLE else []
     cxx = [*defines, *user_includes, *common, *build_map, *spec.extra_cflags]
     pch = [*defines[len(name_define):], *common, *spec.extra_cflags]
+    torch_map = prefix_map_flags(None, torch)
+    umbrella = [f for f in pch if f not in prefix_maps or f in torch_map]
 
     nvcc: list[str] = []
     if spec.uses_cuda:
@@ -161,7 +166,8 @@ def compute(
         ]
     dlink = _device_link_flags(spec, tools, arch_flags) if spec.device_link else []
     return ExtensionFlags(
-        tuple(cxx), tuple(nvcc), tuple(_link_flags(spec, tools)), tuple(pch), tuple(dlink)
+        tuple(cxx), tuple(nvcc), tuple(_link_flags(spec, tools)), tuple(pch), tuple(dlink),
+        tuple(umbrella),
     )
 
 

@@ -8,7 +8,7 @@ import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
-LAUNCHERS = frozenset({"ccache", "sccache"})
+LAUNCHERS = frozenset({"ccache", "sccache", "distcc"})  # may stand before the compiler in CXX
 
 
 def which(name: str, env: Mapping[str, str]) -> str | None:

@@ -3,7 +3,9 @@
 A translation unit that includes torch/extension.h peaks at ~2.0 GB with g++ and our garbage
 collector tuning (~1.5 GB without; building its precompiled header ~2.5 GB), so on a 64-core
 machine with 32 GB the memory is the limit.
-Ninja's pool for such TUs gets the memory bound; light TUs only the core bound.
+Ninja's pool for such TUs gets the memory bound; light TUs only the core bound. Behind distcc
+the hosts' slots decide instead, and the memory bound applies only to what runs here: the
+slots of `localhost` entries, nvcc and precompiled headers (the ``local_heavy`` pool).
 """
 
 from __future__ import annotations
@@ -20,6 +22,11 @@ class JobPlan:
     jobs: int  # ninja -j
     heavy: int  # depth of the pool for TUs that include torch headers
     reason: str  # how it was decided, for verbose output and `doctor`
+    local_heavy: int = 0  # torch-heavy work that always runs here (nvcc, PCHs); 0: = heavy
+
+    @property
+    def local_heavy_depth(self) -> int:
+        return self.local_heavy or self.heavy
 
 
 def cpu_count() -> int:
@@ -55,14 +62,21 @@ def memory_available() -> int | None:
     return available
 
 
-def plan_jobs(requested: int | None) -> JobPlan:
-    """``requested`` (jobs / MAX_JOBS) wins outright; otherwise cores and memory decide."""
+def plan_jobs(requested: int | None, distributed: tuple[int, int] | None = None) -> JobPlan:
+    """``requested`` (jobs / MAX_JOBS) wins outright; otherwise cores and memory decide, or
+    ``distributed`` = (distcc slots, of which on this machine) with memory for the local ones."""
     if requested is not None:
         return JobPlan(requested, requested, f"{requested} (requested)")
     cpus = cpu_count()
     memory = memory_available()
+    local = cpus if memory is None else max(1, min(cpus, memory // HEAVY_TU_BYTES))
+    if distributed is not None:
+        slots, here = distributed
+        heavy = max(1, slots - here + min(here, local))
+        reason = (f"{slots} (distcc hosts: {slots - here} remote, {here} local slots),"
+                  f" {heavy} for torch TUs, {local} for local torch work")
+        return JobPlan(max(slots, cpus), heavy, reason, local_heavy=local)
     if memory is None:
         return JobPlan(cpus, cpus, f"{cpus} (cores; free memory unknown)")
-    heavy = max(1, min(cpus, memory // HEAVY_TU_BYTES))
     gib = memory / 1024**3
-    return JobPlan(cpus, heavy, f"{cpus} (cores), {heavy} for torch TUs ({gib:.1f} GiB free)")
+    return JobPlan(cpus, local, f"{cpus} (cores), {local} for torch TUs ({gib:.1f} GiB free)")

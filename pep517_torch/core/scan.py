@@ -1,7 +1,8 @@
 """A light look at sources' ``#include`` lines, before any compiler runs.
 
-It answers three questions cheaply: does a TU start with the header we precompile, does it pull
-in torch at all (memory-heavy), and does it need torch's CUDA headers that a CPU torch lacks.
+It answers three questions cheaply: which torch umbrella header (or project header) a TU
+reaches before any other code, so a precompiled one can stand in for it; does it pull in torch at
+all (memory-heavy); and does it need torch's CUDA headers that a CPU torch lacks.
 
 An include inside an ``#if``/``#ifdef``/``#ifndef`` block (other than a header's include guard)
 is *conditional*: whether it is compiled depends on macros this scan does not evaluate, so it
@@ -24,6 +25,11 @@ _BLOCK_COMMENT = re.compile(rb"/\*.*?\*/", re.S)
 _LINE_COMMENT = re.compile(rb"//[^\n]*")
 _TORCH_PREFIXES = ("torch/", "ATen/", "c10/", "caffe2/")
 TORCH_CUDA_PREFIXES = ("ATen/cuda/", "c10/cuda/", "torch/csrc/cuda/", "ATen/native/cuda/")
+# The headers a TU reaches torch through, each worth a precompiled header of its own.
+TORCH_UMBRELLAS = (
+    "torch/extension.h", "torch/all.h", "torch/torch.h", "torch/script.h", "ATen/ATen.h",
+    "torch/library.h",
+)
 
 
 @dataclass(frozen=True)
@@ -91,18 +97,70 @@ def includes(path: Path) -> list[Include]:
     return [Include(path, *entry) for entry in entries]
 
 
-def first_directive_include(path: Path) -> str | None:
-    """The header of the file's first line of code when that line is an ``#include``."""
+_PRAGMA_ONCE = re.compile(rb"#\s*pragma\s+once")
+_GUARD = re.compile(rb"#\s*(?:ifndef\s+(\w+)|if\s+!\s*defined\s*\(?\s*(\w+)\s*\)?)")
+_DEFINE = re.compile(rb"#\s*define\s+(\w+)")
+
+
+def leading_include(path: Path) -> Include | None:
+    """The ``#include`` on the file's first line of code, if that is what it is.
+
+    ``#pragma once`` and an include guard (``#ifndef X`` then ``#define X``, no value) come
+    before it harmlessly; any other code, or a ``#define`` that could change what the header
+    means, makes the answer None.
+    """
     try:
         text = _strip_comments(path.read_bytes())
     except OSError:
         return None
-    for raw in text.splitlines():
+    guard_seen = False
+    guard: bytes | None = None  # the guard's name, between its #ifndef and its #define
+    for number, raw in enumerate(text.splitlines(), 1):
         line = raw.strip()
-        if not line or re.fullmatch(rb"#\s*pragma\s+once", line):
+        if not line or _PRAGMA_ONCE.fullmatch(line):
+            continue
+        if guard is not None:
+            define = _DEFINE.fullmatch(line)
+            if define is None or define.group(1) != guard:
+                return None
+            guard = None  # the guard is complete: the next line of code decides
+            continue
+        opening = _GUARD.fullmatch(line)
+        if opening is not None and not guard_seen:
+            guard_seen = True
+            guard = opening.group(1) or opening.group(2)
             continue
         match = _INCLUDE.match(line)
-        return match.group(2).decode("utf-8", "replace").strip() if match else None
+        if match is None:
+            return None
+        header = match.group(2).decode("utf-8", "replace").strip()
+        return Include(path, number, header, match.group(1) == b"<")
+    return None
+
+
+def first_directive_include(path: Path) -> str | None:
+    """The header of the file's first line of code when that line is an ``#include``."""
+    found = leading_include(path)
+    return found.header if found else None
+
+
+def leading_header(
+    source: Path, include_dirs: Sequence[Path], wanted: Iterable[str] = TORCH_UMBRELLAS
+) -> str | None:
+    """The ``wanted`` header ``source`` includes before anything else, directly or through the
+    project headers that each start by including the next one (``"ops.h"`` whose first line
+    includes ``<torch/extension.h>``); None when other code or a system header comes first."""
+    wanted = tuple(wanted)
+    seen: set[Path] = set()
+    current: Path | None = source
+    while current is not None and current not in seen:
+        seen.add(current)
+        first = leading_include(current)
+        if first is None:
+            return None
+        if first.header in wanted:
+            return first.header
+        current = _resolve(first, include_dirs)
     return None
 
 

@@ -18,6 +18,7 @@ CXX_SUFFIXES = frozenset({".cpp", ".cc", ".cxx", ".c++", ".cp", ".C", ".c"})
 CUDA_SUFFIXES = frozenset({".cu"})
 CUDA_HEADER_SUFFIXES = frozenset({".cuh"})
 SOURCE_SUFFIXES = CXX_SUFFIXES | CUDA_SUFFIXES
+DEFAULT_PCH_CACHE_BYTES = 5 * 1024**3  # ~6 torch/extension.h PCHs (~790 MB per flag set)
 
 
 class Kind(str, enum.Enum):
@@ -165,4 +166,8 @@ class BuildOptions:
     env: dict[str, str] = field(default_factory=dict)  # CXX, CC, CUDA_HOME... (not os.environ)
     quiet: bool = False  # JIT: print only a start line and a summary for long builds
     output_dir: Path | None = None  # where artifacts land; default <build_dir>/out
-    pch_cache_dir: Path | None = None  # default <build_dir>/pch; the JIT shares one across builds
+    # The machine-wide PCH cache wheel builds and the JIT share (pch_cache.py): its directory
+    # (None: PEP517_TORCH_CACHE_DIR or the user cache) and bound (0: PCHs in the build dir).
+    pch_cache_dir: Path | None = None
+    pch_cache_size: int = DEFAULT_PCH_CACHE_BYTES
+    pch_eager: bool = False  # build a torch header's PCH even if no TU would wait (the JIT)

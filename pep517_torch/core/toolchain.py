@@ -7,6 +7,7 @@ torch could be imported cheaply, and importing it costs seconds.
 from __future__ import annotations
 
 import functools
+import hashlib
 import importlib.util
 import os
 import re
@@ -47,6 +48,7 @@ class TorchInstall:
     version: str  # e.g. "2.13.0+cpu"
     cuda: str | None  # torch.version.cuda
     hip: str | None
+    build: str = ""  # identifies the build wherever it is installed (a hash of version.py)
 
     @property
     def include_dirs(self) -> tuple[Path, Path]:
@@ -234,7 +236,8 @@ def _read_torch(root: Path, mtime_ns: int) -> TorchInstall:
     version = field("__version__")
     if version is None:
         raise ToolchainError(f"cannot read torch's version from {root / 'version.py'}")
-    return TorchInstall(root, version, field("cuda"), field("hip"))
+    build = hashlib.sha256(text.encode()).hexdigest()[:16]  # version.py names the build (git_version)
+    return TorchInstall(root, version, field("cuda"), field("hip"), build)
 
 
 def find_torch(root: Path | None = None) -> TorchInstall:

@@ -17,8 +17,6 @@ from types import ModuleType
 from ..core.identity import torch_flavour
 from . import stamp
 
-PCH_DIR_NAME = "pch-cache"  # not an identifier: cannot collide with an extension's directory
-
 # (name, key) -> (target, what load() returned); name -> the last version handed out.
 _loaded: dict[tuple[str, str], tuple[str, object]] = {}
 _versions: dict[str, int] = {}

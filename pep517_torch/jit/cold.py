@@ -13,9 +13,9 @@ from ..core import build as core_build
 from ..core import inputs as core_inputs
 from ..core.lock import build_lock
 from ..core.spec import BuildOptions, ExtensionSpec, Kind
-from ..config.settings import environment_layer
+from ..config.settings import environment_options
 from . import stamp
-from .api import PCH_DIR_NAME, artifact_path, extensions_root
+from .api import artifact_path
 
 
 def _spec(request: Mapping[str, object], target: str) -> ExtensionSpec:
@@ -61,20 +61,15 @@ def build(
     env: Mapping[str, str],
 ) -> None:
     spec = _spec(request, target)
-    # MAX_JOBS and TORCH_CUDA_ARCH_LIST mean here exactly what they mean for wheels.
-    from_env = environment_layer(env)
-    jobs, arch = from_env.get("jobs"), from_env.get("cuda_arch_list")
     options = BuildOptions(
         build_dir=build_dir,
         verbose=verbose,
         quiet=not verbose,
         env=dict(env),
-        jobs=jobs.value if jobs else None,
-        cuda_arch_list=(arch.value,) if arch else None,
-        cuda_arch_list_key=arch.key if arch else "cuda-arch-list",
         output_dir=build_dir,
         pch=pch,
-        pch_cache_dir=extensions_root(env) / PCH_DIR_NAME,
+        pch_eager=True,  # the next extension with the same flags finds it ready
+        **environment_options(env),  # MAX_JOBS etc. mean here what they mean for wheels
     )
     with build_lock(build_dir, f"'{target}'"):
         if stamp.is_fresh(stamp_file, key, artifact_path(build_dir, target, spec.kind.value)):

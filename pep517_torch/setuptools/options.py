@@ -6,7 +6,8 @@
 - ``--parallel N`` is the job count (else MAX_JOBS, else bounded by cores and free memory);
 - ``--debug`` is the debug build type (``-O0 -g``), otherwise release (``-O3 -DNDEBUG``);
 - ``-I``, ``-D``, ``-U``, ``-l``, ``-L``, ``-R`` and ``--link-objects`` apply to every extension;
-- ``TORCH_CUDA_ARCH_LIST`` and ``MAX_JOBS`` mean what they mean for the other faces.
+- ``TORCH_CUDA_ARCH_LIST``, ``MAX_JOBS``, ``PEP517_TORCH_COMPILER_LAUNCHER`` and
+  ``PEP517_TORCH_PCH_CACHE_SIZE`` mean what they mean for the other faces.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 
 from ..config.model import DEFAULT_BUILD_DIR
 from ..config.resolve import format_build_dir
-from ..config.settings import environment_layer, passthrough_env
+from ..config.settings import environment_options, passthrough_env
 from ..core.spec import BuildOptions, BuildType
 from ..core.toolchain import TorchInstall
 from ..distribution import tags
@@ -72,16 +73,14 @@ def command_options(command: Any) -> CommandOptions:
 
 
 def build_options(command: Any, build_dir: Path, root: Path) -> BuildOptions:
-    from_env = environment_layer(os.environ)
-    jobs, arch = from_env.get("jobs"), from_env.get("cuda_arch_list")
+    from_env = {"cuda_arch_list_key": "TORCH_CUDA_ARCH_LIST", **environment_options(os.environ)}
     parallel = command.parallel  # build_ext -j N; True means "the default"
-    explicit = parallel if type(parallel) is int and parallel > 0 else None
+    if type(parallel) is int and parallel > 0:
+        from_env["jobs"] = parallel
     return BuildOptions(
         build_dir=build_dir,
-        jobs=explicit or (jobs.value if jobs else None),
         verbose=(command.verbose or 0) >= 2,
-        cuda_arch_list=(arch.value,) if arch else None,
-        cuda_arch_list_key=arch.key if arch else "TORCH_CUDA_ARCH_LIST",
         source_root=root,
         env=passthrough_env(os.environ),
+        **from_env,
     )

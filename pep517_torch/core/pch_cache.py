@@ -1,0 +1,215 @@
+"""The machine-wide cache of precompiled torch headers, shared by wheel builds and the JIT.
+
+One directory per key (compiler, torch build, flags, header; see ``pch.py``)::
+
+    <root>/pch/<key>/pch.h        the stub that includes the torch header
+                    /pch.h.gch    written by ninja under a temporary name, then renamed
+                    /entry.json   what the entry is, for `python -m pep517_torch cache`
+                    /lock         builds hold it shared; its mtime is the entry's last use
+
+A build holds each entry it uses with a shared ``flock`` from before ninja starts to after it
+ends; eviction takes the lock exclusively without waiting, so an entry in use is never removed,
+and a removed entry is renamed away first, so nobody ever sees half of one. Last use is
+recorded by the build (access times are unreliable: noatime, relatime). After each build, the
+least recently used entries go until the cache fits its bound.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+
+ENV_DIR = "PEP517_TORCH_CACHE_DIR"
+LOCK = "lock"
+INFO = "entry.json"
+_TRASH = ".trash-"
+
+
+def cache_root(env: Mapping[str, str]) -> Path:
+    """PEP517_TORCH_CACHE_DIR, else $XDG_CACHE_HOME/pep517_torch, else ~/.cache/pep517_torch."""
+    if env.get(ENV_DIR):
+        return Path(env[ENV_DIR]).expanduser()
+    base = env.get("XDG_CACHE_HOME") or os.path.join(env.get("HOME") or Path.home(), ".cache")
+    return Path(base) / "pep517_torch"
+
+
+def pch_root(env: Mapping[str, str]) -> Path:
+    return cache_root(env) / "pch"
+
+
+def unwritable(root: Path) -> str | None:
+    """Why the cache at ``root`` cannot be used (None: it can)."""
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        probe = root / f".write-test-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        return f"the machine-wide cache {root} is not writable ({exc.strerror or exc})"
+    return None
+
+
+@dataclass(frozen=True)
+class Entry:
+    directory: Path
+    size: int  # bytes on disk, partial files included
+    last_used: float  # seconds since the epoch
+    info: dict[str, object]
+
+    @property
+    def key(self) -> str:
+        return self.directory.name
+
+
+def _size(directory: Path) -> int:
+    total = 0
+    for path in directory.rglob("*"):
+        try:
+            if path.is_file() and not path.is_symlink():
+                total += path.stat().st_blocks * 512
+        except OSError:
+            pass
+    return total
+
+
+def _read_info(directory: Path) -> dict[str, object]:
+    try:
+        data = json.loads((directory / INFO).read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def entries(root: Path) -> list[Entry]:
+    """Every entry, least recently used first (leftovers of an interrupted removal are removed)."""
+    found = []
+    try:
+        children = list(root.iterdir())
+    except OSError:
+        return []
+    for child in children:
+        if child.name.startswith(_TRASH):
+            shutil.rmtree(child, ignore_errors=True)
+            continue
+        if not child.is_dir() or child.is_symlink():
+            continue
+        try:
+            last_used = (child / LOCK).stat().st_mtime
+        except OSError:
+            last_used = 0.0  # never held: an entry some interrupted build started
+        found.append(Entry(child, _size(child), last_used, _read_info(child)))
+    return sorted(found, key=lambda e: (e.last_used, e.key))
+
+
+def write_info(directory: Path, info: Mapping[str, object]) -> None:
+    data = json.dumps(dict(info), indent=1, sort_keys=True)
+    path = directory / INFO
+    try:
+        if path.read_text() == data:
+            return
+    except OSError:
+        pass
+    tmp = directory / f"{INFO}.{os.getpid()}.tmp"
+    tmp.write_text(data)
+    os.replace(tmp, path)
+
+
+class Hold:
+    """Shared locks on the entries a build uses, from ``with`` to its end; records their use."""
+
+    def __init__(self, directories: Iterable[Path]) -> None:
+        self.directories = sorted(set(directories))
+        self._fds: list[int] = []
+
+    def __enter__(self) -> Hold:
+        for directory in self.directories:
+            self._fds.append(_lock_shared(directory))
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, value: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        for fd in self._fds:
+            os.close(fd)
+        self._fds.clear()
+
+
+def _lock_shared(directory: Path) -> int:
+    """A shared lock on ``directory``'s lock file, which is still the entry's once held."""
+    while True:
+        directory.mkdir(parents=True, exist_ok=True)
+        fd = os.open(directory / LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH)
+            if os.fstat(fd).st_ino == (directory / LOCK).stat().st_ino:
+                os.utime(fd)  # last use: now
+                return fd
+        except FileNotFoundError:
+            pass  # evicted between open and lock: try again on a fresh entry
+        except BaseException:
+            os.close(fd)
+            raise
+        os.close(fd)
+
+
+def remove(entry: Entry) -> bool:
+    """Remove an entry nobody holds; False when a build is using it."""
+    try:
+        fd = os.open(entry.directory / LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except OSError:
+        return False
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        trash = entry.directory.with_name(f"{_TRASH}{os.getpid()}-{time.time_ns()}-{entry.key}")
+        try:
+            os.rename(entry.directory, trash)
+        except OSError:
+            return False
+    finally:
+        os.close(fd)
+    shutil.rmtree(trash, ignore_errors=True)
+    return True
+
+
+def evict(root: Path, limit: int) -> list[Entry]:
+    """Remove least recently used entries until the cache holds at most ``limit`` bytes."""
+    found = entries(root)
+    total = sum(e.size for e in found)
+    removed = []
+    for entry in found:
+        if total <= limit:
+            break
+        if remove(entry):
+            total -= entry.size
+            removed.append(entry)
+    return removed
+
+
+def clear(root: Path) -> tuple[list[Entry], list[Entry]]:
+    """Remove every entry not in use: (removed, in use)."""
+    removed, busy = [], []
+    for entry in entries(root):
+        (removed if remove(entry) else busy).append(entry)
+    return removed, busy
+
+
+def format_size(size: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    raise AssertionError("unreachable")
+
+
+def count_text(count: int) -> str:
+    return f"{count} entr{'y' if count == 1 else 'ies'}"
