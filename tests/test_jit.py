@@ -256,6 +256,21 @@ def test_bad_max_jobs_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
         load_ops("badjobs", source, tmp_path / "b")
 
 
+def test_max_jobs_does_not_touch_a_warm_load(tmp_path: Path) -> None:
+    """MAX_JOBS says how many compilers run at once: a warm load neither checks it nor
+    rebuilds when it changes (issue #15 item 7)."""
+    source = write_op_project(tmp_path / "src", scale=2)
+    build = tmp_path / "build"
+    child = WARM_CHILD.format(name="jobs_ops", source=str(source), build=str(build))
+    cold = run_python(child.replace("subprocess.Popen.__init__ = refuse", "pass")
+                           .replace("os.posix_spawn = os.fork = refuse", "pass"),
+                      env={"MAX_JOBS": "2"})
+    assert "[3.0, 3.0]" in cold.stdout
+    for value in ("1", "many", ""):  # another value, an invalid one, none: no subprocess at all
+        warm = run_python(child, env={"MAX_JOBS": value})
+        assert "[3.0, 3.0]" in warm.stdout
+
+
 def test_missing_compiler_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     source = write_op_project(tmp_path / "src")
     monkeypatch.setenv("CXX", "/nonexistent/g++")
@@ -270,10 +285,34 @@ def test_query_functions() -> None:
     assert pep517_torch.library_paths() == cpp_extension.library_paths()
     ok, version = pep517_torch.get_compiler_abi_compatibility_and_version("c++")
     assert ok and version == cpp_extension.get_compiler_abi_compatibility_and_version("c++")[1]
+    assert type(version) is type(cpp_extension.get_compiler_abi_compatibility_and_version("c++")[1])
     assert pep517_torch.is_ninja_available()
     pep517_torch.verify_ninja_availability()
-    with pytest.raises(ToolchainError, match="not found"):
-        pep517_torch.get_compiler_abi_compatibility_and_version("/nonexistent/c++")
+
+
+@pytest.mark.parametrize("compiler", ["/nonexistent/clang++", "no-such-clang++-99"])
+def test_missing_compiler_abi_check_answers_like_torch(
+    compiler: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """torch returns (False, TorchVersion('0.0.0')) and logs a warning; it does not raise."""
+    from torch.torch_version import TorchVersion
+    from torch.utils import cpp_extension
+
+    with caplog.at_level("WARNING"):
+        ok, version = pep517_torch.get_compiler_abi_compatibility_and_version(compiler)
+    assert (ok, version) == cpp_extension.get_compiler_abi_compatibility_and_version(compiler)
+    assert ok is False and type(version) is TorchVersion and version == "0.0.0"
+    ours = [r for r in caplog.records if r.name.startswith("pep517_torch")]
+    assert len(ours) == 1 and ours[0].levelname == "WARNING" and compiler in ours[0].getMessage()
+
+
+def test_abi_check_can_be_turned_off_like_torch(monkeypatch: pytest.MonkeyPatch) -> None:
+    from torch.utils import cpp_extension
+
+    monkeypatch.setenv("TORCH_DONT_CHECK_COMPILER_ABI", "1")
+    ours = pep517_torch.get_compiler_abi_compatibility_and_version("/nonexistent/c++")
+    assert ours == cpp_extension.get_compiler_abi_compatibility_and_version("/nonexistent/c++")
+    assert ours == (True, "0.0.0")
 
 
 def test_ninja_missing_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
