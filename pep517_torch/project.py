@@ -6,6 +6,7 @@ operation (metadata, wheel, editable wheel, sdist).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Mapping
@@ -245,24 +246,36 @@ def build_wheel(root: Path, out_dir: Path, config_settings: ConfigSettings, *, e
         layout.packages, layout.py_modules, layout.package_data, exclude=set(in_tree.values())
     )
     _check_module_collisions(project, files)  # before compiling: it cannot succeed
-    result = _compile(loaded)
-    artifacts = result.artifacts if result else {}
-    with writing(out_dir):
-        out_dir.mkdir(parents=True, exist_ok=True)
-    tag = _wheel_tag(project.extensions)
-    with WheelWriter(out_dir, meta.name, meta.version, tag, source_date_epoch=source_date_epoch()) as wheel:
-        if editable:
-            _add_editable(wheel, loaded, result, in_tree)
-        else:
-            for arcname, path in files:
-                wheel.add_file(arcname, path)
-            for spec in project.extensions:
-                _add_artifact(wheel, loaded, spec, artifacts[spec.name])
-        wheel.finish(meta)
+    # Held until the artifacts are packed: no concurrent build relinks them meanwhile.
+    with _build_dir_lock(loaded, editable):
+        result = _compile(loaded)
+        artifacts = result.artifacts if result else {}
+        with writing(out_dir):
+            out_dir.mkdir(parents=True, exist_ok=True)
+        tag = _wheel_tag(project.extensions)
+        with WheelWriter(out_dir, meta.name, meta.version, tag, source_date_epoch=source_date_epoch()) as wheel:
+            if editable:
+                _add_editable(wheel, loaded, result, in_tree)
+            else:
+                for arcname, path in files:
+                    wheel.add_file(arcname, path)
+                for spec in project.extensions:
+                    _add_artifact(wheel, loaded, spec, artifacts[spec.name])
+            wheel.finish(meta)
     ninja = result.run.seconds if result else 0.0
     overhead = time.perf_counter() - started - ninja
     log(f"pep517_torch: wrote {wheel.path} (ninja {ninja:.2f} s, pep517_torch {overhead:.2f} s)")
     return wheel.filename
+
+
+def _build_dir_lock(loaded: Loaded, editable: bool) -> contextlib.AbstractContextManager[None]:
+    if not loaded.project.extensions:
+        return contextlib.nullcontext()
+    from .core.lock import build_lock
+
+    meta = loaded.metadata
+    kind = "an editable wheel" if editable else "a wheel"
+    return build_lock(loaded.project.options.build_dir, f"{kind} of {meta.name} {meta.version}")
 
 
 def _add_artifact(wheel: WheelWriter, loaded: Loaded, spec: ExtensionSpec, built: Path) -> None:

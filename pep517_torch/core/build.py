@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import subprocess
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,7 +13,7 @@ from typing import Any
 
 from ..errors import BuildError, ConfigError, ToolchainError
 from . import flags as flags_mod
-from . import graph, jobs, pch, scan, toolchain
+from . import graph, inputs, jobs, pch, scan, toolchain
 from .launcher import cache_hits, find_launcher
 from .runner import Log, NinjaRun, _stderr, run_ninja
 from .spec import BuildOptions, ExtensionSpec, is_cuda_source
@@ -244,6 +245,7 @@ def prepare(specs: Sequence[ExtensionSpec], options: BuildOptions) -> BuildPlan:
     ninja_file = build_dir / "build.ninja"
     if graph.write_if_changed(ninja_file, text) or not (build_dir / COMPDB).exists():
         _write_compile_commands(ninja, build_dir)
+    inputs.discard_changed(build_dir)  # ninja rebuilds what an edit with an old mtime changed
     return BuildPlan(
         build_dir=build_dir,
         ninja=ninja,
@@ -295,6 +297,7 @@ def run(
     if plan.launcher and Path(plan.launcher[0]).name == "ccache":
         env.setdefault("CCACHE_SLOPPINESS", "pch_defines,time_macros,include_file_mtime,include_file_ctime")
     hits_before = cache_hits(plan.launcher)
+    started_ns = time.time_ns()
     result = run_ninja(
         plan.ninja,
         plan.build_dir,
@@ -307,6 +310,9 @@ def run(
         slow_notice=slow_notice,
         descriptions=plan.descriptions,
     )
+    if result.steps or not inputs.has_record(plan.build_dir):
+        deps = header_dependencies(plan)
+        inputs.record(plan.build_dir, deps, [plan.torch.root], started_ns=started_ns)
     hits_after = cache_hits(plan.launcher) if hits_before is not None else None
     if hits_before is not None and hits_after is not None:
         result.cache_hits = hits_after - hits_before

@@ -115,8 +115,9 @@ def render(
         deps="gcc",
         description="compiling $desc",
     )
-    # Written under a per-process name, then renamed: concurrent builders of one shared PCH
-    # never read or write half a file. A PCH in the build directory also records its header
+    # Written under a per-process name ($$ is the shell's pid), then renamed: concurrent
+    # builders of one shared PCH, or of one build directory whose lock cannot be taken, never
+    # read or write half a file. A PCH in the build directory also records its header
     # dependencies (a project pch-header can change); a shared one is keyed by its inputs.
     pch_command = (
         "$cxx $cflags $tuning -x c++-header $in_q -o $out_q.$$$$.tmp && mv -f $out_q.$$$$.tmp $out_q"
@@ -124,14 +125,14 @@ def render(
     w.rule("pch", command=pch_command, description="precompiling $desc")
     w.rule(
         "pch_tracked",
-        command="$cxx -MMD -MF $out.d $cflags $tuning -x c++-header $in_q -o $out.tmp && mv -f $out.tmp $out",
+        command="$cxx -MMD -MF $out.d $cflags $tuning -x c++-header $in_q -o $out.$$$$.tmp && mv -f $out.$$$$.tmp $out",
         depfile="$out.d",
         deps="gcc",
         description="precompiling $desc",
     )
     w.rule(
         "link",
-        command="$cxx $in $ldflags -o $out.tmp && mv -f $out.tmp $out",
+        command="$cxx $in $ldflags -o $out.$$$$.tmp && mv -f $out.$$$$.tmp $out",
         description="linking $desc",
     )
     w.newline()

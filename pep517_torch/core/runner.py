@@ -1,8 +1,11 @@
 """Run ninja: progress a person can follow, and the first real error when it fails.
 
-ninja gets SIGTERM if the Python process that started it dies (SIGKILL included), and on
-SIGTERM ninja stops its compilers and deletes their partial outputs: a killed build leaves no
-orphan compiler writing into a directory that the next build is using.
+ninja runs in its own session and gets SIGTERM when the Python process that started it dies
+(SIGKILL included); on SIGTERM ninja stops its compilers and deletes their partial outputs, so a
+killed build leaves no orphan compiler writing into a directory that the next build is using.
+Its own session matters: ninja starts each compiler in a process group of its own, so a kill
+of the builder's process group would otherwise kill ninja alone and orphan the compilers.
+Ctrl-C reaches the builder only; it terminates ninja, which stops the compilers the same way.
 """
 
 from __future__ import annotations
@@ -67,12 +70,17 @@ class NinjaRun:
         return sum(s.startswith("precompiling ") for s in self.steps)
 
 
-def _parent_death_signal() -> None:  # runs in the child between fork and exec
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
+def _die_with(parent: int) -> Callable[[], None]:
+    def parent_death_signal() -> None:  # runs in the child between fork and exec
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
+        if os.getppid() != parent:  # the parent died before prctl: no signal would come
+            os._exit(1)
+
+    return parent_death_signal
 
 
 def first_error(output: str) -> str | None:
@@ -141,7 +149,8 @@ def run_ninja(
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             env=run_env,
-            preexec_fn=_parent_death_signal,
+            start_new_session=True,
+            preexec_fn=_die_with(os.getpid()),
             text=True,
             errors="replace",
         )

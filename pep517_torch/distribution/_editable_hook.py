@@ -101,7 +101,12 @@ def rebuild(config):
     import time
 
     project, command = config["project"], config["rebuild"]
-    ninja = shutil.which("ninja") or command["ninja"]
+    # The ninja that wrote the build directory's logs: another version would discard them
+    # (.ninja_log and .ninja_deps formats differ) and rebuild everything, here and in the
+    # next wheel build.
+    ninja = command["ninja"]
+    if not os.path.isfile(ninja):
+        ninja = shutil.which("ninja") or ninja
     if not os.path.isfile(ninja):
         import warnings
 
@@ -114,7 +119,7 @@ def rebuild(config):
     environment = dict(os.environ, NINJA_STATUS="[%f/%t] ")
     environment[_REBUILD_VARIABLE] = "0"  # a build step that imports the project must not recurse
     arguments = [ninja, "-C", command["build_dir"], *command["targets"]]
-    with _lock(command["build_dir"]):
+    with _lock(command["build_dir"], f"{project} (editable rebuild on import)"):
         dry_run = subprocess.run(
             [*arguments[:3], "-n", *arguments[3:]],
             env=environment, capture_output=True, text=True, errors="replace", check=False,
@@ -126,11 +131,7 @@ def rebuild(config):
             return
         _say(f"rebuilding {project} ({steps} steps)...")
         started = time.monotonic()
-        build = subprocess.run(
-            arguments, env=environment,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
-            check=False,
-        )  # fmt: skip
+        build = _run_ninja(arguments, environment)
     if build.returncode != 0:
         _say(f"rebuilding {project} failed")
         raise ImportError(_failure_message(project, build.stdout))
@@ -160,11 +161,17 @@ def _failure_message(project, output):
     )
 
 
-class _lock:
-    """An exclusive lock on the build directory, so that concurrent imports build one at a time."""
+# The build directory's lock, shared with wheel builds and the JIT (pep517_torch.core.lock):
+# the same file, flock(2) (released by the kernel when its holder dies), the same owner line.
+_LOCK_NAME = ".pep517_torch.lock"
 
-    def __init__(self, build_dir):
-        self.path = os.path.join(build_dir, ".pep517_torch_editable.lock")
+
+class _lock:
+    """An exclusive lock on the build directory: one build at a time, whoever starts it."""
+
+    def __init__(self, build_dir, what):
+        self.build_dir = build_dir
+        self.what = what
         self.file = None
 
     def __enter__(self):
@@ -172,13 +179,62 @@ class _lock:
             import fcntl
         except ImportError:  # Windows: no lock, as with a plain ninja run
             return self
-        self.file = open(self.path, "a")
-        fcntl.flock(self.file, fcntl.LOCK_EX)
+        self.file = open(os.path.join(self.build_dir, _LOCK_NAME), "a")
+        try:
+            fcntl.flock(self.file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            whom, what = self._owner()
+            _say(f"waiting for {whom}, which is building {what} in {self.build_dir}...")
+            fcntl.flock(self.file, fcntl.LOCK_EX)
+        owner = os.path.join(self.build_dir, _LOCK_NAME + ".owner")
+        with open(f"{owner}.{os.getpid()}.tmp", "w") as tmp:
+            tmp.write(f"{os.getpid()} {self.what}\n")
+        os.replace(tmp.name, owner)
         return self
+
+    def _owner(self):
+        try:
+            with open(os.path.join(self.build_dir, _LOCK_NAME + ".owner")) as owner:
+                pid, _, what = owner.read().strip().partition(" ")
+        except OSError:
+            return "another process", self.what
+        return (f"process {pid}" if pid.isdigit() else "another process"), (what or self.what)
 
     def __exit__(self, *exc_info):
         if self.file is not None:
             self.file.close()  # closing releases the lock
+
+
+def _run_ninja(arguments, environment):
+    """Run ninja in a session of its own that ends with this process (as the backend's runner
+    does): a kill of this process group must not leave ninja's compilers running."""
+    import subprocess
+
+    parent = os.getpid()
+
+    def die_with_parent():
+        try:
+            import ctypes
+            import signal
+
+            ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG (Linux)
+        except (OSError, AttributeError):
+            pass
+        if os.getppid() != parent:
+            os._exit(1)
+
+    process = subprocess.Popen(
+        arguments, env=environment, stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
+        start_new_session=True, preexec_fn=die_with_parent,
+    )  # fmt: skip
+    try:
+        output = process.communicate()[0]
+    except BaseException:  # Ctrl-C reaches this process only: ninja stops its compilers on SIGTERM
+        process.terminate()
+        process.wait()
+        raise
+    return subprocess.CompletedProcess(arguments, process.returncode, output)
 
 
 def link_artifacts(artifacts):

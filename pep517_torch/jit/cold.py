@@ -10,11 +10,12 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ..core import build as core_build
+from ..core import inputs as core_inputs
+from ..core.lock import build_lock
 from ..core.spec import BuildOptions, ExtensionSpec, Kind
 from ..config.settings import environment_layer
 from . import stamp
 from .api import PCH_DIR_NAME, artifact_path, extensions_root
-from .lock import build_lock
 
 
 def _spec(request: Mapping[str, object], target: str) -> ExtensionSpec:
@@ -94,10 +95,9 @@ def _build(spec: ExtensionSpec, options: BuildOptions, key: str, stamp_file: Pat
         slow_notice=notice if files else None,
     )
     elapsed = time.perf_counter() - started
-    deps = core_build.header_dependencies(plan)
-    mine = (paths for obj, paths in deps.items() if obj.startswith(f"obj/{spec.name}/"))
-    headers = (p for paths in mine for p in paths if not p.is_relative_to(plan.torch.root))
-    stamp.write(stamp_file, key, [*spec.sources, *headers])
+    recorded = core_inputs.recorded_inputs(plan.build_dir)  # sources and project headers
+    mine = (paths for obj, paths in recorded.items() if obj.startswith(f"obj/{spec.name}/"))
+    stamp.write(stamp_file, key, [*spec.sources, *(p for paths in mine for p in paths)])
     if elapsed > 1.0 and not options.verbose:
         extra = f", {run.precompiled} header precompiled" if run.precompiled else ""
         print(

@@ -1,8 +1,10 @@
 """The JIT stamp: proof, checkable without a subprocess, that an artifact is up to date.
 
 A stamp records a key (everything the build depends on that is not a file's content: the
-request, environment, compiler identity, torch and Python versions) and the (mtime, size) of
-every user file the build read: sources and the project headers ninja's depfiles listed.
+request, environment, compiler identity, torch and Python versions) and the (mtime, size,
+ctime, inode) of every user file the build read: sources and the project headers ninja's
+depfiles listed. ctime and inode catch a replaced file whose mtime was set back (``cp -p``,
+``rsync -t``): the cold path then asks the compile core, which compares content hashes.
 System and torch headers are covered by the compiler identity and torch version in the key.
 This module is on the warm path: it imports nothing heavy.
 """
@@ -21,7 +23,7 @@ from ..core.identity import compiler_identity
 # Variables that change what is built. MAX_JOBS is not one: it only says how many compilers
 # run at once, so it is read (and checked) only when something compiles.
 ENV_KEYS = ("CXX", "CC", "CUDA_HOME", "CUDA_PATH", "TORCH_CUDA_ARCH_LIST")
-STAMP_VERSION = 1
+STAMP_VERSION = 2
 
 
 def fingerprint(request: Mapping[str, object], env: Mapping[str, str], *extra: str) -> str:
@@ -44,8 +46,8 @@ def _state(path: str) -> list[object]:
     try:
         st = os.stat(path)
     except OSError:
-        return [path, None, None]
-    return [path, st.st_mtime_ns, st.st_size]
+        return [path, None, None, None, None]
+    return [path, st.st_mtime_ns, st.st_size, st.st_ctime_ns, st.st_ino]
 
 
 def stamp_path(build_dir: Path, target: str) -> Path:

@@ -1,0 +1,71 @@
+"""One builder per build directory, across processes and faces, with locks the OS releases.
+
+Wheel builds, editable rebuild-on-import and the JIT all take this lock on the build directory
+(the editable hook, which may not import pep517_torch, flocks the same file with the standard
+library and writes the same owner line). filelock takes an flock(2) lock: when the holder dies,
+even by SIGKILL, the kernel drops it, so a killed build can never leave a lock that hangs the
+next build forever (torch's O_EXCL lock file does: pytorch#189245). A waiter says whom it is
+waiting for.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import filelock
+
+from ..errors import ToolchainError
+
+LOCK_NAME = ".pep517_torch.lock"
+OWNER_NAME = f"{LOCK_NAME}.owner"  # "<pid> <what>": who holds the lock, for waiters' messages
+
+
+def _describe_owner(build_dir: Path, fallback: str) -> tuple[str, str]:
+    """(whom, what) from the owner file: ``("process 123", "lightops 0.3.0")``."""
+    try:
+        pid, _, what = (build_dir / OWNER_NAME).read_text().strip().partition(" ")
+    except OSError:
+        return "another process", fallback
+    return (f"process {pid}" if pid.isdigit() else "another process"), (what or fallback)
+
+
+def _write_owner(build_dir: Path, what: str) -> None:
+    owner = build_dir / OWNER_NAME
+    tmp = owner.with_name(f"{OWNER_NAME}.{os.getpid()}.tmp")
+    tmp.write_text(f"{os.getpid()} {what}\n")
+    os.replace(tmp, owner)  # a waiter never reads half a line
+
+
+@contextlib.contextmanager
+def build_lock(build_dir: Path, what: str, *, notice_after: float = 0.2) -> Iterator[None]:
+    """Hold the build directory's lock; ``what`` says what we build, for whoever waits on us."""
+    try:
+        build_dir.mkdir(parents=True, exist_ok=True)
+        lock = filelock.FileLock(str(build_dir / LOCK_NAME))
+    except OSError as exc:
+        raise ToolchainError(f"build directory {build_dir} is not writable: {exc}") from None
+    try:
+        lock.acquire(timeout=notice_after)
+    except filelock.Timeout:
+        whom, theirs = _describe_owner(build_dir, what)
+        print(
+            f"pep517_torch: waiting for {whom}, which is building {theirs} in {build_dir}...",
+            file=sys.stderr,
+            flush=True,
+        )
+        started = time.monotonic()
+        lock.acquire()
+        waited = time.monotonic() - started
+        print(f"pep517_torch: lock acquired after {waited:.1f} s", file=sys.stderr, flush=True)
+    except OSError as exc:
+        raise ToolchainError(f"cannot lock build directory {build_dir}: {exc}") from None
+    try:
+        _write_owner(build_dir, what)
+        yield
+    finally:
+        lock.release()
