@@ -207,6 +207,7 @@ def _compile(loaded: Loaded) -> BuildResult | None:
     log(
         f"pep517_torch: {count} extension{'s' * (count != 1)}: {run.compiled} compiled{cached},"
         f" {run.linked} linked{pch} in {run.seconds:.1f} s"
+        + (f"; log: {run.log_file}" if run.log_file else "")
     )
     return result
 
@@ -345,7 +346,10 @@ def _add_editable(
             log("pep517_torch: editable install from an isolated build environment: extensions"
                 " will not rebuild on import (use pip install -e . --no-build-isolation)")
         else:
-            rebuild = RebuildCommand(plan.ninja, plan.build_dir, tuple(plan.targets.values()))
+            from .core import progress
+
+            source = Path(progress.__file__).read_text(encoding="utf-8")
+            rebuild = RebuildCommand(plan.ninja, plan.build_dir, tuple(plan.targets.values()), source)
     members = editable_members(
         project.pyproject["project"]["name"],  # type: ignore[index]
         package_roots=roots,

@@ -25,25 +25,12 @@ from pep517_torch.config.pyproject import tomllib
 from pep517_torch.core.graph import artifact_name
 from pep517_torch.core.spec import Kind
 from tests.conftest import run_python
+from tests.tiny_project import NAMED_MODULE as MODULE_SOURCE
 
 pytestmark = pytest.mark.compile
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "configuration.md"
 
-MODULE_SOURCE = """\
-#include <Python.h>
-#define EXAMPLE_CAT2(a, b) a##b
-#define EXAMPLE_CAT(a, b) EXAMPLE_CAT2(a, b)
-#define EXAMPLE_STR2(a) #a
-#define EXAMPLE_STR(a) EXAMPLE_STR2(a)
-static struct PyModuleDef module_def = {PyModuleDef_HEAD_INIT, EXAMPLE_STR(TORCH_EXTENSION_NAME),
-                                        NULL, -1, NULL};
-PyMODINIT_FUNC EXAMPLE_CAT(PyInit_, TORCH_EXTENSION_NAME)(void) {
-  PyObject* m = PyModule_Create(&module_def);
-  if (m != NULL) PyModule_AddIntConstant(m, "answer", 42);
-  return m;
-}
-"""
 LIBRARY_SOURCE = 'extern "C" int example_marker() { return 42; }\n'
 EXTRA_SOURCE = "int example_extra_{n}() {{ return {n}; }}\n"
 CUDA_SOURCE = "__global__ void example_kernel_{n}(float* x) {{ x[threadIdx.x] += {n}.0f; }}\n"

@@ -190,8 +190,9 @@ print(torch.ops.crowd.affine(torch.ones(1), torch.zeros(1)).item())
 def test_concurrent_loads_compile_once_and_all_succeed(tmp_path: Path) -> None:
     source = write_op_project(tmp_path / "src", scale=4)
     build = tmp_path / "build"
-    children = [
-        subprocess.Popen([sys.executable, "-c", CONCURRENT_CHILD, str(source), str(build)],
+    verbose = CONCURRENT_CHILD.replace("is_python_module=False)", "is_python_module=False, verbose=True)")
+    children = [  # verbose: a JIT waiting on another builder says so only when asked to talk
+        subprocess.Popen([sys.executable, "-c", verbose, str(source), str(build)],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         for _ in range(4)
     ]
@@ -370,3 +371,68 @@ def test_headers_among_sources_are_accepted_like_torch(tmp_path: Path) -> None:
     assert Path(loaded).is_file()
     with pytest.raises(ConfigError, match="only headers"):
         pep517_torch.load("only_headers", [str(tmp_path / "src" / "scale.h")])
+
+
+TALK_CHILD = """
+import sys, pep517_torch
+module = pep517_torch.load(sys.argv[1], [sys.argv[2]], build_directory=sys.argv[3], verbose=sys.argv[4] == "1")
+print(module.answer)
+"""
+
+
+def _load_in_child(name: str, tmp_path: Path, *, verbose: bool, tty: bool) -> tuple[str, str, Path]:
+    """A cold load() in a fresh process; (stdout, stderr, build directory). ``tty``: stderr is
+    a terminal (a pseudo-terminal here), as for someone watching."""
+    import os
+    import pty
+
+    from tests.tiny_project import NAMED_MODULE
+
+    source = tmp_path / f"{name}.cpp"
+    source.write_text(NAMED_MODULE)
+    build = tmp_path / f"build-{name}"
+    master, slave = pty.openpty() if tty else (None, None)
+    child = subprocess.Popen(
+        [sys.executable, "-c", TALK_CHILD, name, str(source), str(build), "1" if verbose else "0"],
+        stdout=subprocess.PIPE, stderr=slave if tty else subprocess.PIPE, text=True,
+    )  # fmt: skip
+    stdout, stderr = child.communicate(timeout=600)
+    if tty:
+        os.close(slave)
+        chunks = []
+        while True:
+            try:
+                data = os.read(master, 65536)
+            except OSError:
+                break
+            if not data:
+                break
+            chunks.append(data)
+        os.close(master)
+        stderr = b"".join(chunks).decode().replace("\r\n", "\n")
+    assert child.returncode == 0, stderr
+    return stdout, stderr, build
+
+
+def test_a_quiet_load_says_nothing_but_keeps_a_log(tmp_path: Path) -> None:
+    """verbose=False and stderr not a terminal: silent, as torch's load() (issue #15 item 8)."""
+    stdout, stderr, build = _load_in_child("quiet_mod", tmp_path, verbose=False, tty=False)
+    assert (stdout, stderr) == ("42\n", "")
+    log = (build / "build.log").read_text()
+    assert "[1/2] compiling quiet_mod.cpp..." in log and "linking quiet_mod: done in" in log
+
+
+@pytest.mark.parametrize(("verbose", "tty"), [(True, False), (False, True)])
+def test_a_watched_load_shows_its_steps(tmp_path: Path, verbose: bool, tty: bool) -> None:
+    name = "verbose_mod" if verbose else "tty_mod"
+    stdout, stderr, build = _load_in_child(name, tmp_path, verbose=verbose, tty=tty)
+    assert stdout == "42\n"
+    lines = stderr.splitlines()
+    assert lines[0] == f"pep517_torch: building extension '{name}'..."
+    assert lines[1] == f"[1/2] compiling {name}.cpp..."
+    assert f"[2/2] linking {name}..." in lines
+    assert any(line.startswith(f"[1/2] compiling {name}.cpp: done in ") for line in lines)
+    assert lines[-1].startswith(f"pep517_torch: built '{name}' in ")
+    assert lines[-1].endswith(f"1 compiled, 1 linked (log: {build / 'build.log'})")
+    commands = [line for line in lines if line.startswith("  $ ")]
+    assert len(commands) == (2 if verbose else 0)  # verbose: each command under its step

@@ -41,6 +41,24 @@ MODULE = textwrap.dedent(
     """
 )
 
+# Any extension name: the module is named by the build's TORCH_EXTENSION_NAME; `answer` is 42.
+NAMED_MODULE = textwrap.dedent(
+    """
+    #include <Python.h>
+    #define CONCAT_(a, b) a##b
+    #define CONCAT(a, b) CONCAT_(a, b)
+    #define STRING_(a) #a
+    #define STRING(a) STRING_(a)
+    static PyModuleDef module_def = {
+        PyModuleDef_HEAD_INIT, STRING(TORCH_EXTENSION_NAME), nullptr, -1, nullptr};
+    PyMODINIT_FUNC CONCAT(PyInit_, TORCH_EXTENSION_NAME)(void) {
+      PyObject* module = PyModule_Create(&module_def);
+      if (module != nullptr) PyModule_AddIntConstant(module, "answer", 42);
+      return module;
+    }
+    """
+)
+
 
 def write_project(root: Path, name: str) -> Path:
     (root / name).mkdir(parents=True)

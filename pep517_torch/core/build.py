@@ -15,6 +15,7 @@ from ..errors import BuildError, ConfigError, ToolchainError
 from . import flags as flags_mod
 from . import graph, inputs, jobs, pch, scan, toolchain
 from .launcher import cache_hits, find_launcher
+from .progress import LOG_NAME
 from .runner import Log, NinjaRun, _stderr, run_ninja
 from .spec import BuildOptions, ExtensionSpec, is_cuda_source
 
@@ -290,8 +291,10 @@ def run(
     *,
     log: Log = _stderr,
     what: str = "build",
-    slow_notice: tuple[float, str] | None = None,
+    header: str | None = None,
 ) -> NinjaRun:
+    """Run the plan's ninja; the plan's notes, progress and the tools' output go to ``log``
+    (unless ``options.quiet``) and all of it to ``build.log`` in the build directory."""
     env = dict(os.environ)
     env.update(options.env)
     if plan.launcher and Path(plan.launcher[0]).name == "ccache":
@@ -307,8 +310,10 @@ def run(
         log=log,
         env=env,
         what=what,
-        slow_notice=slow_notice,
+        header=header,
+        notes=plan.notes,
         descriptions=plan.descriptions,
+        log_file=plan.build_dir / LOG_NAME,
     )
     if result.steps or not inputs.has_record(plan.build_dir):
         deps = header_dependencies(plan)
@@ -323,8 +328,6 @@ def build(
     specs: Sequence[ExtensionSpec], options: BuildOptions, *, log: Log = _stderr
 ) -> BuildResult:
     plan = prepare(specs, options)
-    for note in plan.notes:
-        log(f"pep517_torch: {note}")
     return BuildResult(plan, run(plan, options, log=log))
 
 

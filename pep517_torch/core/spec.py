@@ -127,6 +127,6 @@ class BuildOptions:
     pch: bool = True
     source_root: Path | None = None  # mapped to "." in __FILE__ and debug info (reproducibility)
     env: dict[str, str] = field(default_factory=dict)  # CXX, CC, CUDA_HOME... (not os.environ)
-    quiet: bool = False  # JIT: print only a start line and a summary for long builds
+    quiet: bool = False  # no notes, progress or tool output on the log (build.log has them)
     output_dir: Path | None = None  # where artifacts land; default <build_dir>/out
     pch_cache_dir: Path | None = None  # default <build_dir>/pch; the JIT shares one across builds
