@@ -110,6 +110,22 @@ def test_members(project: Project) -> None:
     compile(source, "hook", "exec")
 
 
+@needs_ninja
+def test_the_progress_module_ships_beside_the_hook_and_loads_only_to_rebuild(project: Project) -> None:
+    """The hook runs without pep517_torch: it carries the core's ninja follower as a sibling
+    module, imported only when a rebuild runs (nothing more at interpreter start-up)."""
+    project.install()
+    shipped = project.site / "_pep517_torch_editable_myproj_progress.py"
+    assert shipped.read_text() == Path(progress.__file__).read_text()
+    result = project.python(
+        "import sys\n"
+        "print('_pep517_torch_editable_myproj_progress' in sys.modules, 'pep517_torch' in sys.modules)\n"
+        "import myproj\n"
+        "print('_pep517_torch_editable_myproj_progress' in sys.modules, 'pep517_torch' in sys.modules)\n"
+    )
+    assert (result.returncode, result.stdout) == (0, "False False\nTrue False\n"), result.stderr
+
+
 def test_strict_finder_maps_only_the_projects_names(project: Project) -> None:
     project.install(rebuild=False)
     (project.root / "src" / "myproj" / "data.txt").write_text("plain\n")

@@ -25,10 +25,10 @@ import codecs
 import os
 import re
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from typing import IO
 
 NINJA_STATUS = "[%s/%f/%t] "
 STATUS = re.compile(r"\[(\d+)/(\d+)/(\d+)\] (.*)")
@@ -38,10 +38,6 @@ _SMART_STATUS = re.compile(r"\[\d+/\d+/\d+\] [^\r\n]*?\x1b\[K")  # a line ninja 
 _ESCAPE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")  # colours (FAILED: is red), erase-line
 _QUIET_LINES = ("ninja: Entering directory", "ninja: no work to do.")
 _WINDOW_COLUMNS = 10000  # wider than any description: ninja elides to the window width
-
-
-def stderr_line(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
 
 
 class Step:
@@ -79,7 +75,6 @@ class Progress:
         self.commands = dict(commands or {})
         self.heartbeat = heartbeat
         self.clock = clock
-        self.started_at = clock()
         self.finished: list[str] = []  # descriptions of the steps that finished, in order
         self.output: list[str] = []  # the tools' own lines and ninja's (no status lines)
         self.running: dict[int, Step] = {}
@@ -90,8 +85,8 @@ class Progress:
         self._stop = threading.Event()
         self._beat: threading.Thread | None = None
         self.log_path = log_path
-        self.log_written = False  # whether this run wrote the log (a run with nothing to do
-        self._log = None  # leaves the last build's log as it was)
+        self.log_written = False  # whether this run wrote the log: a run with nothing to do
+        self._log: IO[str] | None = None  # leaves the last build's log as it was
         self._unlogged: list[str] = []
         self._ended: tuple[str, float | None] | None = None  # a finished step not yet said
 
@@ -104,6 +99,8 @@ class Progress:
                 self.say(line)
 
     def _write(self, line: str) -> None:
+        if self.log_path is None:
+            return
         self._unlogged.append(line)
         if self.log_written:
             self._flush_log()
@@ -112,11 +109,12 @@ class Progress:
         """Something happens: from now on, the log file is this run's."""
         if self.log_written or self.log_path is None:
             return
-        self.log_written = True
         try:
             self._log = open(self.log_path, "w", encoding="utf-8", errors="replace")
         except OSError:
-            pass  # no log file is no reason to fail a build
+            self.log_path = None  # no log file is no reason to fail a build
+            return
+        self.log_written = True
         self._flush_log()
 
     def _flush_log(self) -> None:

@@ -40,9 +40,11 @@ def _say(verbose: bool) -> Callable[[str], None] | None:
     """stderr when someone may be watching: ``verbose=True`` or a terminal. Otherwise the JIT
     is silent, as torch's ``load()`` is (libraries call it in their import path); build.log in
     the build directory has everything."""
-    if verbose or sys.stderr.isatty():
-        return _stderr
-    return None
+    try:
+        watched = verbose or bool(sys.stderr and sys.stderr.isatty())
+    except (AttributeError, ValueError):  # a replaced or closed stderr
+        watched = verbose
+    return _stderr if watched else None
 
 
 def _stderr(line: str) -> None:
@@ -100,5 +102,6 @@ def _build(
     stamp.write(stamp_file, key, [*spec.sources, *(p for paths in mine for p in paths)])
     if say is not None and run.steps:
         extra = f", {run.precompiled} header precompiled" if run.precompiled else ""
+        log = f" (log: {run.log_file})" if run.log_file else ""
         say(f"pep517_torch: built '{spec.name}' in {elapsed:.1f} s: {run.compiled} compiled,"
-            f" {run.linked} linked{extra} (log: {run.log_file})")
+            f" {run.linked} linked{extra}{log}")
