@@ -8,6 +8,8 @@ Measures (each on this machine, in this run):
            vs torch's setup.py + BuildExtension built the same way
   noop     the same command again
   edit     one .cpp changed, the same command again
+  setup_*  cold, noop and edit for the same setup.py with pep517_torch.setuptools'
+           BuildExtension (the one-line import switch) vs torch's BuildExtension
   jit      a second, different extension built just in time (ours reuses the shared PCH)
   overhead pep517_torch's own time in the wheel builds: total minus time inside ninja
 Results go to docs/performance.md (between the BENCH markers) unless --no-write.
@@ -40,6 +42,13 @@ build-backend = "setuptools.build_meta"
 name = "benchops"
 version = "0.1.0"
 """
+# setup.py owns the metadata here, so our setuptools face can add the torch pin.
+OURS_SETUP_PYPROJECT = """\
+[build-system]
+requires = ["setuptools", "torch", "pep517_torch"]
+build-backend = "setuptools.build_meta"
+"""
+IMPORT_SWITCH = ("from torch.utils.cpp_extension import", "from pep517_torch.setuptools import")
 OPS_SOURCE = """\
 #include <torch/library.h>
 #include <ATen/core/Tensor.h>
@@ -110,27 +119,42 @@ def edit(project: Path, k: int) -> None:
     norm.write_text(text)
 
 
-def bench_wheels(results: dict[str, dict[str, float]]) -> None:
-    ours, theirs = WORK / "ours", WORK / "theirs"
-    for target in (ours, theirs):
+def bench_wheels(results: dict[str, dict[str, float]], *, pyproject: bool, setuptools: bool) -> None:
+    """torch's setup.py against our pyproject face and/or its one-import switch to our face,
+    each on its own copy, step by step: cold, no-op, one edit."""
+    projects = {"theirs": WORK / "theirs"}
+    if pyproject:
+        projects["ours"] = WORK / "ours"
+    if setuptools:
+        projects["ours_setup"] = WORK / "ours-setup"
+    for target in projects.values():
         shutil.rmtree(target, ignore_errors=True)
         shutil.copytree(FIXTURE, target)
-    (ours / "setup.py").unlink()
-    (theirs / "pyproject.toml").write_text(THEIRS_PYPROJECT)
+    if pyproject:
+        (projects["ours"] / "setup.py").unlink()
+    (projects["theirs"] / "pyproject.toml").write_text(THEIRS_PYPROJECT)
+    if setuptools:
+        setup_py = projects["ours_setup"] / "setup.py"
+        setup_py.write_text(setup_py.read_text().replace(*IMPORT_SWITCH))
+        (projects["ours_setup"] / "pyproject.toml").write_text(OURS_SETUP_PYPROJECT)
+    labels = {"theirs": "torch's setup.py", "ours": "pep517_torch", "ours_setup": "setup.py + ours"}
     overheads = []
     for step in ("cold", "noop", "edit"):
-        if step == "edit":
-            edit(ours, 2)
-            edit(theirs, 2)
-        print(f"  {step}: torch's setup.py ...", flush=True)
-        theirs_s, _ = pip_wheel(theirs)
-        print(f"  {step}: pep517_torch ...", flush=True)
-        ours_s, output = pip_wheel(ours)
-        overhead = backend_seconds(output)
-        if overhead is not None:
-            overheads.append(overhead)
-        results[step] = {"torch": theirs_s, "ours": ours_s}
-        print(f"  {step}: torch {theirs_s:.1f} s, pep517_torch {ours_s:.1f} s", flush=True)
+        seconds = {}
+        for who, project in projects.items():
+            if step == "edit":
+                edit(project, 2)
+            print(f"  {step}: {labels[who]} ...", flush=True)
+            seconds[who], output = pip_wheel(project)
+            overhead = backend_seconds(output) if who == "ours" else None
+            if overhead is not None:
+                overheads.append(overhead)
+        if pyproject:
+            results[step] = {"torch": seconds["theirs"], "ours": seconds["ours"]}
+        if setuptools:
+            results[f"setup_{step}"] = {"torch": seconds["theirs"], "ours": seconds["ours_setup"]}
+        print("  " + step + ": " + ", ".join(f"{labels[w]} {t:.1f} s" for w, t in seconds.items()),
+              flush=True)
     if overheads:
         results["overhead"] = {"ours": max(overheads)}
 
@@ -185,12 +209,16 @@ def bench_warm(results: dict[str, dict[str, float]], repeats: int = 9) -> None:
 
 GOALS = {  # measure: (unit, goal on the ratio ours/torch, or on ours alone for absolutes)
     "cold": ("s", 0.45), "noop": ("s", 0.3), "edit": ("s", 0.35), "jit": ("s", 0.4),
+    "setup_cold": ("s", None), "setup_noop": ("s", None), "setup_edit": ("s", None),
     "warm": ("ms", None), "overhead": ("s", None),
 }
 LABELS = {
     "cold": "cold wheel (4 TUs with torch/extension.h)",
     "noop": "no-op rebuild (same command again)",
     "edit": "one .cpp edited",
+    "setup_cold": "setup.py, our BuildExtension: cold wheel",
+    "setup_noop": "setup.py, our BuildExtension: no-op rebuild",
+    "setup_edit": "setup.py, our BuildExtension: one .cpp edited",
     "jit": "JIT: a second, different extension",
     "warm": "JIT warm load() in a fresh process",
     "overhead": "backend overhead (total minus ninja)",
@@ -218,6 +246,9 @@ def table(results: dict[str, dict[str, float]]) -> str:
             lines.append(f"| {label} | — | {ours:.2f} s | — | ≤ 0.5 s | {'yes' if ours <= 0.5 else 'NO'} |")
             continue
         ratio = ours / theirs
+        if goal is None:
+            lines.append(f"| {label} | {theirs:.1f} {unit} | {ours:.1f} {unit} | {ratio:.2f} | — | — |")
+            continue
         lines.append(f"| {label} | {theirs:.1f} {unit} | {ours:.1f} {unit} | {ratio:.2f} | ≤ {goal} | "
                      f"{'yes' if ratio <= goal else 'NO'} |")
     return "\n".join(lines)
@@ -253,7 +284,8 @@ def write_docs(text: str) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", default="warm,wheels,jit", help="comma list of: warm, wheels, jit")
+    parser.add_argument("--only", default="warm,wheels,setuptools,jit",
+                        help="comma list of: warm, wheels, setuptools, jit")
     parser.add_argument("--no-write", action="store_true", help="don't update docs/performance.md")
     args = parser.parse_args()
     WORK.mkdir(exist_ok=True)
@@ -263,14 +295,14 @@ def main() -> None:
     print(f"benchmarking on {machine()}", flush=True)
     if "warm" in chosen:
         bench_warm(results)
-    if "wheels" in chosen:
-        bench_wheels(results)
+    if "wheels" in chosen or "setuptools" in chosen:
+        bench_wheels(results, pyproject="wheels" in chosen, setuptools="setuptools" in chosen)
     if "jit" in chosen:
         bench_jit(results)
     text = f"Measured {when} on: {machine()}.\n\n{table(results)}"
     print("\n" + text)
     (WORK / "results.json").write_text(json.dumps(results, indent=1))
-    if not args.no_write and {"warm", "wheels", "jit"} <= set(chosen):
+    if not args.no_write and {"warm", "wheels", "setuptools", "jit"} <= set(chosen):
         write_docs(text)
 
 

@@ -95,17 +95,27 @@ def _resources() -> tuple[str, str]:
 
 
 def _project(path: Path) -> Check:
+    """The project resolved as a build here would (this environment, torch and nvcc), and
+    every check the build makes before compiling: what it would fail on, it fails on here."""
+
     def check() -> tuple[str, str]:
         from . import project
+        from .core import build
 
         loaded = project.load(path, None)
         resolved = loaded.project
         names = ", ".join(s.name for s in resolved.extensions) or "none"
         skipped = "".join(f"; skipped {n}: {why}" for n, why in resolved.skipped)
-        return "ok", (
+        text = (
             f"project {loaded.metadata.name} {loaded.metadata.version}: extensions {names};"
             f" build dir {resolved.options.build_dir}{skipped}"
         )
+        if resolved.extensions:
+            try:
+                build.check(resolved.extensions, resolved.options)
+            except Pep517TorchError as exc:
+                return "fail", f"{text}; a build here fails: {exc}"
+        return "ok", text
 
     return check
 

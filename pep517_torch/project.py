@@ -24,6 +24,7 @@ from .distribution import metadata as dist_metadata
 from .distribution import tags
 from .distribution.reproducible import source_date_epoch, writing
 from .errors import ConfigError, ToolchainError
+from .project_tree import require_inside
 
 if TYPE_CHECKING:
     from .core.build import BuildResult
@@ -53,11 +54,13 @@ def _torch_or_none() -> toolchain.TorchInstall | None:
 def _facts(env: Mapping[str, str], torch: toolchain.TorchInstall | None) -> config.Facts:
     from .core import cuda
 
+    toolkit = cuda.find_cuda(env)
     return config.Facts(
         env=dict(env),
         torch_version=torch.version if torch else None,
         torch_cuda=torch.cuda if torch else None,
-        nvcc_available=cuda.find_cuda(env) is not None,
+        nvcc_available=toolkit is not None,
+        nvcc_version=toolkit.version_str if toolkit else None,
     )
 
 
@@ -78,7 +81,8 @@ def _version(project: config.ResolvedProject, env: Mapping[str, str]) -> str | N
                 " set [tool.torch-ext.version] file",
                 "project.dynamic",
             )
-        file = packages[0][1] / "__init__.py"
+        file = require_inside(project.root, packages[0][1] / "__init__.py", "project.dynamic",
+                              "version file")
     return dist_metadata.read_version(file, source.pattern, suffix or None)
 
 
@@ -110,12 +114,19 @@ def resolve_document(
     return config.resolve_project(root, pyproject, config_settings, facts, build_dir_vars), torch
 
 
-def load(root: Path, config_settings: ConfigSettings, env: Mapping[str, str] | None = None) -> Loaded:
-    """Read and validate everything; compile nothing."""
+def load(
+    root: Path,
+    config_settings: ConfigSettings,
+    env: Mapping[str, str] | None = None,
+    *,
+    for_build: bool = True,
+) -> Loaded:
+    """Read and validate everything; compile nothing. Torch must be installed when there are
+    extensions to build (``for_build``) or a torch pin to write into the metadata."""
     env = dict(os.environ if env is None else env)
     project, torch = _resolve(root, config_settings, env)
     pin: list[Requirement] = []
-    if project.extensions:
+    if project.extensions and (for_build or project.torch_requirement != "none"):
         if torch is None:
             toolchain.find_torch()  # raises the "torch is not installed" error
         assert torch is not None
@@ -200,15 +211,7 @@ def _compile(loaded: Loaded) -> BuildResult | None:
     if note:
         log(f"pep517_torch: {note}")
     result = core_build.build(list(project.extensions), project.options, log=log)
-    run = result.run
-    count = len(project.extensions)
-    pch = f", {run.precompiled} header{'s' * (run.precompiled != 1)} precompiled" if run.precompiled else ""
-    cached = f" ({run.cache_hits} from cache)" if run.cache_hits is not None else ""
-    log(
-        f"pep517_torch: {count} extension{'s' * (count != 1)}: {run.compiled} compiled{cached},"
-        f" {run.linked} linked{pch} in {run.seconds:.1f} s"
-        + (f"; log: {run.log_file}" if run.log_file else "")
-    )
+    log(f"pep517_torch: {result.summary()}")
     return result
 
 
@@ -223,7 +226,7 @@ def _dist_info_files(metadata: dist_metadata.ProjectMetadata) -> dict[str, bytes
 
 
 def prepare_metadata(root: Path, metadata_directory: Path, config_settings: ConfigSettings) -> str:
-    loaded = load(root, config_settings)
+    loaded = load(root, config_settings, for_build=False)
     meta = loaded.metadata
     dist_info = f"{meta.distribution_name}-{meta.version}.dist-info"
     for name, data in _dist_info_files(meta).items():
@@ -234,18 +237,23 @@ def prepare_metadata(root: Path, metadata_directory: Path, config_settings: Conf
     return dist_info
 
 
-def build_wheel(root: Path, out_dir: Path, config_settings: ConfigSettings, *, editable: bool = False) -> str:
+def _package_files(project: config.ResolvedProject, exclude: set[Path]) -> list[tuple[str, Path]]:
     from .distribution.files import package_files
+
+    layout = project.layout
+    return package_files(
+        project.root, layout.packages, layout.py_modules, layout.package_data, exclude=exclude
+    )
+
+
+def build_wheel(root: Path, out_dir: Path, config_settings: ConfigSettings, *, editable: bool = False) -> str:
     from .distribution.wheel import WheelWriter
 
     started = time.perf_counter()
     loaded = load(root, config_settings)
     project, meta = loaded.project, loaded.metadata
     in_tree = {spec.name: in_tree_path(project, spec) for spec in project.extensions}
-    layout = project.layout
-    files = package_files(
-        layout.packages, layout.py_modules, layout.package_data, exclude=set(in_tree.values())
-    )
+    files = _package_files(project, exclude=set(in_tree.values()))
     _check_module_collisions(project, files)  # before compiling: it cannot succeed
     # Held until the artifacts are packed: no concurrent build relinks them meanwhile.
     with _build_dir_lock(loaded, editable):
@@ -300,23 +308,50 @@ def _check_module_collisions(
     project: config.ResolvedProject, files: list[tuple[str, Path]]
 ) -> None:
     """An extension module and a shipped ``.py`` file or package of the same dotted name would
-    shadow each other (and collide with the import-guard shim): refuse them by name."""
+    shadow each other (and collide with the import-guard shim), as would the library behind a
+    shim (``pkg._C_native``) and a module of that name: refuse them by name."""
     from .config.pyproject import tool_table
+    from .distribution.import_guard import native_module
 
-    shipped = dict(files)
+    shipped: dict[str, Path] = {}
+    for arcname, path in files:
+        module = _module_of(arcname)
+        if module is not None:
+            shipped[module] = path
+    extensions = {spec.name for spec in project.extensions}
     tables = tool_table(project.pyproject).get("extension", [])
     for spec in project.extensions:
         if spec.kind is not Kind.MODULE:
             continue
-        stem = spec.name.replace(".", "/")
-        for arcname in (f"{stem}.py", f"{stem}/__init__.py"):
-            if arcname in shipped:
-                index = next(i for i, t in enumerate(tables) if t.get("name") == spec.name)
-                raise ConfigError(
-                    f"extension {spec.name!r} and {shipped[arcname]} are both the module"
-                    f" {spec.name}: only one of them could be imported; rename one",
-                    f"tool.torch-ext.extension[{index}].name",
-                )
+        index = next(i for i, t in enumerate(tables) if t.get("name") == spec.name)
+        key = f"tool.torch-ext.extension[{index}].name"
+        if spec.name in shipped:
+            raise ConfigError(
+                f"extension {spec.name!r} and {shipped[spec.name]} are both the module"
+                f" {spec.name}: only one of them could be imported; rename one",
+                key,
+            )
+        native = native_module(spec.name)
+        if project.torch_import_check and (native in shipped or native in extensions):
+            other = f"extension {native!r}" if native in extensions else str(shipped[native])
+            raise ConfigError(
+                f"extension {spec.name!r} ships its library as the module {native}, behind"
+                f" its torch version check (torch-import-check), and {other} is that module"
+                " too; rename one",
+                key,
+            )
+
+
+def _module_of(arcname: str) -> str | None:
+    """The module a shipped file is imported as: ``pkg/sub/__init__.py`` -> ``pkg.sub``,
+    ``pkg/mod.py`` and ``pkg/mod.cpython-311-x86_64-linux-gnu.so`` -> ``pkg.mod``; None for
+    data files and stubs."""
+    *directories, name = arcname.split("/")
+    if name == "__init__.py":
+        return ".".join(directories)
+    if name.endswith((".py", ".so")):
+        return ".".join([*directories, name.split(".", 1)[0]])
+    return None
 
 
 def _add_editable(
@@ -387,6 +422,9 @@ def build_sdist(root: Path, out_dir: Path, config_settings: ConfigSettings) -> s
         project.pyproject, project.root, version=_version(project, os.environ),
         dynamic_metadata=dynamic,
     )
+    # The wheel built from this sdist reads these files: refuse what the wheel would refuse.
+    in_tree = {in_tree_path(project, spec) for spec in project.extensions}
+    _package_files(project, exclude=in_tree)
     files = sdist_files(
         project.root,
         include=meta.referenced_files,

@@ -46,6 +46,20 @@ def run_python(code: str, *, env: dict[str, str] | None = None, cwd: Path | None
     return result
 
 
+def write(path: Path, text: str = "") -> Path:
+    """Write ``text`` to ``path``, making its directories."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def write_tree(root: Path, files: dict[str, str]) -> Path:
+    """A project from {relative path: text}; returns ``root``."""
+    for name, text in files.items():
+        write(root / name, text)
+    return root
+
+
 @pytest.fixture
 def jit_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A private TORCH_EXTENSIONS_DIR for tests that build JIT extensions."""
@@ -91,3 +105,11 @@ def tmpfs(tmp_path: Path) -> Iterator[Callable[..., Path]]:
     yield mount
     for target in mounted:
         subprocess.run(["umount", "-l", str(target)], check=False)
+
+
+@pytest.fixture(scope="session")
+def torch_built_wheels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path | BaseException]:
+    """fixtures/migrate's good shapes built with setuptools + torch's BuildExtension, once."""
+    from tests.setup_py_builds import build_all_with_torch
+
+    return build_all_with_torch(tmp_path_factory.mktemp("torch_built"))

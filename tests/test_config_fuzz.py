@@ -68,15 +68,26 @@ arch_list = st.one_of(
     st.lists(st.sampled_from(ARCHES), max_size=3).map(";".join),
 )
 limited_api = st.one_of(st.booleans(), st.sampled_from(["cp38", "cp310", "cp312", "cp313"]))
+ENV_VALUES = ["1", "0", ""]
+env_test = st.fixed_dictionaries(
+    {},
+    optional={
+        "not": st.one_of(
+            st.sampled_from(ENV_VALUES), st.lists(st.sampled_from(ENV_VALUES), min_size=1, max_size=2)
+        ),
+        "unset": st.booleans(),
+    },
+).filter(bool)
 condition = st.fixed_dictionaries(
     {},
     optional={
         "env": st.dictionaries(
             st.sampled_from(["A", "B", "FORCE_CUDA"]),
-            st.one_of(st.booleans(), st.sampled_from(["1", "0", ""])),
+            st.one_of(st.booleans(), st.sampled_from(ENV_VALUES), env_test),
             max_size=2,
         ),
         "cuda": st.booleans(),
+        "torch-cuda": st.one_of(st.booleans(), st.sampled_from([">=12.8", "<13", "==13.0"])),
         "platform": st.sampled_from(["linux", "win*", "darwin", "*"]),
         "platform-machine": st.sampled_from(["x86_64", "aarch*", "*"]),
         "torch": st.sampled_from(SPECIFIERS),
@@ -98,6 +109,7 @@ cuda_variant = st.fixed_dictionaries(
 )
 # extension keys an override may replace / append without making a valid table invalid
 safe_replace = {
+    "enabled": st.booleans(),
     "openmp": st.booleans(),
     "extra-cflags": flags,
     "define-macros": macros,
@@ -158,6 +170,7 @@ def extension(name: str) -> st.SearchStrategy[dict[str, Any]]:
             "strip": st.booleans(),
             "pch": st.booleans(),
             "pch-header": st.just("include/pch.h"),
+            "enabled": st.booleans(),
             "if": condition,
             "cuda": cuda_variant,
         },
@@ -310,6 +323,10 @@ def _some_extension(case: Case, draw: st.DrawFn, *, built: bool = False) -> int:
     index = draw(st.integers(0, len(case.tool["extension"]) - 1))
     if built:  # a skipped extension's files are never looked at
         case.tool["extension"][index].pop("if", None)
+        case.tool["extension"][index].pop("enabled", None)
+        for override in case.tool.get("overrides", []):
+            for patch in override.get("extension", {}).values():
+                patch.pop("enabled", None)
     return index
 
 
@@ -471,11 +488,29 @@ def bad_arch_list(case: Case, draw: st.DrawFn) -> str:
 
 def bad_specifier(case: Case, draw: st.DrawFn) -> str:
     index = _some_extension(case, draw)
-    which = draw(st.sampled_from(["torch", "python"]))
+    which = draw(st.sampled_from(["torch", "python", "torch-cuda"]))
     case.tool["extension"][index]["if"] = {
         which: draw(st.sampled_from(["2.5", "~=2", ">>1", "latest"]))
     }
     return f"{EXT}[{index}].if.{which}"
+
+
+def bad_env_test(case: Case, draw: st.DrawFn) -> str:
+    """An `if.env.NAME` table that says nothing or says it wrongly, in an extension or override."""
+    test, suffix = draw(
+        st.sampled_from([
+            ({}, ""), ({"not": []}, ".not"), ({"not": 0}, ".not"), ({"not": [True]}, ".not[0]"),
+            ({"unset": "yes"}, ".unset"), ({"nott": "0"}, ".nott"), ({"not": {}}, ".not"),
+        ])
+    )  # fmt: skip
+    name = draw(st.sampled_from(["A", "FORCE_CUDA", "with space"]))
+    if draw(st.booleans()):
+        index = _some_extension(case, draw)
+        case.tool["extension"][index]["if"] = {"env": {name: test}}
+        return f"{EXT}[{index}].if.env.{_quote(name)}{suffix}"
+    overrides = case.tool.setdefault("overrides", [])
+    overrides.insert(0, {"if": {"env": {name: test}}})
+    return f"tool.torch-ext.overrides[0].if.env.{_quote(name)}{suffix}"
 
 
 def bad_build_dir(case: Case, draw: st.DrawFn) -> str:
@@ -532,7 +567,7 @@ DEFECTS: list[Callable[[Case, st.DrawFn], str]] = [
     unknown_key, wrong_type, empty_sources, glob_matching_nothing, source_escaping,
     include_escaping, duplicate_name, bad_module_name, cuda_table_without_cuda,
     override_unknown_extension, override_unknown_condition, bad_limited_api, bad_jobs,
-    bad_specifier, bad_build_dir, package_data_matching_nothing, missing_package,
+    bad_specifier, bad_env_test, bad_build_dir, package_data_matching_nothing, missing_package,
     unknown_config_setting, bad_config_value, bad_max_jobs, line_break, bad_arch_list,
 ]  # fmt: skip
 

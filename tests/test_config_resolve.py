@@ -224,11 +224,15 @@ def test_extension_if(root: Path) -> None:
     resolved = resolve(root, tool)
     assert [s.name for s in resolved.extensions] == ["demo._x_cpu"]
     reasons = dict(resolved.skipped)
-    assert reasons["demo._x_cuda"] == "if.cuda = true does not hold (CUDA is disabled)"
-    assert reasons["demo._win"] == "if.platform = \"win*\" does not match 'linux'"
-    assert reasons["demo._new"] == 'if.torch = ">=2.14" does not hold (torch 2.13.0)'
-    assert (
-        reasons["demo._env"] == "if.env.WITH_ENV = true does not hold (WITH_ENV is unset or empty)"
+    ext = "tool.torch-ext.extension"
+    assert reasons["demo._x_cuda"] == (
+        f"{ext}[1].if.cuda = true does not hold (torch 2.13.0+cpu is a CPU build and no nvcc"
+        " was found, so CUDA is off)"
+    )
+    assert reasons["demo._win"] == f"{ext}[2].if.platform = \"win*\" does not match 'linux'"
+    assert reasons["demo._new"] == f'{ext}[3].if.torch = ">=2.14" does not hold (torch 2.13.0)'
+    assert reasons["demo._env"] == (
+        f"{ext}[4].if.env.WITH_ENV = true does not hold (WITH_ENV is unset or empty)"
     )
     facts = Facts(**{**CUDA_FACTS.__dict__, "env": {"WITH_ENV": "1"}, "platform": "win32"})
     resolved = resolve(root, tool, facts=facts)
@@ -246,6 +250,20 @@ def test_extension_if(root: Path) -> None:
         ({"env": {"A": "1"}}, True),
         ({"env": {"A": "2"}}, False),
         ({"env": {"UNSET": ""}}, False),
+        ({"env": {"A": {"not": "0"}}}, True),
+        ({"env": {"A": {"not": "1"}}}, False),
+        ({"env": {"A": {"not": ["0", "1"]}}}, False),
+        ({"env": {"UNSET": {"not": "0"}}}, True),  # os.environ.get("UNSET") != "0"
+        ({"env": {"EMPTY": {"not": ""}}}, False),
+        ({"env": {"UNSET": {"not": "0", "unset": False}}}, False),
+        ({"env": {"A": {"not": "0", "unset": False}}}, True),
+        ({"env": {"UNSET": {"unset": True}}}, True),
+        ({"env": {"EMPTY": {"unset": True}}}, False),  # empty is set
+        ({"env": {"EMPTY": {"unset": False}}}, True),
+        ({"env": {"A": {"unset": True}}}, False),
+        ({"torch-cuda": False}, True),
+        ({"torch-cuda": True}, False),
+        ({"torch-cuda": ">=12"}, False),
         ({"platform": "linux"}, True),
         ({"platform": "lin*"}, True),
         ({"platform": "darwin"}, False),
@@ -269,7 +287,9 @@ def test_conditions(root: Path, condition: dict[str, Any], holds: bool) -> None:
 def test_torch_condition_without_torch_and_with_prerelease(root: Path) -> None:
     tool = {"extension": [{**EXT, "if": {"torch": ">=2.0"}}]}
     resolved = resolve(root, tool, facts=Facts(torch_version=None))
-    assert resolved.skipped == (("demo._C", 'if.torch = ">=2.0" does not hold (torch not found)'),)
+    assert resolved.skipped == (
+        ("demo._C", 'tool.torch-ext.extension[0].if.torch = ">=2.0" does not hold (torch not found)'),
+    )
     tool = {"extension": [{**EXT, "if": {"torch": ">=2.13"}}]}
     assert resolve(root, tool, facts=Facts(torch_version="2.14.0.dev20250101+cu130")).extensions
 

@@ -27,8 +27,9 @@ from pep517_torch.core import arch, arch_list, cuda, flags, toolchain
 from pep517_torch.core import build as core_build
 from pep517_torch.core.spec import BuildOptions, ExtensionSpec, Kind
 from pep517_torch.errors import BuildError, ConfigError, ToolchainError
-from tests.conftest import FIXTURES, run_python
+from tests.conftest import FIXTURES, run_python, write_tree
 from tests.cuda_tools import fatbin_contents, find_cuobjdump
+from tests.tiny_project import c_api_module
 
 TORCH = toolchain.find_torch()
 TOOLKIT = cuda.find_cuda(os.environ)
@@ -557,6 +558,54 @@ def test_nvcc_and_torch_cuda_major_mismatch(
         [spec], BuildOptions(build_dir=tmp_path / "c", env=build_env(), cuda_arch_list=("8.0",))
     )
     assert any("differs from torch's CUDA" in n and "minor version" in n for n in plan.notes)
+
+
+TINY_KERNEL = """#include <cuda_runtime.h>
+__global__ void add_one(float *x, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] += 1;
+}
+int kernel_line() { return __LINE__; }
+"""
+TINY_MODULE = c_api_module(
+    "int kernel_line();\n"
+    "static PyObject *line(PyObject *, PyObject *) { return PyLong_FromLong(kernel_line()); }",
+    '{"line", line, METH_NOARGS, nullptr}',
+)
+
+
+def tiny_cuda_project(root: Path) -> Path:
+    return write_tree(root, {
+        "pkg/__init__.py": "", "csrc/k.cu": TINY_KERNEL, "csrc/mod.cpp": TINY_MODULE,
+        "pyproject.toml": '[project]\nname = "tinycuda"\nversion = "1.0"\n[tool.torch-ext]\n'
+        'packages = ["pkg"]\n[[tool.torch-ext.extension]]\nname = "pkg._C"\n'
+        'sources = ["csrc/mod.cpp", "csrc/k.cu"]\n',
+    })
+
+
+@needs_nvcc
+@pytest.mark.cuda
+@pytest.mark.compile
+@pytest.mark.parametrize("build_type", ["release", "debug"])
+def test_nvcc_objects_are_reproducible(tmp_path: Path, build_type: str) -> None:
+    """nvcc's temporary file names (/tmp/tmpxft_<pid>_...) and the build directory stay out."""
+    tree = tiny_cuda_project(tmp_path / "a" / "proj")
+    other = tmp_path / "b" / "elsewhere" / "proj"
+    shutil.copytree(tree, other)
+    wheels = []
+    for source, build_dir in [(tree, tmp_path / "bx"), (tree, tmp_path / "by"), (other, None)]:
+        out = tmp_path / f"w{len(wheels)}"
+        command = [sys.executable, "-m", "pep517_torch", "wheel", source, "-o", out,
+                   f"-Cbuild-type={build_type}", "-Ccuda-arch-list=8.0"]
+        command += [f"-Cbuild-dir={build_dir}"] if build_dir else []
+        result = subprocess.run(command, capture_output=True, text=True, env=build_env(), timeout=600)
+        assert result.returncode == 0, result.stdout + result.stderr
+        wheels.append(next(out.glob("*.whl")).read_bytes())
+    assert wheels[0] == wheels[1] == wheels[2]
+    with zipfile.ZipFile(next((tmp_path / "w0").glob("*.whl"))) as archive:
+        so = archive.read(next(n for n in archive.namelist() if n.endswith(".so")))
+    assert b"tmpxft" not in so and str(tmp_path).encode() not in so
+    assert b"k.cu.o.cudafe1.cpp" in so  # nvcc's intermediate, named after the object
 
 
 @needs_nvcc

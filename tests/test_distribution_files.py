@@ -8,12 +8,7 @@ import pytest
 
 from pep517_torch.distribution.files import package_files
 from pep517_torch.errors import ConfigError
-
-
-def write(path: Path, text: str = "") -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
-    return path
+from tests.conftest import write
 
 
 @pytest.fixture
@@ -37,6 +32,7 @@ def test_package_files(tree: Path) -> None:
     pkg = tree / "pkg"
     pyc = pkg / "__pycache__" / "core.cpython-311.pyc"
     files = package_files(
+        tree.parent,
         {"pkg": pkg, "pkg.sub": pkg / "sub"},
         {"single": tree / "single.py"},
         {"pkg": (pkg / "data" / "table.json", pkg / "py.typed", pkg / "_C.so", pyc)},
@@ -57,21 +53,21 @@ def test_package_files(tree: Path) -> None:
 
 def test_compiled_files_ship_only_as_package_data(tree: Path) -> None:
     pkg = tree / "pkg"
-    walked = dict(package_files({"pkg": pkg}, {}, {}, exclude=set()))
+    walked = dict(package_files(tree.parent, {"pkg": pkg}, {}, {}, exclude=set()))
     assert "pkg/stale.cpython-311-x86_64-linux-gnu.so" not in walked and "pkg/_C.so" not in walked
-    listed = dict(package_files({"pkg": pkg}, {}, {"pkg": (pkg / "_C.so",)}, exclude=set()))
+    listed = dict(package_files(tree.parent, {"pkg": pkg}, {}, {"pkg": (pkg / "_C.so",)}, exclude=set()))
     assert listed["pkg/_C.so"] == pkg / "_C.so"
 
 
 def test_package_data_errors(tree: Path) -> None:
     pkg = tree / "pkg"
     with pytest.raises(ConfigError, match="not a package") as caught:
-        package_files({"pkg": pkg}, {}, {"other": (pkg / "notes.txt",)}, exclude=set())
+        package_files(tree.parent, {"pkg": pkg}, {}, {"other": (pkg / "notes.txt",)}, exclude=set())
     assert caught.value.key == "tool.torch-ext.package-data"
     with pytest.raises(ConfigError, match="not inside"):
-        package_files({"pkg": pkg}, {}, {"pkg": (tree / "single.py",)}, exclude=set())
+        package_files(tree.parent, {"pkg": pkg}, {}, {"pkg": (tree / "single.py",)}, exclude=set())
 
 
 def test_conflicting_sources_for_one_name(tree: Path) -> None:
     with pytest.raises(ConfigError, match="pkg/__init__.py"):
-        package_files({"pkg": tree / "pkg", "pkg.sub": tree / "pkg"}, {}, {}, exclude=set())
+        package_files(tree.parent, {"pkg": tree / "pkg", "pkg.sub": tree / "pkg"}, {}, {}, exclude=set())

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
 import sysconfig
+import zipfile
 from pathlib import Path
 
 import pytest
 
 from pep517_torch.distribution.import_guard import native_filename, render_import_guard
+from tests.conftest import write_tree
+from tests.tiny_project import c_api_module
 
 EXTENSION_SOURCE = r"""
 #include <Python.h>
@@ -57,7 +61,8 @@ def run(base: Path, code: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_native_filename() -> None:
-    assert native_filename("pkg.sub._C", ".abi3.so") == "_C._native.abi3.so"
+    assert native_filename("pkg.sub._C", ".abi3.so") == "_C_native.abi3.so"
+    assert native_filename("_top", ".so") == "_top_native.so"
 
 
 def test_matching_torch_loads_the_extension(tmp_path: Path, native: Path) -> None:
@@ -66,7 +71,7 @@ def test_matching_torch_loads_the_extension(tmp_path: Path, native: Path) -> Non
         base,
         "import pkg._C as c, pkg\n"
         "print(c.answer(), c.__name__, type(c.__loader__).__name__, 'torch' in sys.modules)\n"
-        "print(sys.modules['pkg._C'] is c is pkg._C, c.__file__.endswith('_C._native' + "
+        "print(sys.modules['pkg._C'] is c is pkg._C, c.__file__.endswith('_C_native' + "
         f"{sysconfig.get_config_var('EXT_SUFFIX')!r}))\n",
     )
     assert result.returncode == 0, result.stderr
@@ -78,7 +83,7 @@ def test_mismatched_torch_raises_before_loading(tmp_path: Path, native: Path) ->
     result = run(
         base,
         "try:\n    import pkg._C\nexcept ImportError as error:\n    print(error)\n"
-        "print(open('/proc/self/maps').read().count('_C._native'))\n",
+        "print(open('/proc/self/maps').read().count('_C_native'))\n",
     )
     assert result.returncode == 0, result.stderr
     message, mapped = result.stdout.splitlines()
@@ -97,8 +102,127 @@ def test_library_is_invisible_without_the_shim(tmp_path: Path, native: Path) -> 
 
 
 def test_shim_source_is_plain_python() -> None:
-    source = render_import_guard("a.b._C", "_C._native.abi3.so", "2.13.0").decode()
+    source = render_import_guard("a.b._C", "_C_native.abi3.so", "2.13.0").decode()
     compile(source, "shim", "exec")
-    assert "_MODULE, _NATIVE, _BUILT_AGAINST = ('a.b._C', '_C._native.abi3.so', '2.13.0')" in source
+    assert "_MODULE, _NATIVE, _BUILT_AGAINST = ('a.b._C', '_C_native.abi3.so', '2.13.0')" in source
     with pytest.raises(ValueError):
         render_import_guard("a._C", "../_C.so", "2.13.0")
+
+
+GUARDED_PYPROJECT = """\
+[build-system]
+requires = ["pep517_torch", "torch"]
+build-backend = "pep517_torch"
+
+[project]
+name = "guarded"
+version = "1.0"
+
+[tool.torch-ext]
+packages = ["gpkg"]
+torch-requirement = "none"
+
+[[tool.torch-ext.extension]]
+name = "gpkg._C"
+sources = ["csrc/c.cpp"]
+"""
+GUARDED_SOURCE = c_api_module(
+    "static PyObject *twice(PyObject *, PyObject *arg) { return PyLong_FromLong(2 * PyLong_AsLong(arg)); }",
+    '{"twice", twice, METH_O, nullptr}',
+)
+
+
+def guarded_project(root: Path) -> Path:
+    files = {"gpkg/__init__.py": "", "csrc/c.cpp": GUARDED_SOURCE, "pyproject.toml": GUARDED_PYPROJECT}
+    return write_tree(root, files)
+
+
+@pytest.fixture(scope="module")
+def guarded_wheel(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """(project, wheel) of a torch-requirement = "none" project: the wheel has the shim."""
+    base = tmp_path_factory.mktemp("guarded")
+    root = guarded_project(base / "proj")
+    built = subprocess.run([sys.executable, "-m", "pep517_torch", "wheel", root, "-o", base / "out"],
+                           capture_output=True, text=True, timeout=900)
+    assert built.returncode == 0, built.stdout + built.stderr
+    return root, next((base / "out").glob("*.whl"))
+
+
+@pytest.mark.compile
+def test_guarded_wheel_passes_check_wheel_contents_and_computes(
+    guarded_wheel: tuple[Path, Path], tmp_path: Path
+) -> None:
+    _, wheel = guarded_wheel
+    suffix = sysconfig.get_config_var("EXT_SUFFIX")
+    with zipfile.ZipFile(wheel) as archive:
+        assert {"gpkg/_C.py", f"gpkg/_C_native{suffix}"} <= set(archive.namelist())
+        archive.extractall(tmp_path / "site")
+    checked = subprocess.run([Path(sys.executable).parent / "check-wheel-contents", wheel],
+                             capture_output=True, text=True, timeout=300)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    code = ("import gpkg._C as c, sys;"
+            "print(c.twice(21), type(c.__loader__).__name__, sys.modules['gpkg._C'] is c)")
+    ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "PYTHONPATH": str(tmp_path / "site")}, cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.split() == ["42", "ExtensionFileLoader", "True"]
+
+
+WITHOUT_TORCH = """
+import importlib.machinery, importlib.util, sys
+
+class NoTorch(importlib.machinery.PathFinder):  # as if torch were not installed
+    @classmethod
+    def find_spec(cls, name, path=None, target=None):
+        if name == "torch" or name.startswith("torch."):
+            return None
+        return super().find_spec(name, path, target)
+
+sys.meta_path[sys.meta_path.index(importlib.machinery.PathFinder)] = NoTorch
+assert importlib.util.find_spec("torch") is None
+import pep517_torch
+try:
+    print(pep517_torch.prepare_metadata_for_build_wheel(sys.argv[1], {"torch-requirement": sys.argv[2]}))
+finally:
+    assert "torch" not in sys.modules
+"""
+
+
+@pytest.mark.compile
+def test_metadata_without_torch_installed_equals_the_wheels(
+    guarded_wheel: tuple[Path, Path], tmp_path: Path
+) -> None:
+    root, wheel = guarded_wheel
+
+    def prepare(requirement: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-c", WITHOUT_TORCH, tmp_path / "md", requirement],
+                              cwd=root, capture_output=True, text=True, timeout=300)
+
+    ran = prepare("none")
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    dist_info = ran.stdout.strip()
+    assert dist_info == "guarded-1.0.dist-info"
+    pinned = prepare("minor")  # a pin needs torch's version: still refused, in one line
+    assert pinned.returncode == 1 and "torch is not installed" in pinned.stderr, pinned.stderr
+    with zipfile.ZipFile(wheel) as archive:
+        in_wheel = archive.read(f"{dist_info}/METADATA")
+    assert in_wheel == (tmp_path / "md" / dist_info / "METADATA").read_bytes()
+
+
+@pytest.mark.parametrize("occupant", ["gpkg/_C_native.py", "gpkg/_C_native/__init__.py", "extension"])
+def test_a_module_where_the_guarded_library_goes_is_refused(tmp_path: Path, occupant: str) -> None:
+    from pep517_torch import project
+    from pep517_torch.errors import ConfigError
+
+    root = guarded_project(tmp_path / "proj")
+    if occupant == "extension":
+        with (root / "pyproject.toml").open("a") as file:
+            file.write('\n[[tool.torch-ext.extension]]\nname = "gpkg._C_native"\nsources = ["csrc/c.cpp"]\n')
+    else:
+        (root / occupant).parent.mkdir(parents=True, exist_ok=True)
+        (root / occupant).write_text("")
+    with pytest.raises(ConfigError) as caught:
+        project.build_wheel(root, tmp_path / "out", None)  # refused before anything compiles
+    assert caught.value.key == "tool.torch-ext.extension[0].name"
+    assert "gpkg._C_native" in str(caught.value) and "torch-import-check" in str(caught.value)
+    assert not (root / "build").exists() and not (tmp_path / "out").exists()

@@ -12,12 +12,7 @@ import pytest
 from pep517_torch.distribution.metadata import ProjectMetadata, build_metadata
 from pep517_torch.distribution.sdist import sdist_files, write_sdist
 from pep517_torch.errors import ConfigError
-
-
-def write(path: Path, text: str = "") -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
-    return path
+from tests.conftest import write
 
 
 @pytest.fixture
@@ -56,7 +51,8 @@ def metadata(root: Path) -> ProjectMetadata:
 
 EXPECTED = [
     "LICENSE", "README.md", "csrc/ops.cpp", "csrc/ops.h", "demo/__init__.py", "demo/alias.h",
-    "demo/dist/__init__.py", "pyproject.toml", "tests/test_ops.py", "tools/gen.sh",
+    "demo/dist/__init__.py", "linked_dir/ops.cpp", "linked_dir/ops.h", "pyproject.toml",
+    "tests/test_ops.py", "tools/gen.sh",
 ]  # fmt: skip
 
 
@@ -78,7 +74,7 @@ def test_globs_and_explicit_includes(root: Path, metadata: ProjectMetadata) -> N
     )
     assert names(files) == [
         "LICENSE", "README.md", "csrc/ops.cpp", "demo/__init__.py", "demo/dist/__init__.py",
-        "dist/old.tar.gz", "pyproject.toml", "tools/gen.sh",
+        "dist/old.tar.gz", "linked_dir/ops.cpp", "pyproject.toml", "tools/gen.sh",
     ]  # fmt: skip
 
 

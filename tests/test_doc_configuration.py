@@ -92,7 +92,8 @@ class Project:
         path = self.root / relative
         if not path.exists():
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(content.format(n=self.counter) if "{n" in content else content)
+            numbered = content in (EXTRA_SOURCE, CUDA_SOURCE)  # templates of unique names
+            path.write_text(content.format(n=self.counter) if numbered else content)
         return path
 
     def extension(self, table: dict[str, Any], extra_tables: list[dict[str, Any]]) -> None:
@@ -159,7 +160,7 @@ IMPORT_CHECK = """
 import ctypes, importlib, sys, torch
 for kind, name, path in {checks!r}:
     if kind == "module":
-        assert importlib.import_module(name).answer == 42, name
+        assert importlib.import_module(name).answer() == 42, name
     else:
         torch.ops.load_library(path)
         assert ctypes.CDLL(path).example_marker() == 42, path

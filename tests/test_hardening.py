@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import HOSTILE_NAME, count, run_python
+from tests.conftest import HOSTILE_NAME, count, run_python, write_tree
+from tests.tiny_project import c_api_module
 
 pytestmark = pytest.mark.compile
 
@@ -227,6 +228,60 @@ def test_reproducible_wheels_and_sdists(fixture_copy, tmp_path: Path) -> None:
     assert sdists[0] == sdists[1]
     count("wheel builds compared byte for byte (2 build dirs, 2 times, 2 trees)", 3)
     count("sdist builds compared byte for byte", 2)
+
+
+DEBUGGABLE_PYPROJECT = """\
+[project]
+name = "debuggable"
+version = "1.0"
+[tool.torch-ext]
+packages = ["pkg"]
+pch-header = "csrc/common.h"
+[[tool.torch-ext.extension]]
+name = "pkg._C"
+sources = ["csrc/mod.cpp"]
+extra-cflags = ["-Winvalid-pch", "-Werror=invalid-pch"]  # an unusable PCH fails the build
+"""
+DEBUGGABLE_SOURCE = c_api_module(
+    """static PyObject *where(PyObject *, PyObject *) {
+      std::vector<int> v{1, 2};
+      return PyUnicode_FromFormat("%s:%d", __FILE__, v[0] + v[1]);
+    }""",
+    '{"where", where, METH_NOARGS, nullptr}',
+    first_include='"common.h"',  # the project PCH header
+)
+
+
+def debuggable_project(root: Path) -> Path:
+    """A tiny C-API module whose first include is a project PCH header (no torch TU)."""
+    return write_tree(root, {
+        "pkg/__init__.py": "", "pyproject.toml": DEBUGGABLE_PYPROJECT, "csrc/mod.cpp": DEBUGGABLE_SOURCE,
+        "csrc/common.h": "#pragma once\n#include <Python.h>\n#include <vector>\n",
+    })
+
+
+@pytest.mark.parametrize("build_type", ["debug", "relwithdebinfo", "none"])
+def test_every_build_type_is_reproducible(tmp_path: Path, build_type: str) -> None:
+    tree = debuggable_project(tmp_path / "tree-a" / "proj")
+    other = tmp_path / "tree-b" / "elsewhere" / "proj"
+    shutil.copytree(tree, other)
+    kind = f"-Cbuild-type={build_type}"
+    first = wheel_of(tree, tmp_path / "w1", kind, f"-Cbuild-dir={tmp_path / 'build-x'}")
+    second = wheel_of(tree, tmp_path / "w2", kind, f"-Cbuild-dir={tmp_path / 'elsewhere' / 'build-y'}")
+    third = wheel_of(other, tmp_path / "w3", kind)  # the default build dir, inside the tree
+    assert first.read_bytes() == second.read_bytes() == third.read_bytes()
+    with zipfile.ZipFile(first) as zf:
+        so = zf.read(next(n for n in zf.namelist() if n.endswith(".so")))
+    assert (b".debug_info" in so) == (build_type != "none")  # the debug info this is about
+    (pch_dir,) = {p.parent for p in (tmp_path / "build-x" / "pch").rglob("*.gch")}
+    for path in (tmp_path, tree, other, tmp_path / "build-x", pch_dir, Path(pch_dir.name)):
+        assert str(path).encode() not in so, path
+    site = tmp_path / "site"
+    with zipfile.ZipFile(third) as zf:
+        zf.extractall(site)
+    where = run_python("import torch, pkg._C as c; print(c.where())", env={"PYTHONPATH": str(site)})
+    assert where.stdout.strip() == "./csrc/mod.cpp:3"
+    count(f"{build_type} wheels compared byte for byte (2 build dirs, 2 trees)", 3)
 
 
 def test_members_are_relative_and_sdist_rebuilds_the_same_wheel(fixture_copy, tmp_path: Path) -> None:

@@ -376,7 +376,7 @@ def test_headers_among_sources_are_accepted_like_torch(tmp_path: Path) -> None:
 TALK_CHILD = """
 import sys, pep517_torch
 module = pep517_torch.load(sys.argv[1], [sys.argv[2]], build_directory=sys.argv[3], verbose=sys.argv[4] == "1")
-print(module.answer)
+print(module.answer())
 """
 
 

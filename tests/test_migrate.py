@@ -9,14 +9,11 @@ seconds each); everything else runs setup.py files intercepted, in-process.
 
 from __future__ import annotations
 
-import importlib.machinery
 import os
 import re
 import shutil
 import subprocess
 import sys
-import zipfile
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,28 +26,17 @@ from pep517_torch.config import parse_settings
 from pep517_torch.migrate import MigrateError, check_text, main, migrate
 from pep517_torch.migrate.pyproject_file import splice, split_blocks
 from pep517_torch.migrate.toml_writer import Table, render, value
+from tests.setup_py_builds import (
+    COMPUTE, FIXTURE_VARIABLES, FIXTURES, GOOD, per_shape, run, wheel_contents,
+)  # fmt: skip
 
 ROOT = Path(__file__).resolve().parent.parent
-FIXTURES = ROOT / "fixtures" / "migrate"
-GOOD = ["one_ext", "nested", "cuda_choice", "op_library", "limited_api"]
-COMPUTE = {
-    "one_ext": "import torch, tinyop; assert tinyop.twice(torch.ones(3)).tolist() == [2.0] * 3",
-    "nested": "import nestpkg, nest_compat\n"
-    "assert nestpkg.add_offset(1.5) == nest_compat.offset(1.5) == 2.5\n"
-    "assert nestpkg.times3(2.0) == 6.0 and nestpkg.defaults() == {'scale': 3}",
-    "cuda_choice": "import torch, cudachoice\n"
-    "assert cudachoice.negate(torch.ones(2)).tolist() == [-1.0] * 2",
-    "op_library": "import torch, oplib; assert oplib.triple(torch.ones(2)).tolist() == [3.0, 3.0]",
-    "limited_api": "import limitedop; assert limitedop.square(3.0) == 9.0",
-}
-CLEAN_ENV = {k: v for k, v in os.environ.items()
-             if k not in ("FORCE_CUDA", "CUDACHOICE_DEBUG", "DEBUG")}  # fmt: skip
 
 
 @pytest.fixture(autouse=True)
 def _unset_fixture_variables(monkeypatch: pytest.MonkeyPatch) -> None:
     """The fixtures' setup.py files read these; the expected output assumes them unset."""
-    for name in ("FORCE_CUDA", "CUDACHOICE_DEBUG", "DEBUG"):
+    for name in FIXTURE_VARIABLES:
         monkeypatch.delenv(name, raising=False)
 
 
@@ -64,15 +50,6 @@ def without_probe_values(text: str) -> str:
 def flat(text: str) -> str:
     """Comments unwrapped: each paragraph on one line."""
     return text.replace("\n#   ", " ").replace("\n# ", " ")
-
-
-def run(args: list[str], cwd: Path | None = None, env: dict[str, str] | None = None) -> str:
-    result = subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=600,
-                            env={**CLEAN_ENV, **(env or {})})  # fmt: skip
-    if result.returncode != 0:
-        output = f"{result.stdout}\n{result.stderr}"
-        raise AssertionError(f"{args} failed ({result.returncode}):\n{output}")
-    return result.stdout
 
 
 def migrated_text(setup_py: Path, capsys: pytest.CaptureFixture[str]) -> str:
@@ -174,31 +151,6 @@ class Proof:
     computed: str
 
 
-def wheel_contents(wheel: Path) -> tuple[str, set[str], set[str], set[str]]:
-    """(tag, Python modules, native modules, data files), .dist-info left out."""
-    suffixes = sorted([*importlib.machinery.EXTENSION_SUFFIXES, ".so"], key=len, reverse=True)
-    python, native, data = set(), set(), set()
-    for name in zipfile.ZipFile(wheel).namelist():
-        if name.split("/")[0].endswith((".dist-info", ".data")):
-            continue
-        suffix = next((s for s in suffixes if name.endswith(s)), None)
-        if name.endswith(".py"):
-            python.add(name[:-3].replace("/", "."))
-        elif suffix:
-            native.add(name[: -len(suffix)].replace("/", "."))
-        else:
-            data.add(name)
-    tag = "-".join(wheel.stem.split("-")[2:])
-    return tag, python, native, data
-
-
-def _build_old(source: Path, out: Path) -> Path:
-    """As pip builds a setup.py project; CFLAGS=-g0 only drops debug info (faster)."""
-    code = f"from setuptools import build_meta as b; print(b.__legacy__.build_wheel({str(out)!r}))"
-    output = run([sys.executable, "-c", code], cwd=source, env={"CFLAGS": "-g0"})
-    return out / output.strip().splitlines()[-1]
-
-
 def _build_new_and_compute(shape: str, source: Path, work: Path) -> tuple[Path, str]:
     out, site = work / "new_out", work / "site"
     run([sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps",
@@ -212,24 +164,23 @@ def _build_new_and_compute(shape: str, source: Path, work: Path) -> tuple[Path, 
 
 
 @pytest.fixture(scope="session")
-def proofs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Proof | BaseException]:
+def proofs(
+    tmp_path_factory: pytest.TempPathFactory, torch_built_wheels: dict[str, Path | BaseException]
+) -> dict[str, Proof | BaseException]:
     root = tmp_path_factory.mktemp("migrate")
     for shape in GOOD:  # serially, in-process: migrate patches process-wide state
-        for side in ("old", "new"):
-            shutil.copytree(FIXTURES / shape, root / shape / side)
+        shutil.copytree(FIXTURES / shape, root / shape / "new")
         assert main([str(root / shape / "new"), "--write"]) == 0
         (root / shape / "new" / "setup.py").unlink()
-    results: dict[str, Proof | BaseException] = {}
-    with ThreadPoolExecutor(max_workers=3) as pool:
-        old = {s: pool.submit(_build_old, root / s / "old", root / s / "old_out") for s in GOOD}
-        new = {s: pool.submit(_build_new_and_compute, s, root / s / "new", root / s) for s in GOOD}
-        for shape in GOOD:
-            try:
-                wheel, computed = new[shape].result()
-                results[shape] = Proof(old[shape].result(), wheel, computed)
-            except Exception as exc:
-                results[shape] = exc
-    return results
+
+    def prove(shape: str) -> Proof:
+        wheel, computed = _build_new_and_compute(shape, root / shape / "new", root / shape)
+        old = torch_built_wheels[shape]
+        if isinstance(old, BaseException):
+            raise old
+        return Proof(old, wheel, computed)
+
+    return per_shape(prove)
 
 
 @pytest.mark.compile
@@ -502,3 +453,41 @@ def test_a_setup_that_escapes_interception_builds_nothing(
                        "setuptools.dist.Distribution({'name': 'x'}).run_commands()\n")  # fmt: skip
     assert "could not intercept tried to run commands" in _error([str(project)], capsys)
     assert sorted(p.name for p in project.iterdir()) == ["setup.py"]
+
+
+def test_device_linking_is_converted(tmp_path: Path) -> None:
+    """dlink / dlink_libraries / nvcc_dlink become dlink keys; in a CUDA-only branch, the
+    `cuda` table's."""
+    project = _project(tmp_path, """
+import torch
+from setuptools import setup
+from torch.utils.cpp_extension import BuildExtension, CppExtension, CUDAExtension
+if torch.cuda.is_available():
+    ext = CUDAExtension("pkg._C", ["a.cpp", "k.cu"], dlink=True, dlink_libraries=["nvshmem"],
+                        extra_compile_args={"cxx": [], "nvcc": ["-O2"], "nvcc_dlink": ["-dlto"]})
+else:
+    ext = CppExtension("pkg._C", ["a.cpp"])
+setup(name="pkg", version="1.0", ext_modules=[ext], cmdclass={"build_ext": BuildExtension})
+""", "a.cpp", "k.cu")
+    migration = migrate(project)
+    (extension,) = tomllib.loads(migration.text)["tool"]["torch-ext"]["extension"]
+    assert extension["cuda"] == {
+        "sources": ["k.cu"], "extra-cuda-cflags": ["-O2"], "dlink": True,
+        "dlink-libraries": ["nvshmem"], "extra-dlink-flags": ["-dlto"],
+    }  # fmt: skip
+    assert "device linking" not in migration.text and migration.problems == []
+
+
+def test_a_setup_py_on_pep517_torch_setuptools_migrates_alike(tmp_path: Path) -> None:
+    """After the one-import switch, migrate still reads the setup.py (and our options)."""
+    text = (FIXTURES / "op_library" / "setup.py").read_text()
+    switched = text.replace("from torch.utils.cpp_extension import",
+                            "from pep517_torch.setuptools import")  # fmt: skip
+    switched = switched.replace("no_python_abi_suffix=True)",
+                                'no_python_abi_suffix=True, torch_requirement="exact")')  # fmt: skip
+    assert switched != text
+    shutil.copytree(FIXTURES / "op_library", tmp_path / "op_library")
+    (tmp_path / "op_library" / "setup.py").write_text(switched)
+    ours = tomllib.loads(migrate(tmp_path / "op_library").text)["tool"]["torch-ext"]
+    theirs = tomllib.loads(migrate(FIXTURES / "op_library").text)["tool"]["torch-ext"]
+    assert ours.pop("torch-requirement") == "exact" and ours == theirs

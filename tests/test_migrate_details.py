@@ -78,7 +78,7 @@ setup(name="p", version="1.0", packages=["p"], ext_modules=exts)
 """, {"s.cu": '#include "streams.h"\\n', "inc/streams.h": "#include <ATen/cuda/CUDAContext.h>\\n"})
     migration = migrate(project)
     _, streams = tomllib.loads(migration.text)["tool"]["torch-ext"]["extension"]
-    assert streams["if"] == {"env": {"P_STREAMS": True}, "cuda": True}
+    assert streams["if"] == {"env": {"P_STREAMS": True}, "cuda": True, "torch-cuda": True}
     assert "inc/streams.h:1 includes <ATen/cuda/CUDAContext.h>" in migration.text
 
 

@@ -177,7 +177,7 @@ def test_nvcc_probe_tables() -> None:
                             "define-macros": {"WITH_CUDA": True}}}  # fmt: skip
     # always built by setup.py, but it uses c10/cuda: only where a CUDA build is possible
     assert streams == {"name": "nvccprobe._streams", "sources": ["csrc/streams.cu"],
-                       "if": {"cuda": True}}  # fmt: skip
+                       "if": {"cuda": True, "torch-cuda": True}}  # fmt: skip
 
 
 # -- 2. variables read in both branches ---------------------------------------------------------
@@ -187,7 +187,8 @@ def test_both_branches_overrides() -> None:
     tool = document("both_branches")["tool"]["torch-ext"]
     cpu, gpu = tool["extension"]
     assert cpu == {"name": "bothbr._C", "sources": ["csrc/ops.cpp"], "strip": True}
-    assert gpu["if"] == {"cuda": True} and gpu["strip"] is True and gpu["libraries"] == ["cublas"]
+    assert gpu["if"] == {"cuda": True, "torch-cuda": True}  # it uses torch's CUDA API
+    assert gpu["strip"] is True and gpu["libraries"] == ["cublas"]
     assert tool["overrides"] == [
         {"if": {"env": {"USE_CUDA": "0"}}, "cuda": False},
         {"if": {"env": {"BOTHBR_CPU_ONLY": True}}, "cuda": False},

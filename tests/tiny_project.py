@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import textwrap
 import zipfile
 from pathlib import Path
 
@@ -30,35 +29,37 @@ name = "{name}._C"
 sources = ["csrc/*.cpp"]
 include-dirs = ["csrc"]
 """
-MODULE = textwrap.dedent(
-    """
-    #include <Python.h>
-    int value();
-    static PyObject* py_value(PyObject*, PyObject*) { return PyLong_FromLong(value()); }
-    static PyMethodDef methods[] = {{"value", py_value, METH_NOARGS, nullptr}, {}};
-    static PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_C", nullptr, -1, methods};
-    PyMODINIT_FUNC PyInit__C(void) { return PyModule_Create(&module_def); }
-    """
-)
+def c_api_module(
+    functions: str, methods: str, first_include: str | None = None, *, name: str | None = "_C"
+) -> str:
+    """C++ source of a Python C-API extension module ``name`` (``PyInit_<name>``); with
+    ``name=None``, whatever the build names it (TORCH_EXTENSION_NAME). ``functions`` defines
+    what ``methods`` (PyMethodDef entries) lists; ``first_include`` (e.g. a PCH header) comes
+    before Python.h. No torch, no pybind11: it compiles in about a second."""
+    prelude = f"#include {first_include}\n" if first_include else ""
+    if name is None:
+        prelude += ("#define CONCAT_(a, b) a##b\n#define CONCAT(a, b) CONCAT_(a, b)\n"
+                    "#define STRING_(a) #a\n#define STRING(a) STRING_(a)\n")
+    quoted, init = (f'"{name}"', f"PyInit_{name}") if name else (
+        "STRING(TORCH_EXTENSION_NAME)", "CONCAT(PyInit_, TORCH_EXTENSION_NAME)")
+    return (
+        f"{prelude}#include <Python.h>\n{functions.strip()}\n"
+        f"static PyMethodDef methods[] = {{{methods}, {{nullptr, nullptr, 0, nullptr}}}};\n"
+        f"static PyModuleDef definition = {{PyModuleDef_HEAD_INIT, {quoted}, nullptr, -1, methods}};\n"
+        f"PyMODINIT_FUNC {init}() {{ return PyModule_Create(&definition); }}\n"
+    )
 
-# Any extension name: the module is named by the build's TORCH_EXTENSION_NAME; `answer` is 42.
-NAMED_MODULE = textwrap.dedent(
-    """
-    #include <Python.h>
-    #define CONCAT_(a, b) a##b
-    #define CONCAT(a, b) CONCAT_(a, b)
-    #define STRING_(a) #a
-    #define STRING(a) STRING_(a)
-    static PyModuleDef module_def = {
-        PyModuleDef_HEAD_INIT, STRING(TORCH_EXTENSION_NAME), nullptr, -1, nullptr};
-    PyMODINIT_FUNC CONCAT(PyInit_, TORCH_EXTENSION_NAME)(void) {
-      PyObject* module = PyModule_Create(&module_def);
-      if (module != nullptr) PyModule_AddIntConstant(module, "answer", 42);
-      return module;
-    }
-    """
-)
 
+MODULE = c_api_module(
+    "int value();\nstatic PyObject* py_value(PyObject*, PyObject*) { return PyLong_FromLong(value()); }",
+    '{"value", py_value, METH_NOARGS, nullptr}',
+)
+# Any extension name (the JIT's, a docs example's): ``answer()`` returns 42.
+NAMED_MODULE = c_api_module(
+    "static PyObject* answer(PyObject*, PyObject*) { return PyLong_FromLong(42); }",
+    '{"answer", answer, METH_NOARGS, nullptr}',
+    name=None,
+)
 
 def write_project(root: Path, name: str) -> Path:
     (root / name).mkdir(parents=True)

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import fnmatch
 import json
+from dataclasses import dataclass
 from typing import Literal
 
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from .model import Condition
+from .model import Condition, EnvTest
+from .parse import key_path, quote_key
 from .resolved import Facts
 
 
@@ -20,9 +22,45 @@ def cuda_enabled(setting: Literal["auto"] | bool, facts: Facts) -> bool:
     return bool(setting)
 
 
-def _version_fails(spec: str, version: str | None, what: str) -> str | None:
+@dataclass(frozen=True)
+class CudaState:
+    """Whether CUDA is enabled, and the sentence that says why."""
+
+    on: bool
+    why: str
+
+
+def _torch_text(facts: Facts) -> str:
+    if facts.torch_version is None:
+        return "torch is not installed"
+    flavour = f"a CUDA {facts.torch_cuda} build" if facts.torch_cuda else "a CPU build"
+    return f"torch {facts.torch_version} is {flavour}"
+
+
+def _nvcc_text(facts: Facts) -> str:
+    if not facts.nvcc_available:
+        return "no nvcc was found"
+    return f"nvcc {facts.nvcc_version} was found" if facts.nvcc_version else "nvcc was found"
+
+
+def cuda_state(setting: Literal["auto"] | bool, facts: Facts, key: str) -> CudaState:
+    """``setting`` is the `cuda` value that wins, ``key`` where it was given."""
+    on = cuda_enabled(setting, facts)
+    state = "on" if on else "off"
+    if setting != "auto":
+        return CudaState(on, f"{key} = {json.dumps(setting)}, so CUDA is {state}")
+    torch, nvcc = _torch_text(facts), _nvcc_text(facts)
+    if on:
+        return CudaState(on, f"{torch} and {nvcc}, so CUDA is on")
+    if facts.torch_cuda is None and facts.nvcc_available:
+        return CudaState(on, f"{torch}, so CUDA is off although {nvcc}")
+    joint = "but" if facts.torch_cuda else "and"
+    return CudaState(on, f"{torch} {joint} {nvcc}, so CUDA is off")
+
+
+def _version_fails(spec: str, version: str | None, what: str, missing: str) -> str | None:
     if version is None:
-        return f"{what} = {json.dumps(spec)} does not hold ({what} not found)"
+        return f"{what} = {json.dumps(spec)} does not hold ({missing})"
     try:
         public = Version(version).public
     except InvalidVersion:
@@ -32,28 +70,57 @@ def _version_fails(spec: str, version: str | None, what: str) -> str | None:
     return f"{what} = {json.dumps(spec)} does not hold ({what} {public})"
 
 
-def _env_fails(name: str, wanted: bool | str, facts: Facts) -> str | None:
+def _shown(value: str | None) -> str:
+    return "unset" if value is None else json.dumps(value)
+
+
+def _env_test_fails(name: str, test: EnvTest, actual: str | None) -> str | None:
+    label, shown = key_path("env", name), quote_key(name)
+    if test.unset is not None and (actual is None) != test.unset:
+        state = "set" if actual is not None else "unset"
+        return f"{label} = {{unset = {json.dumps(test.unset)}}} does not hold ({shown} is {state})"
+    excluded = [test.not_] if isinstance(test.not_, str) else test.not_ or []
+    if actual is not None and actual in excluded:
+        wanted = json.dumps(test.not_, ensure_ascii=False)
+        return f"{label} = {{not = {wanted}}} does not hold ({shown} is {_shown(actual)})"
+    return None
+
+
+def _env_fails(name: str, wanted: bool | str | EnvTest, facts: Facts) -> str | None:
     actual = facts.env.get(name)
-    label = f"env.{name} = {json.dumps(wanted)}"
+    if isinstance(wanted, EnvTest):
+        return _env_test_fails(name, wanted, actual)
+    label, shown = f"{key_path('env', name)} = {json.dumps(wanted)}", quote_key(name)
     if isinstance(wanted, bool):
         if bool(actual) == wanted:
             return None
-        return f"{label} does not hold ({name} is {'unset or empty' if not actual else 'set'})"
+        return f"{label} does not hold ({shown} is {'unset or empty' if not actual else 'set'})"
     if actual == wanted:
         return None
-    shown = "unset" if actual is None else f"{json.dumps(actual)}"
-    return f"{label} does not hold ({name} is {shown})"
+    return f"{label} does not hold ({shown} is {_shown(actual)})"
 
 
-def condition_failure(condition: Condition, facts: Facts, cuda_on: bool) -> str | None:
+def _torch_cuda_fails(wanted: bool | str, facts: Facts) -> str | None:
+    if isinstance(wanted, str):
+        missing = _torch_text(facts)
+        return _version_fails(wanted, facts.torch_cuda, "torch-cuda", missing)
+    if (facts.torch_cuda is not None) == wanted:
+        return None
+    return f"torch-cuda = {json.dumps(wanted)} does not hold ({_torch_text(facts)})"
+
+
+def condition_failure(condition: Condition, facts: Facts, cuda: CudaState) -> str | None:
     """None when every given field holds, else a one-line reason naming the first that fails."""
     for name, wanted in (condition.env or {}).items():
         problem = _env_fails(name, wanted, facts)
         if problem:
             return problem
-    if condition.cuda is not None and condition.cuda != cuda_on:
-        state = "enabled" if cuda_on else "disabled"
-        return f"cuda = {json.dumps(condition.cuda)} does not hold (CUDA is {state})"
+    if condition.cuda is not None and condition.cuda != cuda.on:
+        return f"cuda = {json.dumps(condition.cuda)} does not hold ({cuda.why})"
+    if condition.torch_cuda is not None:
+        problem = _torch_cuda_fails(condition.torch_cuda, facts)
+        if problem:
+            return problem
     if condition.platform is not None and not fnmatch.fnmatchcase(
         facts.platform, condition.platform
     ):
@@ -66,9 +133,9 @@ def condition_failure(condition: Condition, facts: Facts, cuda_on: bool) -> str 
             f" {facts.machine!r}"
         )
     if condition.torch is not None:
-        problem = _version_fails(condition.torch, facts.torch_version, "torch")
+        problem = _version_fails(condition.torch, facts.torch_version, "torch", "torch not found")
         if problem:
             return problem
     if condition.python is not None:
-        return _version_fails(condition.python, facts.python_version, "python")
+        return _version_fails(condition.python, facts.python_version, "python", "python not found")
     return None

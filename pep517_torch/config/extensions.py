@@ -6,9 +6,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..core.ninja_syntax import unwritable_character
-from ..core.spec import SOURCE_SUFFIXES, BuildType, ExtensionSpec, Kind
+from ..core.spec import SOURCE_SUFFIXES, BuildType, ExtensionSpec, Kind, is_cuda_source
 from ..errors import ConfigError
-from .conditions import condition_failure
+from .conditions import CudaState, condition_failure
 from .model import CudaVariant, ExtensionSettings, ProjectSettings
 from .overrides import Origins, split_list
 from .parse import index_path, key_path
@@ -22,7 +22,7 @@ DEFAULT_LIMITED_API = "cp310"
 class ExtensionContext:
     root: Path
     build_dir: Path
-    cuda_on: bool
+    cuda: CudaState
     facts: Facts
     project: ProjectSettings
     project_origins: Origins
@@ -44,6 +44,11 @@ def check_static(extensions: list[ExtensionSettings], origins: list[Origins]) ->
             raise ConfigError(
                 "a `cuda` table is not allowed on an extension with with-cuda = false",
                 where.of("cuda"),
+            )
+        if ext.with_cuda is False and (ext.dlink or ext.dlink_libraries):
+            field_name = "dlink" if ext.dlink else "dlink_libraries"
+            raise ConfigError(
+                "device linking needs CUDA, but with-cuda = false", where.of(field_name)
             )
 
 
@@ -130,8 +135,29 @@ def _check_limited_api(
             )
 
 
+def _device_link(
+    ext: ExtensionSettings, variant: CudaVariant | None, sources: tuple[Path, ...]
+) -> dict[str, object]:
+    """dlink, dlink-libraries and extra-dlink-flags; none of them when CUDA is off (auto)."""
+    wanted = variant.dlink if variant is not None and variant.dlink is not None else ext.dlink
+    libraries = _flags(ext, variant, "dlink_libraries")
+    if ext.with_cuda == "auto" and not any(map(is_cuda_source, sources)):
+        return {}
+    return {
+        "dlink": wanted,
+        "dlink_libraries": libraries,
+        "extra_dlink_flags": _flags(ext, variant, "extra_dlink_flags"),
+    }
+
+
+def _dlink_key(variant: CudaVariant | None, origins: Origins, name: str) -> str:
+    if variant is not None and (getattr(variant, name) or name == "dlink" and variant.dlink):
+        return key_path(origins.of("cuda"), name.replace("_", "-"))
+    return origins.of(name)
+
+
 def build_spec(ctx: ExtensionContext, ext: ExtensionSettings, origins: Origins) -> ExtensionSpec:
-    variant = _variant(ext, ctx.cuda_on)
+    variant = _variant(ext, ctx.cuda.on)
     project = ctx.project
 
     def dirs(name: str, what: str) -> tuple[Path, ...]:
@@ -141,6 +167,15 @@ def build_spec(ctx: ExtensionContext, ext: ExtensionSettings, origins: Origins) 
         )
 
     arch_list = split_list(ext.cuda_arch_list) or split_list(project.cuda_arch_list)
+    arch_key = (
+        origins.of("cuda_arch_list")
+        if split_list(ext.cuda_arch_list)
+        else ctx.project_origins.of("cuda_arch_list")
+    )
+    nvcc_flag_keys = [
+        (f"extra_cuda_cflags[{i}]", key)
+        for i, (_, key) in enumerate(_entries(ext, variant, origins, "extra_cuda_cflags"))
+    ]
     if ext.pch_header is not None:
         header = existing_file(ctx.root, ext.pch_header, origins.of("pch_header"), "pch-header")
     elif project.pch_header is not None:
@@ -154,9 +189,10 @@ def build_spec(ctx: ExtensionContext, ext: ExtensionSettings, origins: Origins) 
         minimum = DEFAULT_LIMITED_API if limited_api is True else limited_api
         flags = _flags(ext, variant, "extra_cflags") + _flags(ext, variant, "extra_cuda_cflags")
         _check_limited_api(_macros(ext, variant), flags, minimum, origins.of("py_limited_api"))
+    sources = _sources(ctx, _entries(ext, variant, origins, "sources"))
     spec_arguments = dict(
         name=ext.name,
-        sources=_sources(ctx, _entries(ext, variant, origins, "sources")),
+        sources=sources,
         include_dirs=dirs("include_dirs", "include directory"),
         define_macros=_macros(ext, variant),
         extra_cflags=_flags(ext, variant, "extra_cflags"),
@@ -175,28 +211,42 @@ def build_spec(ctx: ExtensionContext, ext: ExtensionSettings, origins: Origins) 
         strip=project.strip if ext.strip is None else ext.strip,
         pch=project.pch if ext.pch is None else ext.pch,
         pch_header=header,
+        **_device_link(ext, variant, sources),
+        keys=(("cuda_arch_list", arch_key), *nvcc_flag_keys),
     )
     try:
         return ExtensionSpec(**spec_arguments)  # type: ignore[arg-type]
     except ConfigError as exc:
-        field_name = {"name": "name", "sources": "sources", "with-cuda": "with_cuda"}.get(
-            exc.key or ""
-        )
-        key = origins.of(field_name) if field_name else origins.base
+        field_name = {
+            "name": "name", "sources": "sources", "with-cuda": "with_cuda", "dlink": "dlink",
+            "extra-dlink-flags": "extra_dlink_flags",
+        }.get(exc.key or "")  # fmt: skip
+        if field_name in ("dlink", "extra_dlink_flags"):
+            key = _dlink_key(variant, origins, field_name)
+        else:
+            key = origins.of(field_name) if field_name else origins.base
         raise ConfigError(str(exc).removeprefix(f"{exc.key}: "), key) from None
 
 
 def resolve_extensions(
     ctx: ExtensionContext, extensions: list[ExtensionSettings], origins: list[Origins]
 ) -> tuple[tuple[ExtensionSpec, ...], tuple[tuple[str, str], ...]]:
-    """The specs to build and the (name, reason) of those whose `if` does not hold."""
+    """The specs to build and the (name, reason) of those turned off or whose `if` fails."""
     check_static(extensions, origins)
     specs: list[ExtensionSpec] = []
     skipped: list[tuple[str, str]] = []
     for ext, where in zip(extensions, origins, strict=True):
-        failure = condition_failure(ext.if_, ctx.facts, ctx.cuda_on) if ext.if_ else None
-        if failure is not None:
-            skipped.append((ext.name, f"if.{failure}"))
+        reason = skip_reason(ctx, ext, where)
+        if reason is not None:
+            skipped.append((ext.name, reason))
             continue
         specs.append(build_spec(ctx, ext, where))
     return tuple(specs), tuple(skipped)
+
+
+def skip_reason(ctx: ExtensionContext, ext: ExtensionSettings, origins: Origins) -> str | None:
+    """Why the extension is not built here, naming the key that says so; None: it is built."""
+    if not ext.enabled:
+        return f"{origins.of('enabled')} = false"
+    failure = condition_failure(ext.if_, ctx.facts, ctx.cuda) if ext.if_ else None
+    return f"{origins.of('if_')}.{failure}" if failure is not None else None

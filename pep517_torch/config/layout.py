@@ -9,7 +9,8 @@ from pathlib import Path
 from ..errors import ConfigError
 from .model import MODULE_NAME_PATTERN, ProjectSettings
 from .overrides import Origins
-from .paths import contained, expand_glob, is_inside
+from ..project_tree import require_inside
+from .paths import contained, expand_glob
 from .resolved import PackageLayout
 
 # Top-level directory names a flat layout never ships (after setuptools' flat-layout finder).
@@ -66,17 +67,25 @@ def _is_package_dir(path: Path, build_dir: Path) -> bool:
 
 
 def _with_subpackages(
-    root: Path, name: str, path: Path, build_dir: Path, key: str
+    root: Path,
+    name: str,
+    path: Path,
+    build_dir: Path,
+    key: str,
+    seen: frozenset[Path] = frozenset(),
 ) -> dict[str, Path]:
-    """``name`` and every subdirectory below it that has an ``__init__.py``."""
-    if not is_inside(root, path):
-        raise ConfigError(
-            f"package {name!r} at {path} resolves outside the project root {root}", key
-        )
+    """``name`` and every subdirectory below it that has an ``__init__.py``; a symlinked one
+    leading back to a directory above it (a loop) is left out."""
+    require_inside(root, path, key, f"package {name!r} at")
+    seen = seen | {path.resolve()}
     found = {name: path}
     for child in sorted(path.iterdir()):
-        if child.name != "__pycache__" and _is_package_dir(child, build_dir):
-            found.update(_with_subpackages(root, f"{name}.{child.name}", child, build_dir, key))
+        if child.name == "__pycache__" or not _is_package_dir(child, build_dir):
+            continue
+        if child.resolve() not in seen:
+            found.update(_with_subpackages(
+                root, f"{name}.{child.name}", child, build_dir, key, seen
+            ))
     return found
 
 
@@ -131,8 +140,7 @@ def resolve_layout(
         path = dirs.locate(name).with_name(name.rpartition(".")[2] + ".py")
         if not path.is_file():
             raise ConfigError(f"module {name!r}: file {path} does not exist", key)
-        if not is_inside(root, path):
-            raise ConfigError(f"module {name!r} resolves outside the project root {root}", key)
+        require_inside(root, path, key, f"module {name!r} at")
         py_modules[name] = path
 
     package_data: dict[str, tuple[Path, ...]] = {}

@@ -24,7 +24,7 @@ A field ``snake_case_name`` is the TOML key ``snake-case-name`` (a trailing unde
 from __future__ import annotations
 
 from dataclasses import MISSING, dataclass, field
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, ClassVar, Generic, Literal, TypeVar
 
 from ..core.arch_list import arch_list_problem
 from .checks import (
@@ -69,13 +69,36 @@ ARCH_LIST = {"check": arch_list_problem}  # the syntax only: what nvcc can build
 
 
 @dataclass(frozen=True, kw_only=True)
+class EnvTest:
+    """A test of one environment variable, for what a plain `true`, `false` or string cannot
+    say: every key given must hold, and at least one is needed."""
+
+    REQUIRE_ONE_KEY: ClassVar[bool] = True
+
+    not_: str | list[str] | None = setting(
+        None,
+        help="Holds when the value is none of these strings; an unset variable has no value, so"
+        ' it holds too (`{not = "0"}` reads as `os.environ.get(NAME) != "0"`).',
+        multiline=True,
+        min_items=1,
+    )
+    unset: bool | None = setting(
+        None,
+        help="`true`: the variable is not in the environment at all; `false`: it is, even if"
+        " empty.",
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
 class Condition:
     """A condition: every field given must hold (an empty table always holds)."""
 
-    env: dict[str, bool | str] | None = setting(
+    env: dict[str, bool | str | EnvTest] | None = setting(
         None,
         help="Environment variables: `true` means set and non-empty, `false` means unset or"
-        " empty, a string means equal to that string.",
+        ' empty, a string means equal to that string, `{not = "0"}` (or a list of strings)'
+        " means not equal to any of them, unset included, and `{unset = true}` means not in the"
+        " environment at all.",
         multiline=True,
     )
     cuda: bool | None = setting(
@@ -94,6 +117,14 @@ class Condition:
         None,
         help="PEP 440 specifier set matched against the torch version without its local label"
         " (`2.13.0+cu130` is `2.13.0`; pre-releases match). False when torch is not found.",
+        **SPECIFIER,
+    )
+    torch_cuda: bool | str | None = setting(
+        None,
+        help="Whether torch is a CUDA build, whatever `cuda` says: `true` for a CUDA build,"
+        " `false` for a CPU build (or no torch); a string is a PEP 440 specifier set matched"
+        " against torch's CUDA version (`torch.version.cuda`, e.g. `>=12.8`), which a CPU"
+        " build never matches.",
         **SPECIFIER,
     )
     python: str | None = setting(
@@ -117,6 +148,9 @@ class CudaVariant:
     extra_ldflags: list[str] = setting(factory=list, help="Appended to `extra-ldflags`.")
     libraries: list[str] = setting(factory=list, help="Appended to `libraries`.")
     library_dirs: list[str] = setting(factory=list, help="Appended to `library-dirs`.")
+    dlink: bool | None = setting(None, help="Replaces `dlink`; unset: the extension's value.")
+    dlink_libraries: list[str] = setting(factory=list, help="Appended to `dlink-libraries`.")
+    extra_dlink_flags: list[str] = setting(factory=list, help="Appended to `extra-dlink-flags`.")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -163,6 +197,19 @@ class ExtensionSettings:
         "auto",
         help='Compile with CUDA; `"auto"` decides by the presence of `.cu`/`.cuh` sources.',
     )
+    dlink: bool = setting(
+        False,
+        help="Device linking: `.cu` files compile with `-rdc=true` (unless `extra-cuda-cflags`"
+        " choose `-rdc`), and `nvcc -dlink` over the CUDA objects, for the same architectures,"
+        " joins the link, so kernels can call `__device__` functions of other `.cu` files."
+        ' Moot without `.cu` sources when `with-cuda = "auto"`.',
+    )
+    dlink_libraries: list[str] = setting(
+        factory=list, help="`-l` names for the device link (e.g. NVSHMEM's); implies `dlink`."
+    )
+    extra_dlink_flags: list[str] = setting(
+        factory=list, help="Extra `nvcc -dlink` arguments, one per entry (e.g. `-dlto`)."
+    )
     py_limited_api: bool | str = setting(
         False,
         help='Build against the stable ABI: `true` means `"cp310"`; a string names the oldest'
@@ -190,6 +237,12 @@ class ExtensionSettings:
     pch: bool | None = setting(None, help="Use a precompiled header; unset: the project value.")
     pch_header: str | None = setting(
         None, help="Project header to precompile; unset: the project value."
+    )
+    enabled: bool = setting(
+        True,
+        help="`false`: do not build this extension; it is listed as skipped, naming the key that"
+        " turned it off (an override's `extension.NAME.enabled = false` does so under a"
+        " condition).",
     )
     if_: Condition | None = setting(
         None,
@@ -384,6 +437,7 @@ MODEL_CLASSES: tuple[type, ...] = (
     ExtensionSettings,
     CudaVariant,
     Condition,
+    EnvTest,
     VersionSettings,
     Override,
     OverrideAppend,

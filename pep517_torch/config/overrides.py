@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from ..errors import ConfigError
-from .conditions import condition_failure, cuda_enabled
+from .conditions import CudaState, condition_failure, cuda_state
 from .model import ExtensionSettings, ProjectSettings, toml_key
 from .parse import index_path, key_path
 from .pyproject import TOOL_TABLE
@@ -130,8 +130,8 @@ def apply_overrides(
     )
     for i, override in enumerate(settings.overrides):
         base = f"{TOOL_TABLE}.overrides[{i}]"
-        cuda_on = cuda_enabled(forced_cuda.get("cuda", result.project.cuda), facts)
-        if condition_failure(override.if_, facts, cuda_on) is not None:
+        cuda = current_cuda(result.project, result.project_origins, facts, forced_cuda)
+        if condition_failure(override.if_, facts, cuda):
             continue
         result.applied.append(i)
         result.project = replace_values(
@@ -147,6 +147,16 @@ def apply_overrides(
             )
     result.project = dataclasses.replace(result.project, extension=result.extensions)
     return result
+
+
+def current_cuda(
+    project: ProjectSettings, origins: Origins, facts: Facts, forced_cuda: Mapping[str, Any]
+) -> CudaState:
+    """CUDA as a condition sees it: the -C value in ``forced_cuda`` when given, else the `cuda`
+    key of ``project`` (see :func:`apply_overrides`)."""
+    if "cuda" in forced_cuda:
+        return cuda_state(forced_cuda["cuda"], facts, "-C cuda")
+    return cuda_state(project.cuda, facts, origins.of("cuda"))
 
 
 def _patch_extensions(

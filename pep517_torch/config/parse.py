@@ -306,6 +306,8 @@ def parse_table(cls: type, table: Mapping[str, Any], path: str) -> Any:
     missing = [key for key, f in own.items() if is_required(f) and f.name not in kwargs]
     if missing:
         raise ConfigError(f"missing required key {missing[0]!r}", path)
+    if getattr(cls, "REQUIRE_ONE_KEY", False) and not table:
+        raise ConfigError(f"an empty table says nothing; give one of {', '.join(own)}", path)
     if flat is not None and flat_cls is not None:
         flat_table = {key: value for key, value in table.items() if key not in own}
         kwargs[flat.name] = parse_partial(flat_cls, flat_table, path, flat_meta)

@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 from ..errors import ConfigError
+from ..project_tree import require_inside
 
 
 def absolute(root: Path, value: str) -> Path:
@@ -20,26 +21,12 @@ def absolute(root: Path, value: str) -> Path:
     return Path(os.path.normpath(path))
 
 
-def is_inside(root: Path, path: Path) -> bool:
-    """Whether ``path`` stays inside ``root`` once symlinks and ``..`` are resolved."""
-    try:
-        return path.resolve().is_relative_to(root.resolve())
-    except (OSError, RuntimeError):  # a symlink loop cannot be inside anything
-        return False
-
-
 def contained(root: Path, value: str, key: str, what: str) -> Path:
     """``value`` as an absolute path that must not leave the project root."""
     if "\0" in value:
         raise ConfigError(f"{what} {value!r} contains a NUL character", key)
-    path = absolute(root, value)
-    if not is_inside(root, root / value):
-        raise ConfigError(
-            f"{what} {value!r} is outside the project root {root} (through '..', an absolute"
-            " path or a symlink)",
-            key,
-        )
-    return path
+    require_inside(root, root / value, key, what, shown=value)
+    return absolute(root, value)
 
 
 def existing_file(root: Path, value: str, key: str, what: str) -> Path:
@@ -91,13 +78,7 @@ def expand_glob(
             continue
         if not path.is_file():
             continue
-        if not is_inside(root, path):
-            raise ConfigError(
-                f"{what} {match!r} (from {pattern!r}) resolves outside the project root {root}"
-                " (through a symlink)",
-                key,
-            )
-        files.append(path)
+        files.append(require_inside(root, path, key, what, shown=match))
     if not files:
         raise ConfigError(f"{what} glob {pattern!r} matches no file (relative to {base})", key)
     return files

@@ -10,6 +10,7 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 from ..errors import ConfigError
+from ..project_tree import require_inside
 from .model import ProjectSettings
 from .parse import describe_value, key_path, parse_table
 
@@ -24,6 +25,8 @@ TOOL_TABLE = "tool.torch-ext"
 def read_pyproject(root: Path) -> dict[str, Any]:
     """Parse ``root/pyproject.toml``; a missing or malformed file is a ConfigError."""
     path = Path(root) / "pyproject.toml"
+    if path.is_symlink():  # read from the tree like every other file: inside the root
+        require_inside(Path(root), path, None, "file")
     try:
         text = path.read_bytes().decode("utf-8")
     except FileNotFoundError:

@@ -11,11 +11,11 @@ from typing import Any
 from ..core.ninja_syntax import unwritable_character
 from ..core.spec import BuildOptions, BuildType
 from ..errors import ConfigError
-from .conditions import cuda_enabled
+from .entry_points import check_entry_points
 from .extensions import ExtensionContext, resolve_extensions
 from .layout import resolve_layout
 from .model import BUILD_DIR_PLACEHOLDERS, ProjectSettings
-from .overrides import Origins, apply_overrides, split_list
+from .overrides import Origins, apply_overrides, current_cuda, split_list
 from .parse import key_path
 from .paths import existing_file
 from .pyproject import parse_settings
@@ -106,6 +106,7 @@ def resolve_project(
     """
     root = Path(root).resolve()
     settings = parse_settings(pyproject)
+    check_entry_points(pyproject)
     command_line = config_settings_layer(config_settings)
     external = {**environment_layer(facts.env), **command_line}
     forced_cuda = {"cuda": command_line["cuda"].value} if "cuda" in command_line else {}
@@ -117,7 +118,8 @@ def resolve_project(
         project = dataclasses.replace(project, **{name: layered.value})
         origins.replaced(name, layered.key)
 
-    cuda_on = cuda_enabled(project.cuda, facts)
+    cuda = current_cuda(project, origins, facts, forced_cuda)
+    cuda_on = cuda.on
     build_type = BuildType(project.build_type)
     cuda_tag = f"cu{facts.torch_cuda.replace('.', '')}" if cuda_on and facts.torch_cuda else "cpu"
     values = {"build_type": build_type.value, "cuda": cuda_tag, **build_dir_vars}
@@ -139,7 +141,7 @@ def resolve_project(
     context = ExtensionContext(
         root=root,
         build_dir=build_dir,
-        cuda_on=cuda_on,
+        cuda=cuda,
         facts=facts,
         project=project,
         project_origins=origins,

@@ -28,6 +28,7 @@ class Facts:
     torch_version: str | None = None  # e.g. "2.13.0+cpu"
     torch_cuda: str | None = None  # torch.version.cuda, e.g. "13.0"; None for a CPU build
     nvcc_available: bool = False
+    nvcc_version: str | None = None  # e.g. "13.0", for the reasons CUDA is on or off
 
 
 @dataclass(frozen=True)

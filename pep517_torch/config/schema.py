@@ -19,6 +19,7 @@ from typing import Any, Literal, get_args, get_origin
 from .model import (
     Condition,
     CudaVariant,
+    EnvTest,
     ExtensionSettings,
     Override,
     OverrideAppend,
@@ -54,6 +55,7 @@ TABLES: tuple[tuple[type, str, str], ...] = (
     (ExtensionSettings, "extension", "`[[tool.torch-ext.extension]]`"),
     (CudaVariant, "cuda-variant", "`[tool.torch-ext.extension.cuda]`"),
     (Condition, "condition", "`if` tables (extensions and overrides)"),
+    (EnvTest, "env-test", "`if.env.NAME` tables"),
     (Override, "override", "`[[tool.torch-ext.overrides]]`"),
     (OverrideAppend, "override-append", "`append` tables of overrides"),
 )
@@ -165,6 +167,8 @@ def _table_schema(cls: type, defs: dict[str, Any]) -> dict[str, Any]:
             fields[toml_key(fld.name)], owners[toml_key(fld.name)] = fld, (cls, None)
     required = [key for key, f in fields.items() if owners[key][0] is cls and is_required(f)]
     schema = _properties_schema(cls, {}, defs, required)
+    if getattr(cls, "REQUIRE_ONE_KEY", False):
+        schema["minProperties"] = 1
     schema["properties"] = {
         key: _field_schema(*owners[key][:1], f, defs, owners[key][1]) for key, f in fields.items()
     }

@@ -13,7 +13,9 @@ of those majors and the PTX on anything newer.
 
 If the user's own nvcc flags already choose architectures (``-gencode``/``--generate-code``,
 ``-arch``/``--gpu-architecture``, ``-code``/``--gpu-code``, as ``-x=y`` or ``-x y``), no arch
-flags are added and the list is ignored.
+flags are added and the list is ignored. Each ``sm_XY``/``compute_XY``/``lto_XY`` they name
+(``a``/``f`` variants included) must be one this nvcc can build, checked like a list entry
+before anything compiles; ``native``, ``all`` and ``all-major`` are left to nvcc.
 
 Flags come in a stable order: by compute capability, plain before ``a`` before ``f``, each SASS
 flag followed by its PTX flag, without duplicates.
@@ -22,7 +24,7 @@ flag followed by its PTX flag, without duplicates.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ..errors import ConfigError
@@ -47,6 +49,7 @@ _VALUE_OPTIONS = frozenset(
         "--library-path", "-l", "--library", "-x", "--x", "-std", "--std",
     }
 )  # fmt: skip
+_NVCC_ARCH_NAME = re.compile(r"(?:sm|compute|lto)_(\d+)(\d)([af]?)")
 
 
 @dataclass(frozen=True)
@@ -67,10 +70,14 @@ def resolve_arch_flags(
     *,
     user_nvcc_flags: Sequence[str],
     env: Mapping[str, str],
+    flag_key: Callable[[int], str] = lambda index: f"extra-cuda-cflags[{index}]",
 ) -> ArchDecision:
-    """Decide the ``-gencode`` flags for one nvcc command line (see the module docstring)."""
+    """Decide the ``-gencode`` flags for one nvcc command line (see the module docstring).
+
+    ``flag_key`` names where the user's flag at an index of ``user_nvcc_flags`` was given."""
     user_arch = user_arch_flags(user_nvcc_flags)
     if user_arch:
+        check_user_arch_flags(user_nvcc_flags, toolkit, flag_key)
         key = (entries[0].key if entries else None) or "cuda-arch-list"
         ignored = f"; {key} ({format_arch_list(entries)}) ignored" if entries else ""
         return ArchDecision(
@@ -160,27 +167,68 @@ def gpu_entries(gpus: Sequence[str], toolkit: CudaToolkit) -> tuple[list[ArchEnt
     return entries, skipped
 
 
+def _buildable(entry: ArchEntry, toolkit: CudaToolkit, supported: set[tuple[int, int]]) -> bool:
+    if entry.variant == "a":
+        ok = (entry.major, entry.minor) >= (9, 0) and toolkit.version >= (12, 0)
+    elif entry.variant == "f":
+        ok = entry.major >= 10 and toolkit.version >= (12, 9)
+    else:
+        ok = True
+    return ok and (entry.major, entry.minor) in supported
+
+
+def _renamed(entry: ArchEntry, supported: set[tuple[int, int]]) -> str:
+    if (entry.major, entry.minor) == (10, 1) and (11, 0) in supported:
+        return " (CUDA 13 renamed 10.1 to 11.0)"
+    return ""
+
+
 def _check_buildable(entries: Sequence[ArchEntry], toolkit: CudaToolkit) -> None:
     supported = set(_supported(toolkit))
     if not supported:
         return  # an nvcc without --list-gpu-code: let nvcc itself judge
     for entry in entries:
-        if entry.variant == "a":
-            ok = (entry.major, entry.minor) >= (9, 0) and toolkit.version >= (12, 0)
-        elif entry.variant == "f":
-            ok = entry.major >= 10 and toolkit.version >= (12, 9)
-        else:
-            ok = True
-        if not (ok and (entry.major, entry.minor) in supported):
+        if not _buildable(entry, toolkit, supported):
             named = entry.origin and entry.origin != str(entry)
             origin = f" (from {entry.origin!r})" if named else ""
-            if (entry.major, entry.minor) == (10, 1) and (11, 0) in supported:
-                origin += " (CUDA 13 renamed 10.1 to 11.0)"
             raise ConfigError(
-                f"nvcc {toolkit.version_str} ({toolkit.nvcc}) cannot build for {entry}{origin}; "
-                f"it can build {_buildable_summary(toolkit)}",
+                f"nvcc {toolkit.version_str} ({toolkit.nvcc}) cannot build for {entry}{origin}"
+                f"{_renamed(entry, supported)}; it can build {_buildable_summary(toolkit)}",
                 entry.key,
             )
+
+
+def check_user_arch_flags(
+    flags: Sequence[str], toolkit: CudaToolkit, flag_key: Callable[[int], str]
+) -> None:
+    """Every architecture the user's arch options name must be one this nvcc can build."""
+    supported = set(_supported(toolkit))
+    if not supported:
+        return  # an nvcc without --list-gpu-code: let nvcc itself judge
+    for index, option in arch_options(flags):
+        for name in _archs_named_by([option], every=True):
+            match = _NVCC_ARCH_NAME.fullmatch(name)
+            if match is None:
+                continue  # native, all, all-major, or anything else nvcc judges itself
+            entry = ArchEntry(int(match[1]), int(match[2]), match[3])
+            if not _buildable(entry, toolkit, supported):
+                raise ConfigError(
+                    f"{option!r} names {name}, which nvcc {toolkit.version_str} ({toolkit.nvcc})"
+                    f" cannot build{_renamed(entry, supported)}; it can build"
+                    f" {_buildable_names(toolkit)}",
+                    flag_key(index),
+                )
+
+
+def _buildable_names(toolkit: CudaToolkit) -> str:
+    """What nvcc builds, in the names its options take."""
+    supported = _supported(toolkit)
+    names = ", ".join(f"sm_{a}{b}" for a, b in supported)
+    if toolkit.version >= (12, 0):
+        names += ", " + ", ".join(f"sm_{a}{b}a" for a, b in supported if (a, b) >= (9, 0))
+    if toolkit.version >= (12, 9):
+        names += ", " + ", ".join(f"sm_{a}{b}f" for a, b in supported if a >= 10)
+    return f"{names} (and compute_ or lto_ of each)"
 
 
 def _buildable_summary(toolkit: CudaToolkit) -> str:
@@ -220,35 +268,44 @@ def _decision(entries: Sequence[ArchEntry], *, note: str | None) -> ArchDecision
 # ------------------------------------------------------------------------ user's own flags
 
 
-def user_arch_flags(flags: Sequence[str]) -> list[str]:
-    """The options in ``flags`` that choose GPU architectures, each as one ``-x=value`` string."""
-    found: list[str] = []
+def arch_options(flags: Sequence[str]) -> list[tuple[int, str]]:
+    """(index in ``flags``, the option as one ``-x=value`` string) for each option choosing GPU
+    architectures."""
+    found: list[tuple[int, str]] = []
     index = 0
     while index < len(flags):
-        flag = flags[index]
+        flag, start = flags[index], index
         name, equals, _ = flag.partition("=")
         if name in _ARCH_OPTIONS:
             if not equals and index + 1 < len(flags):
                 index += 1
                 flag = f"{flag}={flags[index]}"
-            found.append(flag)
+            found.append((start, flag))
         elif flag in _VALUE_OPTIONS:
             index += 1  # skip the option's value
         index += 1
     return found
 
 
-def _archs_named_by(arch_flags: Sequence[str]) -> list[str]:
-    """What user arch options name, for printing: gencode/-code targets, else -arch values."""
+def user_arch_flags(flags: Sequence[str]) -> list[str]:
+    """The options in ``flags`` that choose GPU architectures, each as one ``-x=value`` string."""
+    return [flag for _, flag in arch_options(flags)]
+
+
+def _archs_named_by(arch_flags: Sequence[str], *, every: bool = False) -> list[str]:
+    """What user arch options name, for printing: gencode/-code targets, else -arch values;
+    ``every``: the gencode ``arch=`` values and every -arch value too (to check them)."""
     codes: list[str] = []
     arches: list[str] = []
     for flag in arch_flags:
         name, _, value = flag.partition("=")
+        value = value.replace('"', "").replace("'", "")
         if name in ("-gencode", "--generate-code"):
-            value = value.partition("code=")[2]
-            codes.extend(v for v in re.split(r"[\[\],]", value) if v)
+            arch, _, code = value.partition("code=")
+            codes.extend(v for v in re.split(r"[\[\],]", code) if v)
+            arches.extend(v for v in re.split(r"[,=]", arch) if v and v != "arch")
         elif name in ("-code", "--gpu-code"):
             codes.extend(v for v in value.split(",") if v)
         else:
             arches.extend(v for v in value.split(",") if v)
-    return list(dict.fromkeys(codes or arches))
+    return list(dict.fromkeys([*codes, *arches] if every else codes or arches))

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import BuildError, ConfigError, ToolchainError
+from ..project_tree import mark_build_dir
 from . import flags as flags_mod
 from . import graph, inputs, jobs, pch, scan, toolchain
 from .launcher import cache_hits, find_launcher
@@ -46,10 +47,24 @@ class BuildResult:
     def artifacts(self) -> dict[str, Path]:
         return self.plan.artifacts
 
+    def summary(self) -> str:
+        """``2 extensions: 3 compiled, 2 linked, 1 header precompiled in 9.1 s; log: …/build.log``
+        (the log only when this build wrote it: a build with nothing to do keeps the last)."""
+        run, count = self.run, len(self.plan.artifacts)
+        plural = "s" * (run.precompiled != 1)
+        pch = f", {run.precompiled} header{plural} precompiled" if run.precompiled else ""
+        cached = f" ({run.cache_hits} from cache)" if run.cache_hits is not None else ""
+        log = f"; log: {run.log_file}" if run.log_file else ""
+        return (
+            f"{count} extension{'s' * (count != 1)}: {run.compiled} compiled{cached},"
+            f" {run.linked} linked{pch} in {run.seconds:.1f} s{log}"
+        )
+
 
 def _check_build_dir(build_dir: Path) -> None:
     try:
         build_dir.mkdir(parents=True, exist_ok=True)
+        mark_build_dir(build_dir)  # CACHEDIR.TAG: sdists, backups and archivers leave it out
         probe = build_dir / f".write-test-{os.getpid()}"
         probe.write_bytes(b"")
         probe.unlink()
@@ -117,18 +132,20 @@ def _cuda_setup(
 
 def _arch_flags(
     spec: ExtensionSpec, options: BuildOptions, toolkit: Any, notes: list[str]
-) -> tuple[str, ...]:
+) -> tuple[tuple[str, ...], int]:
+    """The arch flags nvcc gets, and how many GPU targets each CUDA object builds."""
     from . import arch
 
     value = options.cuda_arch_list or spec.cuda_arch_list
-    key = options.cuda_arch_list_key if options.cuda_arch_list else "cuda-arch-list"
+    key = options.cuda_arch_list_key if options.cuda_arch_list else spec.key_of("cuda_arch_list")
     entries = arch.parse_arch_list(";".join(value), key=key) if value else None
     decision = arch.resolve_arch_flags(
-        entries, toolkit, user_nvcc_flags=spec.extra_cuda_cflags, env=options.env
-    )
+        entries, toolkit, user_nvcc_flags=spec.extra_cuda_cflags, env=options.env,
+        flag_key=lambda index: spec.key_of("extra_cuda_cflags", index),
+    )  # fmt: skip
     if decision.note and decision.note not in notes:
         notes.append(decision.note)
-    return tuple(decision.flags)
+    return tuple(decision.flags), max(len(decision.archs), 1)
 
 
 def _with_cuda_headers(spec: ExtensionSpec) -> ExtensionSpec:
@@ -160,9 +177,12 @@ class _Planner:
                 raise ConfigError(f"source file {source} does not exist", "sources")
         includes = {s: scan.walk_includes([s], spec.include_dirs) for s in spec.sources}
         _check_torch_cuda_headers(spec, [i for found in includes.values() for i in found], self.tools.torch)
-        arch_flags = _arch_flags(spec, self.options, self.toolkit, self.notes) if spec.uses_cuda else ()
+        arch_flags, gpu_targets = (
+            _arch_flags(spec, self.options, self.toolkit, self.notes) if spec.uses_cuda else ((), 0)
+        )
         ext_flags = flags_mod.compute(
-            spec, self.tools, source_root=self.options.source_root, arch_flags=arch_flags
+            spec, self.tools, source_root=self.options.source_root, arch_flags=arch_flags,
+            build_dir=self.build_dir,
         )
         nvcc_sources = {s for s in spec.sources if spec.uses_cuda and is_cuda_source(s)}
         pch_entry = None
@@ -181,14 +201,24 @@ class _Planner:
                 nvcc=source in nvcc_sources,
                 heavy=scan.uses_torch_headers(includes[source]),
                 pch=pch_entry if uses_pch else None,
+                gpu_targets=gpu_targets if source in nvcc_sources else 0,
             ))
         return plan
 
 
-def prepare(specs: Sequence[ExtensionSpec], options: BuildOptions) -> BuildPlan:
+def check(specs: Sequence[ExtensionSpec], options: BuildOptions) -> tuple[str, ...]:
+    """Every check :func:`prepare` makes (tools, nvcc, flags, arch lists, torch's CUDA headers),
+    writing nothing; returns the notes a build would print."""
+    return prepare(specs, options, check_only=True).notes
+
+
+def prepare(
+    specs: Sequence[ExtensionSpec], options: BuildOptions, *, check_only: bool = False
+) -> BuildPlan:
     """Discover tools, compute flags, plan PCHs and write build.ninja (compiles nothing).
 
-    Everything that can fail is checked before the build directory is created or written."""
+    Everything that can fail is checked before the build directory is created or written;
+    ``check_only`` stops there (the plan then names no artifacts)."""
     if not specs:
         raise ConfigError("nothing to build: no extensions")
     specs = [_with_cuda_headers(spec) for spec in specs]
@@ -225,6 +255,9 @@ def prepare(specs: Sequence[ExtensionSpec], options: BuildOptions) -> BuildPlan:
         notes,
     )
     plans = [planner.plan(spec) for spec in specs]
+    if check_only:
+        return BuildPlan(build_dir, ninja, build_dir / "build.ninja", {}, {}, job_plan,
+                         tuple(notes), compiler, torch, tuple(launcher), {})  # fmt: skip
     # Every check passed (tools, flags, arch lists nvcc can build): only now write anything.
     _check_build_dir(build_dir)
     shared_pch = options.pch_cache_dir is not None
@@ -242,6 +275,7 @@ def prepare(specs: Sequence[ExtensionSpec], options: BuildOptions) -> BuildPlan:
         shared_pch=shared_pch,
         launcher_name=Path(launcher[0]).name if launcher else compiler.launcher,
         heavy_flags=flags_mod.heavy_tuning(compiler),
+        nvcc_dlink=[str(cuda.toolkit.nvcc)] if cuda else None,
     )
     ninja_file = build_dir / "build.ninja"
     if graph.write_if_changed(ninja_file, text) or not (build_dir / COMPDB).exists():
@@ -269,6 +303,8 @@ def _descriptions(plans: Sequence[graph.ExtensionPlan], source_root: Path | None
         for unit in plan.units:
             described[unit.object] = f"compiling {graph.display_path(unit.source, base)}"
         described[plan.output] = f"linking {plan.spec.name}"
+        if plan.dlink_object:
+            described[plan.dlink_object] = f"device-linking {plan.spec.name}"
     return described
 
 

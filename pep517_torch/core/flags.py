@@ -53,6 +53,7 @@ class ExtensionFlags:
     nvcc: tuple[str, ...]
     ld: tuple[str, ...]
     pch: tuple[str, ...]  # cxx without the per-extension name define and user include dirs
+    dlink: tuple[str, ...] = ()  # nvcc -dlink arguments (besides inputs and output), if any
 
 
 def default_std(torch: TorchInstall) -> str:
@@ -97,12 +98,23 @@ def prefix_map_flags(source_root: Path | None, torch: TorchInstall) -> list[str]
     return maps
 
 
+def build_dir_map_flags(source_root: Path | None, build_dir: Path | None) -> list[str]:
+    """A project build (``source_root``) also maps its build directory: ninja runs compilers
+    there, and debug info records it as the compilation directory. Given after the source
+    root's map, which it may sit in (the last matching map wins). Translation units only: a
+    prefix map does not make a PCH invalid, and the JIT's shared PCHs stay shared."""
+    if source_root is None or build_dir is None:
+        return []
+    return [f"-ffile-prefix-map={build_dir}=."]
+
+
 def compute(
     spec: ExtensionSpec,
     tools: Toolchain,
     *,
     source_root: Path | None,
     arch_flags: tuple[str, ...] = (),
+    build_dir: Path | None = None,
 ) -> ExtensionFlags:
     torch = tools.torch
     defines = _defines(spec)
@@ -117,17 +129,18 @@ def compute(
     if spec.openmp and torch.openmp:
         defines.append(f"-D{OPENMP_DEFINE}=1")
     prefix_maps = prefix_map_flags(source_root, torch)
+    build_map = build_dir_map_flags(source_root, build_dir)
 
     cxx_std = [] if has_std(spec.extra_cflags) else [default_std(torch)]
     common = [*system_includes, "-fPIC", *cxx_std, *optimisation, *openmp, *prefix_maps]
     name_define = defines[:1] if spec.kind is not Kind.EXECUTABLE else []
-    cxx = [*defines, *user_includes, *common, *spec.extra_cflags]
+    cxx = [*defines, *user_includes, *common, *build_map, *spec.extra_cflags]
     pch = [*defines[len(name_define):], *common, *spec.extra_cflags]
 
     nvcc: list[str] = []
     if spec.uses_cuda:
         nvcc_std = [] if has_std(spec.extra_cuda_cflags) else [default_std(torch)]
-        host = ["-fPIC", *openmp, *prefix_maps]
+        host = ["-fPIC", *openmp, *prefix_maps, *build_map]
         ccbin = ["-ccbin", tools.host_compiler_for_nvcc] if tools.host_compiler_for_nvcc else []
         nvcc = [
             *ccbin,
@@ -135,15 +148,50 @@ def compute(
             *user_includes,
             *system_includes,
             *TORCH_NVCC_FLAGS,
+            # Intermediate files next to the object, named after it: nvcc's /tmp/tmpxft_<pid>_*
+            # names otherwise land in every object (reproducible builds; nvcc >= 11.2).
+            "--objdir-as-tempdir",
             *(f"-Xcompiler={flag}" for flag in host),
             *arch_flags,
             *nvcc_std,
             *[f for f in optimisation if f != "-g"],  # -g is host debug info: pass through
             *(["-g"] if "-g" in optimisation else []),
+            *(["-rdc=true"] if spec.device_link and not has_rdc(spec.extra_cuda_cflags) else []),
             *spec.extra_cuda_cflags,
         ]
+    dlink = _device_link_flags(spec, tools, arch_flags) if spec.device_link else []
+    return ExtensionFlags(
+        tuple(cxx), tuple(nvcc), tuple(_link_flags(spec, tools)), tuple(pch), tuple(dlink)
+    )
 
-    return ExtensionFlags(tuple(cxx), tuple(nvcc), tuple(_link_flags(spec, tools)), tuple(pch))
+
+RDC_OPTIONS = ("-rdc", "--relocatable-device-code", "-dc", "--device-c", "-dw", "--device-w")
+
+
+def has_rdc(flags: tuple[str, ...]) -> bool:
+    """Whether the user's nvcc flags already choose relocatable (or whole-program) device code."""
+    return any(f.partition("=")[0] in RDC_OPTIONS for f in flags)
+
+
+def _device_link_flags(
+    spec: ExtensionSpec, tools: Toolchain, arch_flags: tuple[str, ...]
+) -> list[str]:
+    """``nvcc -dlink`` arguments: the compile's architectures (nvcc would otherwise link for its
+    default arch only), position-independent host code for the shared library, the library
+    search path for ``dlink_libraries``, then the user's flags."""
+    from .arch import user_arch_flags
+
+    ccbin = ["-ccbin", tools.host_compiler_for_nvcc] if tools.host_compiler_for_nvcc else []
+    return [
+        "-dlink",
+        *ccbin,
+        "-Xcompiler=-fPIC",
+        *arch_flags,
+        *user_arch_flags(spec.extra_cuda_cflags),
+        *(f"-L{d}" for d in (*spec.library_dirs, *tools.cuda_library_dirs)),
+        *(f"-l{lib}" for lib in spec.dlink_libraries),
+        *spec.extra_dlink_flags,
+    ]
 
 
 def cudart_flag(library_dirs: tuple[Path, ...]) -> str:
@@ -158,18 +206,21 @@ def cudart_flag(library_dirs: tuple[Path, ...]) -> str:
     return "-lcudart"
 
 
+def torch_libraries(spec: ExtensionSpec, torch: TorchInstall) -> list[str]:
+    """The torch libraries (``-l`` names) every link of ``spec`` gets, in link order."""
+    cuda_torch = spec.uses_cuda and torch.has_cuda_runtime
+    libraries = ["c10", *(["c10_cuda"] if cuda_torch else []), "torch_cpu"]
+    libraries += [*(["torch_cuda"] if cuda_torch else []), "torch"]
+    if spec.kind is not Kind.EXECUTABLE and not spec.py_limited_api:
+        libraries.append("torch_python")
+    return libraries
+
+
 def _link_flags(spec: ExtensionSpec, tools: Toolchain) -> list[str]:
     torch = tools.torch
     executable = spec.kind is Kind.EXECUTABLE
-    cuda_torch = spec.uses_cuda and torch.has_cuda_runtime
     ld = [] if executable else ["-shared"]
-    ld += [f"-L{torch.library_dir}", "-lc10"]
-    ld += ["-lc10_cuda"] if cuda_torch else []
-    ld += ["-ltorch_cpu"]
-    ld += ["-ltorch_cuda"] if cuda_torch else []
-    ld += ["-ltorch"]
-    if not executable and not spec.py_limited_api:
-        ld.append("-ltorch_python")
+    ld += [f"-L{torch.library_dir}", *(f"-l{lib}" for lib in torch_libraries(spec, torch))]
     if executable:
         ld.append(f"-Wl,-rpath,{torch.library_dir}")
     ld += [f"-L{d}" for d in spec.library_dirs]

@@ -20,6 +20,7 @@ from pathlib import Path
 import filelock
 
 from ..errors import ToolchainError
+from ..project_tree import mark_build_dir
 
 LOCK_NAME = ".pep517_torch.lock"
 OWNER_NAME = f"{LOCK_NAME}.owner"  # "<pid> <what>": who holds the lock, for waiters' messages
@@ -54,6 +55,7 @@ def build_lock(
     A wait is said through ``say`` (the quiet JIT passes a no-op)."""
     try:
         build_dir.mkdir(parents=True, exist_ok=True)
+        mark_build_dir(build_dir)  # tagged from its creation: no sdist ever packs it
         lock = filelock.FileLock(str(build_dir / LOCK_NAME))
     except OSError as exc:
         raise ToolchainError(f"build directory {build_dir} is not writable: {exc}") from None

@@ -2,10 +2,15 @@
 
 It answers three questions cheaply: does a TU start with the header we precompile, does it pull
 in torch at all (memory-heavy), and does it need torch's CUDA headers that a CPU torch lacks.
+
+An include inside an ``#if``/``#ifdef``/``#ifndef`` block (other than a header's include guard)
+is *conditional*: whether it is compiled depends on macros this scan does not evaluate, so it
+never makes a build fail before the compiler has had its say.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 from collections.abc import Iterable, Sequence
@@ -13,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 _INCLUDE = re.compile(rb'^[ \t]*#[ \t]*include[ \t]*([<"])([^>"]+)[>"]', re.M)
+_DIRECTIVE = re.compile(rb"^[ \t]*#[ \t]*(if|ifdef|ifndef|endif|define|include)\b(.*)$", re.M)
+_GUARD_IF = re.compile(rb"[ \t]*(?:!\s*defined\s*\(?\s*)?(\w+)")
 _BLOCK_COMMENT = re.compile(rb"/\*.*?\*/", re.S)
 _LINE_COMMENT = re.compile(rb"//[^\n]*")
 _TORCH_PREFIXES = ("torch/", "ATen/", "c10/", "caffe2/")
@@ -25,6 +32,7 @@ class Include:
     line: int
     header: str
     angled: bool
+    conditional: bool = False  # inside an #if block here, or reached only through such includes
 
 
 def _strip_comments(text: bytes) -> bytes:
@@ -33,15 +41,45 @@ def _strip_comments(text: bytes) -> bytes:
     return _LINE_COMMENT.sub(b"", text)
 
 
+def _include_guard(directives: list[re.Match[bytes]]) -> re.Match[bytes] | None:
+    """The ``#ifndef X`` / ``#define X`` opening a header whose ``#endif`` closes the file."""
+    if len(directives) < 3 or directives[0][1] not in (b"ifndef", b"if"):
+        return None
+    guard = _GUARD_IF.match(directives[0][2])
+    if directives[0][1] == b"if" and not directives[0][2].lstrip().startswith(b"!"):
+        return None
+    defined = directives[1][2].split()
+    if guard is None or directives[1][1] != b"define" or defined[:1] != [guard[1]]:
+        return None
+    depth = 0
+    for index, directive in enumerate(directives):
+        depth += {b"if": 1, b"ifdef": 1, b"ifndef": 1, b"endif": -1}.get(directive[1], 0)
+        if depth == 0:
+            return directives[0] if index == len(directives) - 1 else None
+    return None
+
+
 @functools.lru_cache(maxsize=4096)
-def _read_includes(path: Path, mtime_ns: int) -> tuple[tuple[int, str, bool], ...]:
+def _read_includes(path: Path, mtime_ns: int) -> tuple[tuple[int, str, bool, bool], ...]:
     del mtime_ns
     text = _strip_comments(path.read_bytes())
+    directives = list(_DIRECTIVE.finditer(text))
+    guard = _include_guard(directives)
     found = []
-    for match in _INCLUDE.finditer(text):
-        line = text.count(b"\n", 0, match.start()) + 1
-        header = match.group(2).decode("utf-8", "replace").strip()
-        found.append((line, header, match.group(1) == b"<"))
+    depth = 0
+    for directive in directives:
+        kind = directive[1]
+        if kind in (b"if", b"ifdef", b"ifndef"):
+            depth += directive is not guard
+        elif kind == b"endif":
+            depth = max(depth - 1, 0)
+        elif kind == b"include":
+            match = _INCLUDE.match(text, directive.start())
+            if match is None:
+                continue  # a computed include (#include MACRO): nothing to read
+            line = text.count(b"\n", 0, match.start()) + 1
+            header = match.group(2).decode("utf-8", "replace").strip()
+            found.append((line, header, match.group(1) == b"<", depth > 0))
     return tuple(found)
 
 
@@ -50,7 +88,7 @@ def includes(path: Path) -> list[Include]:
         entries = _read_includes(path, path.stat().st_mtime_ns)
     except OSError:
         return []
-    return [Include(path, line, header, angled) for line, header, angled in entries]
+    return [Include(path, *entry) for entry in entries]
 
 
 def first_directive_include(path: Path) -> str | None:
@@ -78,21 +116,26 @@ def _resolve(include: Include, include_dirs: Sequence[Path]) -> Path | None:
 
 
 def walk_includes(sources: Iterable[Path], include_dirs: Sequence[Path]) -> list[Include]:
-    """Every include reachable from ``sources`` through project headers (not system ones)."""
-    seen: set[Path] = set()
-    pending = list(sources)
-    found: list[Include] = []
+    """Every include reachable from ``sources`` through project headers (not system ones).
+
+    An include is conditional when it is, or when every way to its file is."""
+    only_conditionally: dict[Path, bool] = {}  # file -> reached only through conditional includes
+    pending = [(path, False) for path in sources]
     while pending:
-        path = pending.pop()
-        if path in seen:
+        path, conditional = pending.pop()
+        known = only_conditionally.get(path)
+        if known is False or (known is True and conditional):
             continue
-        seen.add(path)
+        only_conditionally[path] = conditional
         for include in includes(path):
-            found.append(include)
             resolved = _resolve(include, include_dirs)
-            if resolved is not None and resolved not in seen:
-                pending.append(resolved)
-    return found
+            if resolved is not None:
+                pending.append((resolved, conditional or include.conditional))
+    return [
+        dataclasses.replace(include, conditional=True) if conditional else include
+        for path, conditional in only_conditionally.items()
+        for include in includes(path)
+    ]
 
 
 def uses_torch_headers(found: Iterable[Include]) -> bool:
@@ -100,4 +143,6 @@ def uses_torch_headers(found: Iterable[Include]) -> bool:
 
 
 def torch_cuda_includes(found: Iterable[Include]) -> list[Include]:
-    return [i for i in found if i.header.startswith(TORCH_CUDA_PREFIXES)]
+    """Unconditional includes of torch's CUDA headers: a CPU build of torch cannot compile them.
+    A guarded one (``#ifdef WITH_CUDA``) is left to the compiler."""
+    return [i for i in found if i.header.startswith(TORCH_CUDA_PREFIXES) and not i.conditional]

@@ -79,6 +79,15 @@ class ExtensionSpec:
     pch: bool = True
     pch_header: Path | None = None  # a project header to precompile instead of torch/extension.h
     extension_name: str | None = None  # TORCH_EXTENSION_NAME; default: last part of ``name``
+    # Device linking (relocatable device code): .cu files compile with -rdc=true and one
+    # ``nvcc -dlink`` over the extension's CUDA objects joins the host link. dlink_libraries
+    # (``-l`` names for that step) imply it, as in torch's CUDAExtension.
+    dlink: bool = False
+    dlink_libraries: tuple[str, ...] = ()
+    extra_dlink_flags: tuple[str, ...] = ()
+    # Where values came from, for error messages: ("field" or "field[index]", the face's name
+    # for it: a TOML key path, an argument name). Not part of what is built.
+    keys: tuple[tuple[str, str], ...] = field(default=(), compare=False)
 
     def __post_init__(self) -> None:
         parts = self.name.split(".")
@@ -100,11 +109,38 @@ class ExtensionSpec:
             raise ConfigError(
                 f"extension {self.name!r} has CUDA sources but with-cuda = false", "with-cuda"
             )
+        if self.device_link:
+            if self.with_cuda is False:
+                raise ConfigError(
+                    f"extension {self.name!r} asks for device linking but with-cuda = false",
+                    "dlink",
+                )
+            if not any(map(is_cuda_source, self.sources)):
+                raise ConfigError(
+                    f"extension {self.name!r} asks for device linking but has no .cu source to"
+                    " device-link",
+                    "dlink",
+                )
+        elif self.extra_dlink_flags:
+            raise ConfigError(
+                f"extension {self.name!r} has device-link flags but no device link (dlink)",
+                "extra-dlink-flags",
+            )
+
+    def key_of(self, name: str, index: int | None = None) -> str:
+        """Where field ``name`` (or its entry ``index``) was given; default: the field's name."""
+        recorded = dict(self.keys)
+        item = f"{name}[{index}]" if index is not None else name
+        return recorded.get(item) or recorded.get(name) or item.replace("_", "-")
 
     @property
     def module_name(self) -> str:
         """The symbol part of PyInit_<x> and TORCH_EXTENSION_NAME."""
         return self.extension_name or self.name.rpartition(".")[2]
+
+    @property
+    def device_link(self) -> bool:
+        return self.dlink or bool(self.dlink_libraries)
 
     @property
     def uses_cuda(self) -> bool:

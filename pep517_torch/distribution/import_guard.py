@@ -1,7 +1,8 @@
 """A Python shim that checks torch's version before the compiled extension it stands for loads.
 
-A wheel then holds ``pkg/_C.py`` (the shim) next to ``pkg/_C._native<suffix>`` (the library,
-named so that the import system never finds it as ``pkg._C``). Importing ``pkg._C`` imports
+A wheel then holds ``pkg/_C.py`` (the shim) next to ``pkg/_C_native<suffix>`` (the library,
+named so that the import system never finds it as ``pkg._C``, at a path that is still a valid
+module name, as installers and wheel checkers expect). Importing ``pkg._C`` imports
 torch, compares its major.minor with the one the wheel was built against, and only then loads
 the library under the name ``pkg._C``, replacing the shim in ``sys.modules``. A mismatch thus
 raises an ImportError naming both versions instead of crashing on undefined symbols.
@@ -54,6 +55,12 @@ def render_import_guard(module: str, native_filename: str, torch_version: str) -
     return _TEMPLATE.replace("__PARAMETERS__", parameters).encode("utf-8")
 
 
+def native_module(module: str) -> str:
+    """The dotted name the library of ``module`` sits at behind a shim: ``pkg._C_native``
+    (importing it by that name fails: its init function is ``PyInit__C``)."""
+    return f"{module}_native"
+
+
 def native_filename(module: str, suffix: str) -> str:
-    """The name the library of ``module`` gets behind a shim: ``_C._native.cpython-311-...so``."""
-    return f"{module.rpartition('.')[2]}._native{suffix}"
+    """The file name of that library: ``_C_native.cpython-311-x86_64-linux-gnu.so``."""
+    return f"{native_module(module).rpartition('.')[2]}{suffix}"

@@ -16,6 +16,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from ..errors import ConfigError, ToolchainError
+from ..project_tree import require_inside
 
 TorchPinMode = Literal["minor", "exact", "none"]
 
@@ -104,6 +105,7 @@ def build_metadata(
         config_error = ConfigError(str(error))
         config_error.key = error.key  # the message already names it
         raise config_error from None
+    _check_files_inside(standard, pyproject, root)
     if isinstance(standard.license, str):
         standard.license = _canonical_license(standard.license)
     if "version" in standard.dynamic:
@@ -120,6 +122,27 @@ def build_metadata(
         raise ConfigError(message, "project.dynamic")
     standard.dependencies = merge_requirements(standard.dependencies, extra_requirements)
     return ProjectMetadata(standard, root)
+
+
+def _check_files_inside(
+    standard: pyproject_metadata.StandardMetadata, pyproject: Mapping[str, Any], root: Path
+) -> None:
+    """The readme, license file and license-files are read into the metadata and shipped:
+    each must stay inside the project root, as every other member does."""
+    readme_key = "project.readme" if isinstance(pyproject["project"].get("readme"), str) else (
+        "project.readme.file"
+    )
+    referenced = [
+        (getattr(standard.readme, "file", None), readme_key, "readme"),
+        (getattr(standard.license, "file", None), "project.license.file", "license file"),
+        *(
+            (root / path, "project.license-files", "license file")
+            for path in standard.license_files or ()
+        ),
+    ]
+    for path, key, what in referenced:
+        if path is not None:
+            require_inside(root, path, key, what)
 
 
 def _canonical_license(expression: str) -> str:

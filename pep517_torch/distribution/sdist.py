@@ -9,10 +9,11 @@ import gzip
 import io
 import os
 import tarfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path, PurePosixPath
 
 from ..errors import ConfigError
+from ..project_tree import is_build_dir, is_inside, require_inside
 from .metadata import ProjectMetadata
 from .reproducible import AtomicFile, archive_epoch
 
@@ -36,83 +37,137 @@ def sdist_files(
     """The files of ``root`` an sdist ships, relative to ``root``, sorted.
 
     Everything under ``root`` except: VCS directories, ``__pycache__``, ``*.pyc``, caches of
-    test and lint tools, ``dist/`` at the top, ``.venv*``, ``build_dir``, a top-level
+    test and lint tools, ``dist/`` at the top, ``.venv*``, build directories (``build_dir``,
+    any directory tagged with a ``CACHEDIR.TAG``, and our older untagged ones), a top-level
     ``PKG-INFO`` (the writer makes a fresh one) and symlinks leading outside ``root`` or into
-    ``build_dir``; then minus ``exclude_globs``. ``include_globs`` add files the default rules
-    left out (never VCS, ``build_dir`` or outside-root ones); ``include`` (``pyproject.toml``
-    always, plus the readme and license files) is shipped whatever the globs say.
+    a build directory; then minus ``exclude_globs``. Symlinks inside the root ship as what
+    they point to, directories included (a link back up the tree is not followed).
+    ``include_globs`` add files the default rules left out (never VCS, build-directory or
+    outside-root ones); ``include`` (``pyproject.toml`` always, plus the readme and license
+    files) is shipped whatever the globs say.
     """
-    root = root.resolve()
-    build = build_dir.resolve() if build_dir is not None else None
-    chosen = {path for path in _walk(root, build) if _shippable(path, root, build)}
+    tree = _Tree(root.resolve(), build_dir.resolve() if build_dir is not None else None)
+    root = tree.root
+    chosen = {path for path in tree.walk(root) if tree.shippable(path)}
     for pattern in include_globs:
-        matches = _glob_files(root, pattern, INCLUDE_KEY)
+        matches = tree.glob(pattern, INCLUDE_KEY)
         if not matches:
             raise ConfigError(f"{pattern!r} matches no file", INCLUDE_KEY)
-        chosen |= {path for path in matches if _shippable(path, root, build, hard_rules_only=True)}
+        chosen |= {path for path in matches if tree.shippable(path, hard_rules_only=True)}
     for pattern in exclude_globs:
-        chosen -= set(_glob_files(root, pattern, EXCLUDE_KEY))
+        # `**` does not descend into symlinked directories: a file is also left out when the
+        # file it resolves to is.
+        excluded = set(tree.glob(pattern, EXCLUDE_KEY))
+        targets = {path.resolve() for path in excluded}
+        chosen = {path for path in chosen if path not in excluded and path.resolve() not in targets}
     for path in [root / "pyproject.toml", *include]:
         path = root / path  # relative paths are taken relative to root
         if not path.is_file():
             raise ConfigError(f"{path} is part of every sdist but does not exist")
-        if not _inside(path, root):
-            raise ConfigError(f"{path} lies outside the project directory {root}")
-        chosen.add(path)
+        chosen.add(require_inside(root, path, None, "file"))
     return sorted(path.relative_to(root) for path in chosen)
 
 
-def _walk(root: Path, build: Path | None) -> Iterable[Path]:
-    for dirpath, dirnames, filenames in os.walk(root):
-        directory = Path(dirpath)
-        dirnames[:] = sorted(
-            name
-            for name in dirnames
-            if name not in VCS_DIRS
-            and name not in JUNK_DIRS
-            and not name.startswith(".venv")
-            and not (directory == root and name == "dist")
-            and (directory / name).resolve() != build
-            and not (directory / name).is_symlink()  # never followed: loops, duplicates
+class _Tree:
+    """The walk rules of one sdist: which directories are entered, which files may ship."""
+
+    def __init__(self, root: Path, build: Path | None) -> None:
+        self.root = root
+        self.build = build
+        self._build_output: dict[Path, bool] = {}
+
+    def walk(self, top: Path) -> Iterator[Path]:
+        """Files below ``top``, following symlinked directories that stay in the tree; one
+        leading to a directory above it (a loop) or entered through another link is skipped."""
+        entered: set[Path] = set()
+        chains: dict[str, frozenset[Path]] = {}
+        for dirpath, dirnames, filenames in os.walk(top, followlinks=True):
+            directory = Path(dirpath)
+            chain = chains.pop(dirpath, frozenset()) | {directory.resolve()}
+            kept = []
+            for name in sorted(dirnames):
+                child = directory / name
+                if _junk_name(name, directory == self.root) or self._is_build_output(child):
+                    continue
+                if child.is_symlink():
+                    target = child.resolve()
+                    if target in chain or target in entered or not self._in_tree(target):
+                        continue
+                    entered.add(target)
+                chains[str(child)] = chain
+                kept.append(name)
+            dirnames[:] = kept
+            yield from (directory / name for name in filenames)
+
+    def glob(self, pattern: str, key: str) -> list[Path]:
+        pure = PurePosixPath(pattern)
+        if pure.is_absolute() or ".." in pure.parts or "\\" in pattern:
+            raise ConfigError(f"{pattern!r} must be a relative glob inside the project", key)
+        files: list[Path] = []
+        try:
+            for match in self.root.glob(pattern):
+                if match.is_dir():
+                    if not match.is_symlink() or self._in_tree(match.resolve()):
+                        files.extend(self.walk(match))
+                elif match.is_file():
+                    files.append(match)
+        except OSError as error:  # a symlink loop under '**', an unreadable directory
+            raise ConfigError(f"{pattern!r} cannot be expanded: {error}", key) from None
+        return files
+
+    def shippable(self, path: Path, *, hard_rules_only: bool = False) -> bool:
+        relative = path.relative_to(self.root)
+        if VCS_DIRS.intersection(relative.parts) or "__pycache__" in relative.parts:
+            return False
+        if path.suffix in (".pyc", ".pyo") or relative == Path("PKG-INFO") or not path.is_file():
+            return False
+        target = path.resolve()
+        if not is_inside(self.root, target) or self._under_build_output(path.parent):
+            return False
+        if target != path and not self._in_tree(target.parent):
+            return False
+        if hard_rules_only:
+            return True
+        return not (
+            JUNK_DIRS.intersection(relative.parts)
+            or any(part.startswith(".venv") for part in relative.parts[:-1])
+            or (relative.parts[0] == "dist" and len(relative.parts) > 1)
         )
-        yield from (directory / name for name in filenames)
+
+    def _in_tree(self, target: Path) -> bool:
+        """Whether a link's (resolved) target is a part of the tree an sdist may ship from:
+        inside the root, outside VCS directories and build directories."""
+        if not target.is_relative_to(self.root):
+            return False
+        return not VCS_DIRS.intersection(target.relative_to(self.root).parts) and not (
+            self._under_build_output(target)
+        )
+
+    def _under_build_output(self, directory: Path) -> bool:
+        """Whether ``directory`` or one above it (below the root) is a build directory."""
+        return any(
+            self._is_build_output(candidate)
+            for candidate in [directory, *directory.parents]
+            if candidate != self.root and candidate.is_relative_to(self.root)
+        )
+
+    def _is_build_output(self, directory: Path) -> bool:
+        known = self._build_output.get(directory)
+        if known is None:
+            known = directory == self.build or (
+                self.build is not None and directory.resolve() == self.build
+            ) or is_build_dir(directory)
+            self._build_output[directory] = known
+        return known
 
 
-def _glob_files(root: Path, pattern: str, key: str) -> list[Path]:
-    pure = PurePosixPath(pattern)
-    if pure.is_absolute() or ".." in pure.parts or "\\" in pattern:
-        raise ConfigError(f"{pattern!r} must be a relative glob inside the project", key)
-    files: list[Path] = []
-    for match in root.glob(pattern):
-        if match.is_dir() and not match.is_symlink():
-            files.extend(path for path in _walk(match, None))
-        elif match.is_file():
-            files.append(match)
-    return files
-
-
-def _shippable(
-    path: Path, root: Path, build: Path | None, *, hard_rules_only: bool = False
-) -> bool:
-    relative = path.relative_to(root)
-    if VCS_DIRS.intersection(relative.parts) or "__pycache__" in relative.parts:
-        return False
-    if path.suffix in (".pyc", ".pyo") or relative == Path("PKG-INFO") or not path.is_file():
-        return False
-    target = path.resolve()
-    if not _inside(target, root) or (build is not None and _inside(target, build)):
-        return False
-    if hard_rules_only:
-        return True
-    return not (
-        JUNK_DIRS.intersection(relative.parts)
-        or any(part.startswith(".venv") for part in relative.parts[:-1])
-        or (relative.parts[0] == "dist" and len(relative.parts) > 1)
+def _junk_name(name: str, at_top: bool) -> bool:
+    return (
+        name in VCS_DIRS
+        or name in JUNK_DIRS
+        or name.startswith(".venv")
+        or (at_top and name == "dist")
     )
-
-
-def _inside(path: Path, directory: Path) -> bool:
-    return path.resolve().is_relative_to(directory)
 
 
 def write_sdist(
@@ -135,7 +190,7 @@ def write_sdist(
     members: dict[str, Path | bytes] = {"PKG-INFO": metadata.metadata_bytes()}
     for file in files:
         path = root / file
-        if not _inside(path, root) or path.resolve() == root / "PKG-INFO":
+        if not is_inside(root, path) or path.resolve() == root / "PKG-INFO":
             raise ValueError(f"{file} cannot be an sdist member")
         members[path.relative_to(root).as_posix()] = path
     directories = {str(parent) for name in members for parent in PurePosixPath(name).parents}

@@ -33,6 +33,7 @@ def _spec(request: Mapping[str, object], target: str) -> ExtensionSpec:
         with_cuda=request["with_cuda"],  # type: ignore[arg-type]
         kind=Kind(request["kind"]),
         python_abi_suffix=False,
+        keys=(("extra_cuda_cflags", "extra_cuda_cflags"),),
     )
 
 

@@ -144,9 +144,12 @@ def convert_extension(
                  " specific to this machine")  # fmt: skip
 
     args = ext.extra_compile_args or []
+    dlink_flags: list[str] = []
     if isinstance(args, dict):
         cflags, cuda_flags = list(args.get("cxx", [])), list(args.get("nvcc", []))
-        for key in sorted(set(args) - {"cxx", "nvcc"}):
+        # torch's CUDAExtension puts -dlink itself into nvcc_dlink; pep517_torch adds it too
+        dlink_flags = [str(f) for f in args.get("nvcc_dlink", []) if f != "-dlink"]
+        for key in sorted(set(args) - {"cxx", "nvcc", "nvcc_dlink"}):
             note(f"extra_compile_args[{key!r}] is not converted")
     else:
         cflags, cuda_flags = list(args), list(args) if has_cuda_sources else []
@@ -186,6 +189,15 @@ def convert_extension(
             table[key] = value
     if factory == "CUDAExtension" and not has_cuda_sources:
         table["with-cuda"] = True
+    extras = factory_extras(ext)
+    if extras.get("dlink") or extras.get("dlink_libraries") or "nvcc_dlink" in (
+        args if isinstance(args, dict) else {}
+    ):
+        table["dlink"] = True
+    if extras.get("dlink_libraries"):
+        table["dlink-libraries"] = [str(lib) for lib in extras["dlink_libraries"]]
+    if dlink_flags:
+        table["extra-dlink-flags"] = dlink_flags
     if args.openmp:
         table["openmp"] = True
     if args.strip:
@@ -209,9 +221,6 @@ def _note_leftovers(ext: Any, factory: str, note: Callable[[str], None]) -> None
             note(f"{attribute} is not converted")
     if getattr(ext, "optional", False):
         note("optional=True is not converted: a failing extension fails the build")
-    extras = factory_extras(ext)
-    if extras.get("dlink") or extras.get("dlink_libraries"):
-        note("dlink / dlink_libraries (device linking) is not converted")
 
 
 def _layout(kwargs: dict[str, Any], paths: _Paths, converted: Converted) -> None:
@@ -280,6 +289,8 @@ def convert(run: SetupRun) -> Converted:
     kwargs = with_setup_cfg(kwargs, run.root, notes)
     project = project_table(kwargs, run.root, notes)
     converted = Converted(project=project, tool={}, extensions=[], notes=notes)
+    if "torch_requirement" in options:  # pep517_torch.setuptools' BuildExtension option
+        converted.tool["torch-requirement"] = options["torch_requirement"]
     _layout(kwargs, paths, converted)
     arch_list = run.env_writes.get("TORCH_CUDA_ARCH_LIST")
     if arch_list:  # set by the setup.py for BuildExtension: the key that says the same
@@ -298,7 +309,8 @@ def _build_options(kwargs: dict[str, Any], notes: Notes) -> dict[str, Any]:
         found = build_ext_options(command)
         if name == "build_ext" and found is not None:
             options.update(found)
-            unknown = sorted(set(found) - {"no_python_abi_suffix", "use_ninja"})
+            known = {"no_python_abi_suffix", "use_ninja", "torch_requirement"}
+            unknown = sorted(set(found) - known)
             if unknown:
                 text = "BuildExtension options not converted: " + ", ".join(unknown)
                 notes.append(("tool", text))

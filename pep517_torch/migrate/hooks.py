@@ -171,8 +171,11 @@ def patched(recorder: Recorder) -> Iterator[None]:
         replace(setuptools, "setup", recorder.setup)
         for core in _distutils_cores():
             replace(core, "setup", recorder.setup)
+        from ..setuptools import extension as our_extension  # a setup.py that switched imports
+
         for factory in ("CppExtension", "CUDAExtension"):
             replace(cpp_extension, factory, recorder.extension_factory(factory))
+            replace(our_extension, factory, recorder.extension_factory(factory))
         _patch_build_extension(cpp_extension.BuildExtension, replace)
         _forbid_commands(replace)
         torch_cuda_home = cpp_extension.__dict__.get("CUDA_HOME")

@@ -9,7 +9,7 @@ from typing import Any
 
 from .convert import Converted
 from .diff import MISSING, Change, Diff
-from .settings_keys import CUDA_TABLE_KEYS
+from .settings_keys import CUDA_TABLE_KEYS, CUDA_TABLE_REPLACED
 
 CUDA_ON = ((("cuda",), True),)
 CUDA_OFF = ((("cuda",), False),)
@@ -63,6 +63,8 @@ def _negation(condition: dict[str, Any]) -> dict[str, Any] | None:
         ((name, value),) = env.items()
         if isinstance(value, bool):
             return {"env": {name: not value}}
+        if isinstance(value, str):
+            return {"env": {name: {"not": value}}}  # unset included, as setup.py's `!= value`
     return None
 
 
@@ -89,6 +91,8 @@ def without_cuda_tables(plan: Plan, changes: Diff) -> Diff:
             table[change.key] = [*added, *value] if isinstance(added, list) else {**added, **value}
         elif isinstance(value, list) and value[len(value) - len(added):] == added:
             kept.append(Change(name, change.key, value[: len(value) - len(added)], False))
+        elif not isinstance(added, (list, dict)):  # the `cuda` table's value replaces
+            table[change.key] = value
         elif isinstance(value, dict) and all(value.get(k) == v for k, v in added.items()):
             kept.append(Change(name, change.key,
                                {k: v for k, v in value.items() if k not in added}, False))
@@ -105,7 +109,10 @@ def add_changes(plan: Plan, changes: Diff, condition: dict[str, Any], why: str,
     the keys a `cuda` table holds go there (the CUDA branch of the setup.py)."""
     body: list[tuple[tuple[str, ...], Any]] = []
     for change in changes.changes:
-        if cuda_tables and change.append and change.extension and change.key in CUDA_TABLE_KEYS:
+        in_cuda_table = change.key in CUDA_TABLE_KEYS and (
+            change.append or change.key in CUDA_TABLE_REPLACED and change.value is not MISSING
+        )
+        if cuda_tables and change.extension and in_cuda_table:
             plan.cuda_tables.setdefault(change.extension, {})[change.key] = change.value
         elif change.value is MISSING:
             plan.note("tool", f"{why}: {change.key} is dropped, which no override can say")
@@ -121,13 +128,16 @@ def add_changes(plan: Plan, changes: Diff, condition: dict[str, Any], why: str,
             plan.note(name, f"{why}: built only then")
         elif plan.conditions.get(name) != {k: v for k, v in condition.items() if k != "cuda"}:
             plan.note(name, f"{why}: built then too (review: its `if` says otherwise)")
+    turned_off: list[tuple[tuple[str, ...], Any]] = []
     for name in changes.removed:
         negation = _negation(condition)
         if negation is not None and name not in plan.conditions:
             plan.conditions[name] = negation
-            plan.note(name, f"{why}: not built then")
-        else:
-            plan.note(name, f"{why}: not built then, which no condition here can say (review)")
+        else:  # the extension's own `if` cannot say it: an override turns it off
+            turned_off.append((("extension", name, "enabled"), False))
+        plan.note(name, f"{why}: not built then")
+    if turned_off:
+        plan.overrides.append(Override(condition, turned_off, [f"{why}: not built then"]))
     if changes.project_keys:
         plan.note("project", f"{why}: [project] {', '.join(changes.project_keys)} change too,"
                   " which no override can express")  # fmt: skip

@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..setuptools.pin import MARKER as BUILD_EXTENSION_MARKER
+
 FACTORY_ATTRIBUTE = "_pep517_migrate_factory"
 EXTRAS_ATTRIBUTE = "_pep517_migrate_extras"
 OPTIONS_ATTRIBUTE = "_pep517_migrate_options"
@@ -48,4 +50,6 @@ def factory_extras(extension: object) -> dict[str, Any]:
 def build_ext_options(command_class: object) -> dict[str, Any] | None:
     """The ``BuildExtension.with_options(...)`` options of a cmdclass entry, if it has any."""
     options = getattr(command_class, OPTIONS_ATTRIBUTE, None)
+    if options is None and getattr(command_class, BUILD_EXTENSION_MARKER, False):
+        options = getattr(command_class, "torch_ext_options", {})  # pep517_torch.setuptools'
     return dict(options) if options is not None else None

@@ -66,8 +66,10 @@ TOOL_KEY_ORDER: tuple[str, ...] = tuple(
 # Keys an override's `append` accepts: extension keys, and [tool.torch-ext] keys.
 APPENDABLE = frozenset(partial_keys(ExtensionSettings, _append_meta("extension")))
 PROJECT_APPENDABLE = frozenset(partial_keys(ProjectSettings, _append_meta("settings")))
-# Keys a `cuda` table holds (each is appended to or merged into the extension's own).
+# Keys a `cuda` table holds (each is appended to or merged into the extension's own, but
+# for the few that replace it: dlink).
 CUDA_TABLE_KEYS = frozenset(fields_by_key(CudaVariant))
+CUDA_TABLE_REPLACED = CUDA_TABLE_KEYS - APPENDABLE
 # Extension keys that, unset, take the [tool.torch-ext] value of the same name (strip, pch...).
 INHERITED_KEYS = frozenset(
     key for key, default in EXTENSION_DEFAULTS.items()

@@ -2,8 +2,10 @@
 
 A setup.py that always builds a CUDAExtension (or decides with a probe migrate cannot force)
 would make a table that fails on every machine whose torch is a CPU build: torch's CUDA headers
-(``ATen/cuda``, ``c10/cuda``) are not there. Such an extension gets ``if.cuda = true``, which
-holds where torch is a CUDA build and nvcc is found (``cuda = "auto"``).
+(``ATen/cuda``, ``c10/cuda``) are not there. Such an extension gets ``if = { cuda = true,
+torch-cuda = true }``: built where CUDA is on (``cuda = "auto"``: a CUDA build of torch and nvcc)
+and never against a CPU torch, not even when an override (``FORCE_CUDA``) turns CUDA on. An
+include guarded by ``#ifdef`` and the like does not count: the extension builds without it.
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ def require_cuda(
     for table in extensions:
         name = table["name"]
         condition = conditions.get(name, {})
-        if condition.get("cuda") is True or not is_cuda_extension(table):
+        if condition.get("torch-cuda") is True or not is_cuda_extension(table):
             continue
         include = torch_cuda_include(table, root)
         if include is None:
@@ -62,8 +64,8 @@ def require_cuda(
             notes.append((name, f"{where} includes <{include.header}>, which a CPU build of"
                           " torch lacks, yet setup.py builds it without CUDA: review"))  # fmt: skip
             continue
-        conditions[name] = {**condition, "cuda": True}
+        conditions[name] = {**condition, "cuda": True, "torch-cuda": True}
         conditioned.append(name)
         notes.append((name, f"{where} includes <{include.header}> (torch's CUDA API): built only"
-                      " when CUDA is on, i.e. with a CUDA build of torch and nvcc"))  # fmt: skip
+                      " with a CUDA build of torch and CUDA on"))  # fmt: skip
     return conditioned

@@ -63,8 +63,8 @@ def _difference(ours: dict[str, Any] | str, theirs: dict[str, Any] | str,
         parts += [f"leave out {', '.join(missing)}"] if missing else []
         return "the tables " + " and ".join(parts)
     for name, spec in ours.items():
-        fields = [f.name for f in dataclasses.fields(spec)
-                  if getattr(spec, f.name) != getattr(theirs[name], f.name)]  # fmt: skip
+        fields = [f.name for f in dataclasses.fields(spec) if f.compare  # not `keys`
+                  and getattr(spec, f.name) != getattr(theirs[name], f.name)]  # fmt: skip
         if fields:
             return f"{name}: the tables give another {', '.join(fields)}"
     return None

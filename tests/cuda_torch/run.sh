@@ -24,7 +24,8 @@ if [ ! -f "$VENV/.installed" ] || [ pyproject.toml -nt "$VENV/.installed" ]; the
     [ -x "$PY" ] || "$PYTHON" -m venv "$VENV"
     "$PY" -m pip install -q "$TORCH_REQ"
     "$PY" -m pip install -q "packaging>=23.2" "pyproject-metadata>=0.9" "filelock>=3.12" \
-        "ninja>=1.11" "pytest>=8" "pytest-timeout>=2.3" "nvidia-cuda-cuobjdump==13.*" numpy
+        "ninja>=1.11" "pytest>=8" "pytest-timeout>=2.3" "nvidia-cuda-cuobjdump==13.*" numpy \
+        "setuptools>=70" "wheel>=0.42"
     "$PY" -m pip install -q --no-build-isolation --no-deps -e .
     touch "$VENV/.installed"
 fi

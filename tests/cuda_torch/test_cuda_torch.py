@@ -137,3 +137,44 @@ def test_load_links_torch_cuda_apis(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     needed = subprocess.run(["readelf", "-d", str(tmp_path / "b" / "jit_cudatorchops.so")],
                             capture_output=True, text=True, check=True).stdout
     assert "libc10_cuda.so" in needed and "libtorch_cuda.so" in needed
+
+
+SETUP_PY = """
+from setuptools import setup
+from {module} import BuildExtension, CUDAExtension
+setup(name="cudatorchops", version="0.1.0", packages=["cudatorchops"],
+      ext_modules=[CUDAExtension("cudatorchops._C", ["csrc/ops.cpp", "csrc/scale.cu"])],
+      cmdclass={{"build_ext": BuildExtension}})
+"""
+
+
+def test_setuptools_face_links_c10_cuda_and_torch_cuda_like_torchs(tmp_path: Path) -> None:
+    """The same setup.py with torch's BuildExtension and with ours: same files, both link
+    torch's CUDA libraries, ours pins torch."""
+    wheels = {}
+    for who, module in (("torch", "torch.utils.cpp_extension"), ("ours", "pep517_torch.setuptools")):
+        project = tmp_path / who
+        shutil.copytree(FIXTURE, project, ignore=shutil.ignore_patterns("build", "dist"))
+        (project / "pyproject.toml").unlink()  # a setup.py project
+        (project / "setup.py").write_text(SETUP_PY.format(module=module))
+        result = subprocess.run(
+            [sys.executable, "-m", "pip", "wheel", "-v", "--no-build-isolation", "--no-deps",
+             "-w", str(tmp_path / f"dist-{who}"), str(project)],
+            capture_output=True, text=True, timeout=1800,
+            env={**os.environ, "TORCH_CUDA_ARCH_LIST": "8.0"},
+        )  # fmt: skip
+        assert result.returncode == 0, result.stdout + result.stderr
+        (wheels[who],) = (tmp_path / f"dist-{who}").glob("cudatorchops-0.1.0-*.whl")
+    names = {who: sorted(n for n in zipfile.ZipFile(w).namelist() if ".dist-info/" not in n)
+             for who, w in wheels.items()}  # fmt: skip
+    assert names["ours"] == names["torch"]
+    site = tmp_path / "site"
+    zipfile.ZipFile(wheels["ours"]).extractall(site)
+    (so,) = (site / "cudatorchops").glob("_C.*.so")
+    needed = subprocess.run(["readelf", "-d", str(so)], capture_output=True, text=True,
+                            check=True).stdout
+    for lib in ("libc10_cuda.so", "libtorch_cuda.so", "libcudart.so"):
+        assert lib in needed, needed
+    metadata = zipfile.ZipFile(wheels["ours"]).read("cudatorchops-0.1.0.dist-info/METADATA")
+    assert b"Requires-Dist: torch<" in metadata
+    check_module_output(run_python(CHILD, env={"PYTHONPATH": str(site)}).stdout)
