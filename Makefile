@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 TORCH := torch==2.13.0
 PYTEST_ARGS ?=
 
-.PHONY: venv tools test test-all demo bench clean test-cuda-torch gpu-check
+.PHONY: venv tools test test-all demo dist bench clean test-cuda-torch gpu-check
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -47,6 +47,11 @@ demo: venv
 	cd .demo && ../$(PY) -c "import torch, myops; x = torch.arange(4.0); \
 		y = myops.fused_scale_add(x, torch.ones(4), 2.0); print('myops.fused_scale_add ->', y.tolist()); \
 		assert torch.equal(y, x * 2 + 1)"
+
+# pep517_torch's own wheel in dist/ (it builds itself; no venv needed): for installing it
+# elsewhere, or for --find-links when a project's build isolation must find it.
+dist:
+	$(PYTHON) -m pip wheel --no-deps -w dist .
 
 # Opt-in: build against the CUDA build of torch 2.13.0 (PyPI's torch===2.13.0, ~4.7 GB) in
 # .venv-cuda, made on first use; links c10_cuda/torch_cuda and uses torch's CUDA APIs.

@@ -13,6 +13,8 @@ from pathlib import Path
 
 from .errors import ConfigError, Pep517TorchError, print_error
 
+PROG = "python -m pep517_torch"  # in every usage line, whichever way the CLI was started
+
 
 def _config_settings(pairs: Sequence[str]) -> dict[str, str | list[str]]:
     settings: dict[str, str | list[str]] = {}
@@ -134,21 +136,46 @@ def _migrate(argv: list[str]) -> int:
     return migrate_main(argv)
 
 
+def _settings_epilog() -> str:
+    from .config.schema import config_settings_help
+
+    import shutil
+    import textwrap
+
+    indent = 24
+    width = max(shutil.get_terminal_size().columns - 2, 60)
+    lines = ["-C settings (they win over pyproject.toml and the environment):"]
+    for key, text in config_settings_help():
+        wrapped = textwrap.wrap(text, width - indent)
+        if len(key) + 4 > indent:
+            lines.append(f"  {key}")
+        else:
+            lines.append(f"  {key.ljust(indent - 2)}{wrapped.pop(0)}")
+        lines += [" " * indent + line for line in wrapped]
+    return "\n".join(lines)
+
+
 def _parser() -> argparse.ArgumentParser:
+    from . import __version__
+
     parser = argparse.ArgumentParser(
-        prog="pep517-torch", description="Build PyTorch C++/CUDA extensions from pyproject.toml."
+        prog=PROG, description="Build PyTorch C++/CUDA extensions from pyproject.toml."
     )
+    parser.add_argument("--version", action="version", version=f"pep517_torch {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     for name, helptext in (
         ("wheel", "build a wheel against this environment's torch"),
         ("sdist", "build a source distribution"),
     ):
-        sub = commands.add_parser(name, help=helptext)
+        sub = commands.add_parser(
+            name, help=helptext, description=helptext[0].upper() + helptext[1:] + ".",
+            epilog=_settings_epilog(), formatter_class=argparse.RawDescriptionHelpFormatter,
+        )  # fmt: skip
         sub.add_argument("path", nargs="?", default=".", help="project directory (default: .)")
         sub.add_argument("-o", "--outdir", help="output directory (default: PATH/dist)")
         sub.add_argument(
             "-C", "--config-setting", action="append", default=[], metavar="KEY=VALUE",
-            help="a setting, as pip's --config-settings (e.g. -Cbuild-type=debug)",
+            help="a setting, as pip's --config-settings (e.g. -Cbuild-type=debug); keys below",
         )
     doctor = commands.add_parser("doctor", help="check torch, compilers, nvcc, ninja, memory")
     doctor.add_argument("path", nargs="?", default=".", help="project directory to check too")

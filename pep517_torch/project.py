@@ -148,18 +148,26 @@ def _wheel_tag(specs: tuple[ExtensionSpec, ...]) -> str:
 
 
 def in_tree_path(project: config.ResolvedProject, spec: ExtensionSpec) -> Path:
-    """Where an artifact sits in the source tree (editable installs link it there)."""
+    """Where an artifact sits in the source tree (editable installs link it there).
+
+    A module must sit in a shipped package (it is imported as one of its modules); any other
+    artifact (an operator library) is only a file, so any folder under a shipped package
+    will do: ``mypkg.lib.ops`` is ``<mypkg's directory>/lib/ops.so``."""
     package, _, _ = spec.name.rpartition(".")
     filename = artifact_name(spec).rpartition("/")[2]
     if package:
-        directory = project.layout.packages.get(package)
-        if directory is None:
-            raise ConfigError(
-                f"extension {spec.name!r} lives in package {package!r}, which is not one of the"
-                f" packages shipped ({', '.join(sorted(project.layout.packages)) or 'none'})",
-                "tool.torch-ext.packages",
-            )
-        return directory / filename
+        parts = package.split(".")
+        inner = len(parts) if spec.kind is Kind.MODULE else 1
+        for depth in range(len(parts), inner - 1, -1):
+            directory = project.layout.packages.get(".".join(parts[:depth]))
+            if directory is not None:
+                return directory.joinpath(*parts[depth:], filename)
+        shipped = ", ".join(sorted(project.layout.packages)) or "none"
+        if spec.kind is Kind.MODULE:
+            problem = f"lives in package {package!r}, which is not one of the packages shipped"
+        else:
+            problem = f"goes into folder {'/'.join(parts)}/, which is in none of the packages shipped"
+        raise ConfigError(f"extension {spec.name!r} {problem} ({shipped})", "tool.torch-ext.packages")
     top_dirs = {p.parent for name, p in project.layout.packages.items() if "." not in name}
     base = next(iter(sorted(top_dirs)), project.root)
     return base / filename
@@ -373,7 +381,10 @@ def _add_editable(
             log("pep517_torch: editable install from an isolated build environment: extensions"
                 " will not rebuild on import (use pip install -e . --no-build-isolation)")
         else:
-            rebuild = RebuildCommand(plan.ninja, plan.build_dir, tuple(plan.targets.values()))
+            from .core import progress
+
+            source = Path(progress.__file__).read_text(encoding="utf-8")
+            rebuild = RebuildCommand(plan.ninja, plan.build_dir, tuple(plan.targets.values()), source)
     members = editable_members(
         project.pyproject["project"]["name"],  # type: ignore[index]
         package_roots=roots,
@@ -388,6 +399,7 @@ def _add_editable(
 def _symlink(link: Path, target: Path) -> None:
     if link.is_symlink() and os.readlink(link) == str(target):
         return
+    link.parent.mkdir(parents=True, exist_ok=True)  # an operator library's own folder
     if link.exists() and not link.is_symlink():
         raise ConfigError(
             f"{link} exists and is not a link to the built extension; remove it (a stale"

@@ -66,7 +66,7 @@ def wheel_value(wheel: Path, target: Path) -> int:
 
 
 def compiles_of_value(outputs: list[str]) -> int:
-    return sum(out.count("compiling csrc/value.cpp") for out in outputs)
+    return sum(out.count("compiling csrc/value.cpp: done") for out in outputs)
 
 
 def test_concurrent_cli_builds_take_turns_and_give_identical_wheels(tmp_path: Path) -> None:

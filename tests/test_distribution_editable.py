@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from pep517_torch.core import progress
 from pep517_torch.distribution.editable import RebuildCommand, editable_members
 
 NINJA = shutil.which("ninja")
@@ -20,6 +21,7 @@ BUILD_NINJA = """\
 rule copy
   command = if grep -q FAIL $in; then echo "input.txt:1: error: FAIL found" >&2; exit 1; fi; $
             cp $in $out
+  description = copying input.txt
 build out/data.txt: copy {input}
 """
 
@@ -54,7 +56,8 @@ class Project:
         if rebuild:
             subprocess.run([NINJA, "-C", self.build], check=True, capture_output=True)
             self.link.symlink_to(self.artifact)
-            command = RebuildCommand(Path(ninja or "/nowhere/ninja"), self.build, ("out/data.txt",))
+            command = RebuildCommand(Path(ninja or "/nowhere/ninja"), self.build, ("out/data.txt",),
+                                     Path(progress.__file__).read_text())
         members = editable_members(
             "MyProj",
             package_roots={
@@ -105,6 +108,22 @@ def test_members(project: Project) -> None:
     source = (project.site / "_pep517_torch_editable_myproj.py").read_text()
     assert "CONFIG_JSON = r'''\n{" in source and "import pep517_torch" not in source
     compile(source, "hook", "exec")
+
+
+@needs_ninja
+def test_the_progress_module_ships_beside_the_hook_and_loads_only_to_rebuild(project: Project) -> None:
+    """The hook runs without pep517_torch: it carries the core's ninja follower as a sibling
+    module, imported only when a rebuild runs (nothing more at interpreter start-up)."""
+    project.install()
+    shipped = project.site / "_pep517_torch_editable_myproj_progress.py"
+    assert shipped.read_text() == Path(progress.__file__).read_text()
+    result = project.python(
+        "import sys\n"
+        "print('_pep517_torch_editable_myproj_progress' in sys.modules, 'pep517_torch' in sys.modules)\n"
+        "import myproj\n"
+        "print('_pep517_torch_editable_myproj_progress' in sys.modules, 'pep517_torch' in sys.modules)\n"
+    )
+    assert (result.returncode, result.stdout) == (0, "False False\nTrue False\n"), result.stderr
 
 
 def test_strict_finder_maps_only_the_projects_names(project: Project) -> None:
@@ -169,11 +188,16 @@ def test_rebuild_on_import(project: Project) -> None:
     assert result.returncode == 0, result.stderr
     assert result.stdout == "two\n"
     lines = result.stderr.splitlines()
-    assert lines[0] == "pep517_torch: rebuilding MyProj (1 steps)..."
-    assert lines[1].startswith("pep517_torch: rebuilt MyProj in ") and len(lines) == 2
+    assert lines[:2] == ["pep517_torch: rebuilding MyProj (editable install)...",
+                         "[1/1] copying input.txt..."]
+    assert lines[2].startswith("[1/1] copying input.txt: done in ")
+    log = project.build / "build.log"
+    assert lines[3] == f"pep517_torch: rebuilt MyProj in {lines[3].split(' in ')[1].split()[0]} s (log: {log})"
+    assert len(lines) == 4 and "[1/1] copying input.txt: done in " in log.read_text()
 
     result = project.python(code)
     assert (result.stdout, result.stderr) == ("two\n", "")
+    assert "copying input.txt: done" in log.read_text()  # nothing to do: the last log stays
 
 
 @needs_ninja
@@ -183,11 +207,12 @@ def test_failed_rebuild_raises_import_error_with_the_output(project: Project) ->
     make_stale(project)
     result = project.python("import myproj")
     assert result.returncode != 0
-    assert "pep517_torch: rebuilding MyProj (1 steps)..." in result.stderr
-    assert "ImportError: pep517_torch: rebuilding MyProj (editable install) failed:" in (
-        result.stderr
-    )
+    assert "pep517_torch: rebuilding MyProj (editable install)..." in result.stderr
+    log = project.build / "build.log"
+    assert (f"ImportError: pep517_torch: rebuilding MyProj (editable install) failed"
+            f" (full log: {log}):") in result.stderr
     assert "input.txt:1: error: FAIL found" in result.stderr
+    assert "input.txt:1: error: FAIL found" in log.read_text()
 
 
 @needs_ninja

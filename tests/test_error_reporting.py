@@ -45,7 +45,7 @@ FAILURES = {
     "not_a_compiler": ("", GOOD_SOURCE, {"CXX": "/bin/true"},
                        "pep517_torch: error: CXX=/bin/true printed no version: not a C/C++"
                        " compiler"),
-    "build": ("", BAD_SOURCE, {}, "pep517_torch: error: build: compiling csrc/ops.cpp failed:"),
+    "build": ("", BAD_SOURCE, {}, "pep517_torch: error: build: compiling csrc/ops.cpp failed (full log: "),
 }  # fmt: skip
 
 

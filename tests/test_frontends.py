@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import sysconfig
@@ -125,6 +126,28 @@ def test_pip_editable_rebuilds_after_cpp_edit(fixture_copy, venv: Path) -> None:
     assert len([line for line in second.stderr.splitlines() if "rebuilding" in line]) == 1
     third = run(python, "-c", code, cwd=venv)
     assert third.stdout.strip() == "[3.0, 3.0]" and third.stderr == ""
+
+
+def test_pip_wheel_without_v_names_the_build_log(tmp_path: Path) -> None:
+    """pip shows a failing backend's last words even without -v: they name build.log, which
+    holds the compiler's own output; a successful build's summary names it too."""
+    from tests.tiny_project import set_value, write_project
+
+    project = write_project(tmp_path / "logdemo", "logdemo")
+    (project / "csrc" / "value.cpp").write_text("int value() { return undeclared_thing; }\n")
+    failed = run(sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps",
+                 "-w", tmp_path / "out", project, check=False)
+    assert failed.returncode != 0
+    (log,) = project.glob("build/*/build.log")
+    assert f"(full log: {log})" in failed.stdout + failed.stderr
+    text = log.read_text()
+    assert any("csrc/value.cpp:1:22: error: " in line and "undeclared_thing" in line
+               for line in text.splitlines())
+    assert re.search(r"^\[\d/3\] compiling csrc/value.cpp: failed after \d+\.\d s$", text, re.M)
+    set_value(project, 5)
+    built = run(sys.executable, "-m", "pep517_torch", "wheel", project, "-o", tmp_path / "out")
+    assert built.stdout.splitlines()[-2].endswith(f"; log: {log}")
+    assert "undeclared_thing" not in log.read_text() and "compiling csrc/value.cpp: done" in log.read_text()
 
 
 def test_uv_build_no_isolation(fixture_copy) -> None:

@@ -29,16 +29,24 @@ name = "{name}._C"
 sources = ["csrc/*.cpp"]
 include-dirs = ["csrc"]
 """
-def c_api_module(functions: str, methods: str, first_include: str | None = None) -> str:
-    """C++ source of a Python C-API extension module ``_C`` (``PyInit__C``): ``functions``
-    defines what ``methods`` (PyMethodDef entries) lists; ``first_include`` (e.g. a PCH
-    header) comes before Python.h. No torch, no pybind11: it compiles in about a second."""
+def c_api_module(
+    functions: str, methods: str, first_include: str | None = None, *, name: str | None = "_C"
+) -> str:
+    """C++ source of a Python C-API extension module ``name`` (``PyInit_<name>``); with
+    ``name=None``, whatever the build names it (TORCH_EXTENSION_NAME). ``functions`` defines
+    what ``methods`` (PyMethodDef entries) lists; ``first_include`` (e.g. a PCH header) comes
+    before Python.h. No torch, no pybind11: it compiles in about a second."""
     prelude = f"#include {first_include}\n" if first_include else ""
+    if name is None:
+        prelude += ("#define CONCAT_(a, b) a##b\n#define CONCAT(a, b) CONCAT_(a, b)\n"
+                    "#define STRING_(a) #a\n#define STRING(a) STRING_(a)\n")
+    quoted, init = (f'"{name}"', f"PyInit_{name}") if name else (
+        "STRING(TORCH_EXTENSION_NAME)", "CONCAT(PyInit_, TORCH_EXTENSION_NAME)")
     return (
         f"{prelude}#include <Python.h>\n{functions.strip()}\n"
         f"static PyMethodDef methods[] = {{{methods}, {{nullptr, nullptr, 0, nullptr}}}};\n"
-        'static PyModuleDef definition = {PyModuleDef_HEAD_INIT, "_C", nullptr, -1, methods};\n'
-        "PyMODINIT_FUNC PyInit__C() { return PyModule_Create(&definition); }\n"
+        f"static PyModuleDef definition = {{PyModuleDef_HEAD_INIT, {quoted}, nullptr, -1, methods}};\n"
+        f"PyMODINIT_FUNC {init}() {{ return PyModule_Create(&definition); }}\n"
     )
 
 
@@ -46,7 +54,12 @@ MODULE = c_api_module(
     "int value();\nstatic PyObject* py_value(PyObject*, PyObject*) { return PyLong_FromLong(value()); }",
     '{"value", py_value, METH_NOARGS, nullptr}',
 )
-
+# Any extension name (the JIT's, a docs example's): ``answer()`` returns 42.
+NAMED_MODULE = c_api_module(
+    "static PyObject* answer(PyObject*, PyObject*) { return PyLong_FromLong(42); }",
+    '{"answer", answer, METH_NOARGS, nullptr}',
+    name=None,
+)
 
 def write_project(root: Path, name: str) -> Path:
     (root / name).mkdir(parents=True)

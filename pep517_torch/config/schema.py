@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import re
 import sys
 import typing
 from pathlib import Path
@@ -268,6 +269,36 @@ def docs_with_reference(current: str) -> str:
         head, rest = current.rstrip() + "\n\n", ""
     _, end, tail = rest.partition(END_MARKER)
     return f"{head}{BEGIN_MARKER}\n\n{render_markdown()}\n{END_MARKER}{tail if end else chr(10)}"
+
+
+def _placeholder(tp: Any) -> str:
+    """``KEY=<this>`` in command-line help: the choices when there are few, else a word."""
+    choices: list[str] = []
+    for member in get_args(tp) if is_union(tp) else (tp,):
+        if get_origin(member) is Literal:
+            choices += [str(a) for a in get_args(member)]
+        elif member is bool:
+            choices += ["true", "false"]
+        elif member is int:
+            return "N"
+        elif member is not NoneType:
+            return "VALUE"
+    return "|".join(choices)
+
+
+def config_settings_help() -> list[tuple[str, str]]:
+    """``(KEY=VALUE, first sentence of its help)`` for every ``-C`` key, in model order."""
+    rows = []
+    for fld in dataclasses.fields(ProjectSettings):
+        meta = fld.metadata
+        if not meta.get("config_setting"):
+            continue
+        text = meta["help"].replace("`", "")
+        sentence = re.split(r"(?<=[.;])\s+(?=[A-Z])", text)[0].rstrip(".;") + "."
+        if "env" in meta:
+            sentence += f" Environment: {meta['env']}."
+        rows.append((f"{toml_key(fld.name)}={_placeholder(type_hints(ProjectSettings)[fld.name])}", sentence))
+    return rows
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -16,6 +16,7 @@ from ..project_tree import mark_build_dir
 from . import flags as flags_mod
 from . import graph, inputs, jobs, pch, pch_cache, scan, toolchain
 from . import launcher as launchers
+from .progress import LOG_NAME
 from .runner import Log, NinjaRun, _stderr, run_ninja
 from .spec import BuildOptions, ExtensionSpec, is_cuda_source
 
@@ -49,14 +50,16 @@ class BuildResult:
         return self.plan.artifacts
 
     def summary(self) -> str:
-        """``2 extensions: 3 compiled, 2 linked, 1 header precompiled in 9.1 s``."""
+        """``2 extensions: 3 compiled, 2 linked, 1 header precompiled in 9.1 s; log: …/build.log``
+        (the log only when this build wrote it: a build with nothing to do keeps the last)."""
         run, count = self.run, len(self.plan.artifacts)
         plural = "s" * (run.precompiled != 1)
         pch = f", {run.precompiled} header{plural} precompiled" if run.precompiled else ""
         cached = f" ({run.cache_hits} from cache)" if run.cache_hits is not None else ""
+        log = f"; log: {run.log_file}" if run.log_file else ""
         return (
             f"{count} extension{'s' * (count != 1)}: {run.compiled} compiled{cached},"
-            f" {run.linked} linked{pch} in {run.seconds:.1f} s"
+            f" {run.linked} linked{pch} in {run.seconds:.1f} s{log}"
         )
 
 
@@ -360,8 +363,10 @@ def run(
     *,
     log: Log = _stderr,
     what: str = "build",
-    slow_notice: tuple[float, str] | None = None,
+    header: str | None = None,
 ) -> NinjaRun:
+    """Run the plan's ninja; the plan's notes, progress and the tools' output go to ``log``
+    (unless ``options.quiet``) and all of it to ``build.log`` in the build directory."""
     env = _tool_env(options)
     if plan.launcher and Path(plan.launcher[0]).name == "ccache":
         env.setdefault("CCACHE_SLOPPINESS", "pch_defines,time_macros,include_file_mtime,include_file_ctime")
@@ -381,8 +386,10 @@ def run(
             log=log,
             env=env,
             what=what,
-            slow_notice=slow_notice,
+            header=header,
+            notes=plan.notes,
             descriptions=plan.descriptions,
+            log_file=plan.build_dir / LOG_NAME,
         )
     if plan.pch_cache_dir is not None and plan.pch_cache:
         pch_cache.evict(plan.pch_cache_dir, options.pch_cache_size)
@@ -399,8 +406,6 @@ def build(
     specs: Sequence[ExtensionSpec], options: BuildOptions, *, log: Log = _stderr
 ) -> BuildResult:
     plan = prepare(specs, options)
-    for note in plan.notes:
-        log(f"pep517_torch: {note}")
     return BuildResult(plan, run(plan, options, log=log))
 
 

@@ -14,7 +14,7 @@ import contextlib
 import os
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import filelock
@@ -42,9 +42,17 @@ def _write_owner(build_dir: Path, what: str) -> None:
     os.replace(tmp, owner)  # a waiter never reads half a line
 
 
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
 @contextlib.contextmanager
-def build_lock(build_dir: Path, what: str, *, notice_after: float = 0.2) -> Iterator[None]:
-    """Hold the build directory's lock; ``what`` says what we build, for whoever waits on us."""
+def build_lock(
+    build_dir: Path, what: str, *, notice_after: float = 0.2, say: Callable[[str], None] = _stderr
+) -> Iterator[None]:
+    """Hold the build directory's lock; ``what`` says what we build, for whoever waits on us.
+
+    A wait is said through ``say`` (the quiet JIT passes a no-op)."""
     try:
         build_dir.mkdir(parents=True, exist_ok=True)
         mark_build_dir(build_dir)  # tagged from its creation: no sdist ever packs it
@@ -55,15 +63,10 @@ def build_lock(build_dir: Path, what: str, *, notice_after: float = 0.2) -> Iter
         lock.acquire(timeout=notice_after)
     except filelock.Timeout:
         whom, theirs = _describe_owner(build_dir, what)
-        print(
-            f"pep517_torch: waiting for {whom}, which is building {theirs} in {build_dir}...",
-            file=sys.stderr,
-            flush=True,
-        )
+        say(f"pep517_torch: waiting for {whom}, which is building {theirs} in {build_dir}...")
         started = time.monotonic()
         lock.acquire()
-        waited = time.monotonic() - started
-        print(f"pep517_torch: lock acquired after {waited:.1f} s", file=sys.stderr, flush=True)
+        say(f"pep517_torch: lock acquired after {time.monotonic() - started:.1f} s")
     except OSError as exc:
         raise ToolchainError(f"cannot lock build directory {build_dir}: {exc}") from None
     try:

@@ -1,31 +1,27 @@
 """Run ninja: progress a person can follow, and the first real error when it fails.
 
-ninja runs in its own session and gets SIGTERM when the Python process that started it dies
-(SIGKILL included); on SIGTERM ninja stops its compilers and deletes their partial outputs, so a
-killed build leaves no orphan compiler writing into a directory that the next build is using.
-Its own session matters: ninja starts each compiler in a process group of its own, so a kill
-of the builder's process group would otherwise kill ninja alone and orphan the compilers.
-Ctrl-C reaches the builder only; it terminates ninja, which stops the compilers the same way.
+How ninja is started and followed (a pseudo-terminal, its own session, the parent-death
+signal) lives in progress.py, which the editable hook shares; this module adds what only the
+compile core knows: descriptions of its outputs, commands for verbose builds, error messages.
 """
 
 from __future__ import annotations
 
-import ctypes
+import json
 import os
 import re
-import signal
+import shlex
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import BuildError
+from . import progress as progress_module
+from .progress import Progress, run_ninja_followed
 
-_STATUS = re.compile(r"^\[(\d+)/(\d+) ([\d.]+)s\] (.*)$")
-NINJA_STATUS = "[%f/%t %es] "
 # Why a tool stopped when the code is not to blame: the cause beats the error it provokes
 # (ld's "final link failed: No space left on device" beats collect2's "ld returned 1").
 _CAUSE = re.compile(
@@ -54,7 +50,8 @@ class NinjaRun:
 
     steps: list[str] = field(default_factory=list)  # descriptions of finished edges
     seconds: float = 0.0
-    output: str = ""
+    output: str = ""  # the tools' own lines and ninja's, without progress lines
+    log_file: Path | None = None  # where all of it was written (None: nothing was done)
     cache_hits: int | None = None  # compiles the compiler cache served (None: no cache)
 
     @property
@@ -68,19 +65,6 @@ class NinjaRun:
     @property
     def precompiled(self) -> int:
         return sum(s.startswith("precompiling ") for s in self.steps)
-
-
-def _die_with(parent: int) -> Callable[[], None]:
-    def parent_death_signal() -> None:  # runs in the child between fork and exec
-        try:
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-        except (OSError, AttributeError):
-            pass
-        if os.getppid() != parent:  # the parent died before prctl: no signal would come
-            os._exit(1)
-
-    return parent_death_signal
 
 
 def first_error(output: str) -> str | None:
@@ -98,7 +82,7 @@ def first_error(output: str) -> str | None:
             if pattern.search(line):
                 context = [line]
                 for follow in lines[index + 1 : index + 4]:
-                    if follow.startswith((" ", "\t")) and not _STATUS.match(follow):
+                    if follow.startswith((" ", "\t")):
                         context.append(follow)
                     else:
                         break
@@ -109,6 +93,26 @@ def first_error(output: str) -> str | None:
 def _failed_targets(output: str) -> list[str]:
     found = re.finditer(r"^FAILED: (?:\[code=\d+\] )?(.+)$", output, re.M)
     return [target for m in found for target in m.group(1).split()]
+
+
+def _verbose_commands(ninja: Path, build_dir: Path, descriptions: Mapping[str, str]) -> dict[str, str]:
+    """Each step's command by its description (``ninja -t compdb``: milliseconds), so that a
+    verbose build shows commands without ``-v``, which would hide when steps start."""
+    try:
+        rules = re.findall(r"^rule (\S+)", (build_dir / "build.ninja").read_text(), re.M)
+        found = subprocess.run(
+            [str(ninja), "-C", str(build_dir), "-t", "compdb", *rules],
+            capture_output=True, text=True, errors="replace", check=True,
+        ).stdout  # fmt: skip
+        entries = json.loads(found)
+    except (OSError, ValueError, subprocess.CalledProcessError):
+        return {}
+    commands = {}
+    for entry in entries:
+        description = descriptions.get(entry.get("output", ""))
+        if description and "command" in entry:
+            commands.setdefault(description, entry["command"])
+    return commands
 
 
 def run_ninja(
@@ -122,86 +126,52 @@ def run_ninja(
     log: Log = _stderr,
     env: dict[str, str] | None = None,
     what: str = "build",
-    slow_notice: tuple[float, str] | None = None,
+    header: str | None = None,
+    notes: Sequence[str] = (),
     descriptions: Mapping[str, str] | None = None,
+    log_file: Path | None = None,
+    heartbeat: float | None = None,
 ) -> NinjaRun:
     """Run ninja in ``build_dir``; raise BuildError with the first compiler error on failure.
 
-    ``slow_notice=(seconds, line)`` prints ``line`` once if the build is still running after
-    ``seconds`` (the JIT's "this will take a while" line).
+    With ``show_progress``, ``log`` gets ``notes``, then ``header`` before the first step, a
+    line when each step starts and when it ends (with its own duration), ``still ...`` lines
+    while one runs past ``heartbeat`` seconds (default: progress.HEARTBEAT_S), and the tools'
+    output; ``verbose`` adds each
+    command. ``log_file`` gets all of it (and the tools' output) whatever is shown, and every
+    BuildError names it.
     """
-    command = [str(ninja), "-C", str(build_dir), "-j", str(jobs), *(["-v"] if verbose else [])]
-    command += list(targets)
-    run_env = dict(os.environ if env is None else env)
-    run_env["NINJA_STATUS"] = NINJA_STATUS
-    result = NinjaRun()
-    captured: list[str] = []
+    command = [str(ninja), "-C", str(build_dir), "-j", str(jobs), *targets]
+    commands = _verbose_commands(ninja, build_dir, descriptions or {}) if verbose else {}
+    progress = Progress(
+        log if show_progress else None,
+        log_path=None if log_file is None else str(log_file),
+        header=header,
+        commands=commands,
+        heartbeat=progress_module.HEARTBEAT_S if heartbeat is None else heartbeat,
+    )
+    progress.note(f"$ {shlex.join(command)}", show=False)
+    for note in notes:
+        progress.note(f"pep517_torch: {note}")
     start = time.perf_counter()
-    timer = None
-    if slow_notice is not None:
-        timer = threading.Timer(slow_notice[0], log, args=(slow_notice[1],))
-        timer.daemon = True
-    in_failure = False
     try:
-        process = subprocess.Popen(
-            command,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env=run_env,
-            start_new_session=True,
-            preexec_fn=_die_with(os.getpid()),
-            text=True,
-            errors="replace",
-        )
+        returncode = run_ninja_followed(command, dict(os.environ if env is None else env), progress)
     except OSError as exc:
         raise BuildError(f"cannot run ninja ({ninja}): {exc}") from None
-    if timer is not None:
-        timer.start()
-    try:
-        assert process.stdout is not None
-        for raw in process.stdout:
-            line = raw.rstrip("\n")
-            captured.append(line)
-            status = _STATUS.match(line)
-            if status:
-                in_failure = False
-                done, total, _, description = status.groups()
-                result.steps.append(description)
-                if show_progress:
-                    elapsed = time.perf_counter() - start
-                    log(f"[{done}/{total}] {description} ({elapsed:.1f} s)")
-                continue
-            if line.startswith("ninja: Entering directory") or line == "ninja: no work to do.":
-                continue
-            if line.startswith("FAILED: "):
-                in_failure = True
-                log(line)
-                continue
-            if show_progress or in_failure or verbose:
-                log(line)
-        returncode = process.wait()
-    except BaseException:
-        process.terminate()  # Ctrl-C: ninja stops its compilers and removes partial outputs
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-        raise
-    finally:
-        if timer is not None:
-            timer.cancel()
-    result.seconds = time.perf_counter() - start
-    result.output = "\n".join(captured)
+    result = NinjaRun(steps=progress.finished, seconds=time.perf_counter() - start,
+                      output="\n".join(progress.output),
+                      log_file=log_file if progress.log_written else None)
     if returncode != 0:
         names = descriptions or {}
         failed = [names.get(target, target) for target in _failed_targets(result.output)]
         error = first_error(result.output)
         message = f"{what}: {', '.join(failed)} failed" if failed else f"{what} failed"
+        if result.log_file is not None:
+            message += f" (full log: {result.log_file})"
         if error:
             message += f":\n{error}"
         else:
-            tail = "\n".join(captured[-20:])
+            tail = "\n".join(progress.output[-20:])
             message += f"; ninja said:\n{tail}"
         raise BuildError(message, output=result.output, first_error=error)
     return result

@@ -4,7 +4,10 @@ Generated from pep517_torch/distribution/_editable_hook.py. It uses the standard
 environment that runs it need not have pep517_torch installed. It maps the project's top-level
 packages and modules to the source tree (nothing else there becomes importable) and, the first
 time one of them is imported in a process, checks the installed torch and brings the compiled
-extensions up to date with ninja. Set PEP517_TORCH_EDITABLE_REBUILD=0 to skip the rebuild.
+extensions up to date with ninja, followed by the compile core's progress module (shipped
+beside this file as ``<this module>_progress.py``): a line as each step starts and ends, a
+heartbeat for long steps, and build.log in the build directory. Set
+PEP517_TORCH_EDITABLE_REBUILD=0 to skip the rebuild.
 """
 
 import _thread
@@ -97,7 +100,6 @@ def check_torch(config):
 
 def rebuild(config):
     import shutil
-    import subprocess
     import time
 
     project, command = config["project"], config["rebuild"]
@@ -116,47 +118,52 @@ def rebuild(config):
     if not os.path.isdir(command["build_dir"]):
         gone = f"the build directory {command['build_dir']} is gone"
         raise ImportError(_failure_message(project, gone))
-    environment = dict(os.environ, NINJA_STATUS="[%f/%t] ")
+    environment = dict(os.environ)
     environment[_REBUILD_VARIABLE] = "0"  # a build step that imports the project must not recurse
     arguments = [ninja, "-C", command["build_dir"], *command["targets"]]
+    follow = _progress_module()
+    log_path = os.path.join(command["build_dir"], follow.LOG_NAME)
+    progress = follow.Progress(
+        _print, log_path=log_path, echo_output=False,
+        header=f"pep517_torch: rebuilding {project} (editable install)...",
+    )  # fmt: skip
+    started = time.monotonic()
     with _lock(command["build_dir"], f"{project} (editable rebuild on import)"):
-        dry_run = subprocess.run(
-            [*arguments[:3], "-n", *arguments[3:]],
-            env=environment, capture_output=True, text=True, errors="replace", check=False,
-        )  # fmt: skip
-        if dry_run.returncode != 0:
-            raise ImportError(_failure_message(project, dry_run.stdout + dry_run.stderr))
-        steps = _step_count(dry_run.stdout)
-        if steps == 0:
-            return
-        _say(f"rebuilding {project} ({steps} steps)...")
-        started = time.monotonic()
-        build = _run_ninja(arguments, environment)
-    if build.returncode != 0:
+        try:
+            returncode = follow.run_ninja_followed(arguments, environment, progress)
+        except OSError as error:
+            raise ImportError(_failure_message(project, f"cannot run {ninja}: {error}")) from None
+    if returncode != 0:
         _say(f"rebuilding {project} failed")
-        raise ImportError(_failure_message(project, build.stdout))
-    _say(f"rebuilt {project} in {time.monotonic() - started:.1f} s")
+        output = "\n".join(progress.output)
+        raise ImportError(_failure_message(project, output, log_path if progress.log_written else None))
+    if progress.finished:
+        _say(f"rebuilt {project} in {time.monotonic() - started:.1f} s (log: {log_path})")
+
+
+def _progress_module():
+    """The compile core's ninja follower (pep517_torch/core/progress.py). The hook must run
+    where pep517_torch is not installed, so the editable wheel ships a copy beside it, as
+    ``<this module>_progress``; imported only when a rebuild runs, nothing at startup."""
+    import importlib
+
+    if CONFIG_JSON is None:  # the template itself, in the package
+        return importlib.import_module("pep517_torch.core.progress")
+    return importlib.import_module(__name__ + "_progress")
+
+
+def _print(line):
+    print(line, file=sys.stderr, flush=True)
 
 
 def _say(message):
-    print(f"pep517_torch: {message}", file=sys.stderr, flush=True)
+    _print(f"pep517_torch: {message}")
 
 
-def _step_count(ninja_output):
-    """The number of steps a ``ninja -n`` run lists; 0 for "ninja: no work to do"."""
-    if "ninja: no work to do" in ninja_output:
-        return 0
-    totals = [
-        line[1:].split("]")[0].split("/")[-1]
-        for line in ninja_output.splitlines()
-        if line.startswith("[")
-    ]
-    return max((int(total) for total in totals if total.isdigit()), default=0)
-
-
-def _failure_message(project, output):
+def _failure_message(project, output, log_path=None):
+    log = f" (full log: {log_path})" if log_path else ""
     return (
-        f"pep517_torch: rebuilding {project} (editable install) failed:\n{output.rstrip()}\n"
+        f"pep517_torch: rebuilding {project} (editable install) failed{log}:\n{output.rstrip()}\n"
         "Fix the error and import again, or reinstall: `pip install -e . --no-build-isolation`."
     )
 
@@ -203,38 +210,6 @@ class _lock:
     def __exit__(self, *exc_info):
         if self.file is not None:
             self.file.close()  # closing releases the lock
-
-
-def _run_ninja(arguments, environment):
-    """Run ninja in a session of its own that ends with this process (as the backend's runner
-    does): a kill of this process group must not leave ninja's compilers running."""
-    import subprocess
-
-    parent = os.getpid()
-
-    def die_with_parent():
-        try:
-            import ctypes
-            import signal
-
-            ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG (Linux)
-        except (OSError, AttributeError):
-            pass
-        if os.getppid() != parent:
-            os._exit(1)
-
-    process = subprocess.Popen(
-        arguments, env=environment, stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
-        start_new_session=True, preexec_fn=die_with_parent,
-    )  # fmt: skip
-    try:
-        output = process.communicate()[0]
-    except BaseException:  # Ctrl-C reaches this process only: ninja stops its compilers on SIGTERM
-        process.terminate()
-        process.wait()
-        raise
-    return subprocess.CompletedProcess(arguments, process.returncode, output)
 
 
 def link_artifacts(artifacts):

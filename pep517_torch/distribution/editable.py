@@ -15,6 +15,7 @@ from pathlib import Path
 from packaging.utils import canonicalize_name
 
 _TEMPLATE = Path(__file__).with_name("_editable_hook.py")
+PROGRESS_SUFFIX = "_progress"  # the hook imports <its own name>_progress (see the template)
 _PLACEHOLDER = (
     "CONFIG_JSON = None  # editable_members() replaces this line with the project's parameters\n"
 )
@@ -22,11 +23,14 @@ _PLACEHOLDER = (
 
 @dataclass(frozen=True)
 class RebuildCommand:
-    """How the hook brings the build up to date: ``ninja -C build_dir targets...``."""
+    """How the hook brings the build up to date: ``ninja -C build_dir targets...``, run and
+    followed by ``progress_source``, a standard-library module shipped beside the hook (the
+    compile core's own, so that progress and logs read alike in every face)."""
 
     ninja: Path
     build_dir: Path
     targets: tuple[str, ...]
+    progress_source: str
 
 
 def hook_module_name(project_name: str) -> str:
@@ -74,7 +78,10 @@ def editable_members(
         raise AssertionError(f"{_TEMPLATE} lost its placeholder line")
     source = template.replace(_PLACEHOLDER, f"CONFIG_JSON = r'''\n{blob}\n'''\n")
     module = hook_module_name(project_name)
-    return [
+    members = [
         (f"{module}.pth", f"import {module}\n".encode()),
         (f"{module}.py", source.encode("utf-8")),
     ]
+    if rebuild is not None:  # imported only when a rebuild runs: nothing more at startup
+        members.append((f"{module}{PROGRESS_SUFFIX}.py", rebuild.progress_source.encode("utf-8")))
+    return members

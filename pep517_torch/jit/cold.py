@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from ..core import build as core_build
@@ -39,14 +37,19 @@ def _spec(request: Mapping[str, object], target: str) -> ExtensionSpec:
     )
 
 
-def _count_work(plan: core_build.BuildPlan) -> int:
-    """How many files ninja will compile (a dry run: milliseconds)."""
-    result = subprocess.run(
-        [str(plan.ninja), "-C", str(plan.build_dir), "-n"],
-        capture_output=True, text=True, errors="replace", check=False,
-        env={**os.environ, "NINJA_STATUS": "[%f/%t] "},
-    )
-    return sum(" compiling " in line for line in result.stdout.splitlines())
+def _say(verbose: bool) -> Callable[[str], None] | None:
+    """stderr when someone may be watching: ``verbose=True`` or a terminal. Otherwise the JIT
+    is silent, as torch's ``load()`` is (libraries call it in their import path); build.log in
+    the build directory has everything."""
+    try:
+        watched = verbose or bool(sys.stderr and sys.stderr.isatty())
+    except (AttributeError, ValueError):  # a replaced or closed stderr
+        watched = verbose
+    return _stderr if watched else None
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
 def build(
@@ -61,43 +64,40 @@ def build(
     env: Mapping[str, str],
 ) -> None:
     spec = _spec(request, target)
+    say = _say(verbose)
     options = BuildOptions(
         build_dir=build_dir,
         verbose=verbose,
-        quiet=not verbose,
+        quiet=say is None,
         env=dict(env),
         output_dir=build_dir,
         pch=pch,
         pch_eager=True,  # the next extension with the same flags finds it ready
         **environment_options(env),  # MAX_JOBS etc. mean here what they mean for wheels
     )
-    with build_lock(build_dir, f"'{target}'"):
+    with build_lock(build_dir, f"'{target}'", say=say or (lambda line: None)):
         if stamp.is_fresh(stamp_file, key, artifact_path(build_dir, target, spec.kind.value)):
             return  # another process built it while we waited
         stamp.invalidate(stamp_file)
-        _build(spec, options, key, stamp_file)
+        _build(spec, options, key, stamp_file, say)
 
 
-def _build(spec: ExtensionSpec, options: BuildOptions, key: str, stamp_file: Path) -> None:
+def _build(
+    spec: ExtensionSpec, options: BuildOptions, key: str, stamp_file: Path,
+    say: Callable[[str], None] | None,
+) -> None:  # fmt: skip
     plan = core_build.prepare([spec], options)
-    for note in plan.notes:
-        print(f"pep517_torch: {note}", file=sys.stderr)
-    files = 0 if options.verbose else _count_work(plan)
-    plural = "s" if files != 1 else ""
-    notice = (1.0, f"pep517_torch: building extension '{spec.name}' ({files} file{plural})...")
     started = time.perf_counter()
     run = core_build.run(
-        plan, options, what=f"Error building extension '{spec.name}'",
-        slow_notice=notice if files else None,
+        plan, options, log=say or _stderr, what=f"Error building extension '{spec.name}'",
+        header=f"pep517_torch: building extension '{spec.name}'...",
     )
     elapsed = time.perf_counter() - started
     recorded = core_inputs.recorded_inputs(plan.build_dir)  # sources and project headers
     mine = (paths for obj, paths in recorded.items() if obj.startswith(f"obj/{spec.name}/"))
     stamp.write(stamp_file, key, [*spec.sources, *(p for paths in mine for p in paths)])
-    if elapsed > 1.0 and not options.verbose:
+    if say is not None and run.steps:
         extra = f", {run.precompiled} header precompiled" if run.precompiled else ""
-        print(
-            f"pep517_torch: built '{spec.name}' in {elapsed:.1f} s:"
-            f" {run.compiled} compiled, {run.linked} linked{extra}",
-            file=sys.stderr,
-        )
+        log = f" (log: {run.log_file})" if run.log_file else ""
+        say(f"pep517_torch: built '{spec.name}' in {elapsed:.1f} s: {run.compiled} compiled,"
+            f" {run.linked} linked{extra}{log}")

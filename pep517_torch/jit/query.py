@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import logging
 import os
-from typing import Any
+import re
+from typing import TYPE_CHECKING
 
 from ..core import toolchain
 from ..errors import ToolchainError
 
+if TYPE_CHECKING:
+    from torch.torch_version import TorchVersion
+
 MINIMUM_VERSIONS = {"gcc": (9,), "clang": (10,)}
+logger = logging.getLogger(__name__)  # torch logs these warnings too (it does not warnings.warn)
 
 
 def _wants_cuda(device_type: str, cuda: bool | None) -> bool:
@@ -52,18 +58,44 @@ def library_paths(
     return paths
 
 
-def get_compiler_abi_compatibility_and_version(compiler: str) -> tuple[bool, Any]:
-    """(compatible, version) for ``compiler``; a missing compiler is an error, not a warning.
+def _binary_torch(version: str) -> bool:
+    """torch's own test: a source build has a version like ``2.13.0a0+git1234``."""
+    return re.match(r"\d+\.\d+\.\d+\w+\+\w+", version) is None
 
-    torch 2.x ships C++11-ABI binaries built with gcc, so any gcc ≥ 9 or clang ≥ 10 that can
-    compile C++17/20 is compatible; ccache/sccache wrappers are looked through.
+
+def get_compiler_abi_compatibility_and_version(compiler: str) -> tuple[bool, TorchVersion]:
+    """(compatible, version) for ``compiler``, as torch answers it: ``(False,
+    TorchVersion('0.0.0'))`` and a logged warning for a compiler that is missing, will not run,
+    or is neither gcc nor clang; ``(True, TorchVersion('0.0.0'))`` for a torch built from
+    source or with TORCH_DONT_CHECK_COMPILER_ABI set.
+
+    torch 2.x ships C++11-ABI binaries built with gcc and needs C++17/20, so gcc >= 9 and
+    clang >= 10 are compatible (torch says gcc >= 5); ccache/sccache wrappers are looked through.
     """
+    import torch
     from torch.torch_version import TorchVersion
 
-    found = toolchain.find_compiler({**os.environ, "CXX": compiler})
+    if not _binary_torch(torch.version.__version__):
+        return True, TorchVersion("0.0.0")
+    if os.environ.get("TORCH_DONT_CHECK_COMPILER_ABI") in ("ON", "1", "YES", "TRUE", "Y"):
+        return True, TorchVersion("0.0.0")
+    try:
+        found = toolchain.find_compiler({**os.environ, "CXX": compiler})
+    except ToolchainError as exc:
+        logger.warning("cannot check the ABI compatibility of %s with torch: %s", compiler, exc)
+        return False, TorchVersion("0.0.0")
     minimum = MINIMUM_VERSIONS.get(found.family)
-    compatible = minimum is not None and found.version >= minimum
-    return compatible, TorchVersion(found.version_text)
+    if minimum is None:
+        logger.warning("%s is neither gcc nor clang: it may be ABI-incompatible with torch,"
+                       " which was built with gcc", compiler)
+        return False, TorchVersion("0.0.0")
+    version = TorchVersion(found.version_text)
+    if found.version < minimum:
+        wanted = ".".join(map(str, minimum))
+        logger.warning("%s %s may be ABI-incompatible with torch: use %s >= %s",
+                       compiler, version, found.family, wanted)
+        return False, version
+    return True, version
 
 
 def verify_ninja_availability() -> None:

@@ -20,7 +20,9 @@ from pathlib import Path
 
 from ..core.identity import compiler_identity
 
-ENV_KEYS = ("CXX", "CC", "CUDA_HOME", "CUDA_PATH", "TORCH_CUDA_ARCH_LIST", "MAX_JOBS")
+# Variables that change what is built. MAX_JOBS is not one: it only says how many compilers
+# run at once, so it is read (and checked) only when something compiles.
+ENV_KEYS = ("CXX", "CC", "CUDA_HOME", "CUDA_PATH", "TORCH_CUDA_ARCH_LIST")
 STAMP_VERSION = 2
 
 

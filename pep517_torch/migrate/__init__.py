@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config.pyproject import tomllib
+from ..cli import PROG
 from ..errors import MigrateError
 
 __all__ = ["MigrateError", "Migration", "main", "migrate", "write"]
@@ -128,7 +129,7 @@ def write(migration: Migration, *, force: bool = False) -> Path:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m pep517_torch migrate",
+        prog=f"{PROG} migrate",
         description="Convert a torch extension's setup.py into pyproject.toml tables for"
         " pep517_torch. setup.py runs with setup() intercepted: nothing is built.",
     )

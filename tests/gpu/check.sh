@@ -111,7 +111,7 @@ started=$(now)
 if (cd "$WORK" && "$PY" -m pip wheel -v --no-build-isolation --no-deps -w "$WORK/dist" \
         "$WORK/cuda") >"$WORK/wheel.log" 2>&1; then
     build_s=$(elapsed "$started")
-    grep -E 'pep517_torch:|\] (compiling|linking)' "$WORK/wheel.log" | sed 's/^ *//'
+    grep -E 'pep517_torch:|\] (compiling|linking).*: done' "$WORK/wheel.log" | sed 's/^ *//'
     record PASS "wheel build" "${build_s} s wall, pip included"
 else
     grep -E 'pep517_torch|error' "$WORK/wheel.log" | tail -n 30
@@ -132,7 +132,7 @@ fi
 started=$(now)
 (cd "$WORK" && "$PY" -m pip wheel -v --no-build-isolation --no-deps -w "$WORK/dist" "$WORK/cuda") \
     >"$WORK/rebuild.log" 2>&1
-say "no-op rebuild: $(elapsed "$started") s ($(grep -c '\] compiling' "$WORK/rebuild.log") compiled)"
+say "no-op rebuild: $(elapsed "$started") s ($(grep -c '\] compiling.*: done' "$WORK/rebuild.log") compiled)"
 
 run_kernels() {  # run_kernels STEP ARGS...: check_kernels.py with the venv's python
     local step=$1
