@@ -187,7 +187,7 @@ def _project(path: Path) -> Check:
 
 
 def run_checks(path: Path) -> int:
-    from . import __version__
+    from ._version import __version__
 
     print(f"pep517_torch {__version__} on Python {sys.version.split()[0]} ({sys.executable})")
     checks: list[Check] = [
