@@ -69,18 +69,18 @@ def test_ninja_accepts_a_graph_of_hostile_paths(tmp_path: Path) -> None:
     assert plan.ninja_file.stat().st_mtime_ns == before
 
 
-def toolchain_for(tmp_path: Path) -> flags.Toolchain:
+def tools_for(tmp_path: Path) -> flags.ResolvedTools:
     from pep517_torch.core.toolchain import Compiler
 
     compiler = Compiler(("/usr/bin/c++",), Path("/usr/bin/g++"), "gcc", (12, 2, 0), None)
-    return flags.Toolchain(compiler, find_torch(), tmp_path / "python-include")
+    return flags.ResolvedTools(compiler, find_torch(), tmp_path / "python-include")
 
 
 def test_flags_user_std_replaces_ours_and_user_flags_come_last(tmp_path: Path) -> None:
     source = make_sources(tmp_path, ["a.cpp"])
     spec = ExtensionSpec("m", tuple(source), extra_cflags=("-std=c++17", "-O1"),
                          build_type=BuildType.RELEASE)
-    computed = flags.compute(spec, toolchain_for(tmp_path), source_root=tmp_path)
+    computed = flags.compute(spec, tools_for(tmp_path), source_root=tmp_path)
     assert "-std=c++20" not in computed.cxx and computed.cxx[-2:] == ("-std=c++17", "-O1")
     assert computed.cxx.index("-O3") < computed.cxx.index("-O1")
     assert "-DTORCH_EXTENSION_NAME=m" in computed.cxx
@@ -90,19 +90,19 @@ def test_flags_user_std_replaces_ours_and_user_flags_come_last(tmp_path: Path) -
 def test_flags_limited_api_defines_once_and_drops_torch_python(tmp_path: Path) -> None:
     source = make_sources(tmp_path, ["a.cpp"])
     spec = ExtensionSpec("m", tuple(source), py_limited_api="cp310")
-    computed = flags.compute(spec, toolchain_for(tmp_path), source_root=tmp_path)
+    computed = flags.compute(spec, tools_for(tmp_path), source_root=tmp_path)
     assert [f for f in computed.cxx if "Py_LIMITED_API" in f] == ["-DPy_LIMITED_API=0x030A0000"]
     assert "-ltorch_python" not in computed.ld
     user = ExtensionSpec("m", tuple(source), py_limited_api="cp310",
                          define_macros=(("Py_LIMITED_API", "0x030A0000"),))
-    computed = flags.compute(user, toolchain_for(tmp_path), source_root=tmp_path)
+    computed = flags.compute(user, tools_for(tmp_path), source_root=tmp_path)
     assert len([f for f in computed.cxx if "Py_LIMITED_API" in f]) == 1
 
 
 def test_executables_link_torch_with_rpath_and_no_python(tmp_path: Path) -> None:
     source = make_sources(tmp_path, ["main.cpp"])
     spec = ExtensionSpec("tool", tuple(source), kind=Kind.EXECUTABLE)
-    computed = flags.compute(spec, toolchain_for(tmp_path), source_root=tmp_path)
+    computed = flags.compute(spec, tools_for(tmp_path), source_root=tmp_path)
     assert "-shared" not in computed.ld and "-ltorch_python" not in computed.ld
     assert any(f.startswith("-Wl,-rpath,") for f in computed.ld)
     assert not any("TORCH_EXTENSION_NAME" in f for f in computed.cxx)

@@ -683,7 +683,7 @@ def test_cu_source_with_cuda_disabled(tmp_path: Path) -> None:
 # ------------------------------------------------------------ flags: one argument at a time
 
 
-def toolchain_for(torch: toolchain.TorchInstall, **changes: object) -> flags.Toolchain:
+def tools_for(torch: toolchain.TorchInstall, **changes: object) -> flags.ResolvedTools:
     compiler = toolchain.find_compiler(os.environ)
     arguments: dict[str, object] = dict(
         compiler=compiler,
@@ -694,7 +694,7 @@ def toolchain_for(torch: toolchain.TorchInstall, **changes: object) -> flags.Too
         host_compiler_for_nvcc="/opt/gcc-12/bin/gcc",
     )
     arguments.update(changes)
-    return flags.Toolchain(**arguments)  # type: ignore[arg-type]
+    return flags.ResolvedTools(**arguments)  # type: ignore[arg-type]
 
 
 def test_nvcc_flags_torch_defaults_host_compiler_and_per_language_flags(tmp_path: Path) -> None:
@@ -705,7 +705,7 @@ def test_nvcc_flags_torch_defaults_host_compiler_and_per_language_flags(tmp_path
         extra_cuda_cflags=("-DONLY_NVCC", "--use_fast_math"),
     )
     arch_flags = ("-gencode=arch=compute_80,code=sm_80",)
-    out = flags.compute(spec, toolchain_for(torch), source_root=None, arch_flags=arch_flags)
+    out = flags.compute(spec, tools_for(torch), source_root=None, arch_flags=arch_flags)
     nvcc, cxx = list(out.nvcc), list(out.cxx)
     assert nvcc[:2] == ["-ccbin", "/opt/gcc-12/bin/gcc"]
     for flag in (*flags.TORCH_NVCC_FLAGS, "-Xcompiler=-fPIC", *arch_flags, "-std=c++20"):
@@ -718,19 +718,19 @@ def test_nvcc_flags_torch_defaults_host_compiler_and_per_language_flags(tmp_path
     assert nvcc.index("/cuda/include") < nvcc.index("/wheels/nvidia/cu13/include")
     # A user -std replaces ours for nvcc only; no CC: nvcc picks its own host compiler.
     spec17 = fixture_spec(FIXTURE, extra_cuda_cflags=("-std=c++17",))
-    out = flags.compute(spec17, toolchain_for(torch, host_compiler_for_nvcc=None), source_root=None)
+    out = flags.compute(spec17, tools_for(torch, host_compiler_for_nvcc=None), source_root=None)
     assert "-std=c++20" not in out.nvcc and "-std=c++20" in out.cxx and "-ccbin" not in out.nvcc
 
 
 def test_link_flags_cpu_and_cuda_torch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     spec = fixture_spec(FIXTURE)
     cpu = toolchain.TorchInstall(tmp_path / "cpu", "2.13.0+cpu", None, None)
-    ld = list(flags.compute(spec, toolchain_for(cpu), source_root=None).ld)
+    ld = list(flags.compute(spec, tools_for(cpu), source_root=None).ld)
     assert "-lc10_cuda" not in ld and "-ltorch_cuda" not in ld
     assert ld[ld.index("-L/cuda/lib64") + 1] == "-lcudart"
     cu = fake_torch(monkeypatch, tmp_path / "cu", "2.13.0+cu130", "13.0", cuda_runtime=True)
     assert cu.has_cuda_runtime
-    ld = list(flags.compute(spec, toolchain_for(cu), source_root=None).ld)
+    ld = list(flags.compute(spec, tools_for(cu), source_root=None).ld)
     torch_libs = [f for f in ld if f.startswith("-l") and f != "-lcudart"]
     assert torch_libs == [
         "-lc10",
@@ -743,7 +743,7 @@ def test_link_flags_cpu_and_cuda_torch(tmp_path: Path, monkeypatch: pytest.Monke
     assert "-lcudart" in ld
     # A C++-only extension never links CUDA, whatever torch is.
     plain = ExtensionSpec("plain", (FIXTURE / "csrc" / "module.cpp",))
-    ld = flags.compute(plain, toolchain_for(cu), source_root=None).ld
+    ld = flags.compute(plain, tools_for(cu), source_root=None).ld
     assert not {"-lc10_cuda", "-ltorch_cuda", "-lcudart", "-L/cuda/lib64"} & set(ld)
     # The nvidia-cuda-runtime wheel ships libcudart.so.13 only.
     (tmp_path / "wheel_lib").mkdir()
