@@ -10,28 +10,22 @@ from pathlib import Path
 from ..core import build as core_build
 from ..core import inputs as core_inputs
 from ..core.lock import build_lock
-from ..core.spec import BuildOptions, ExtensionSpec, Kind
+from ..core.spec import BuildOptions, ExtensionSpec
 from ..config.settings import environment_options
 from . import stamp
-from .api import artifact_path
+from .request import JitRequest
 
 
-def _spec(request: Mapping[str, object], target: str) -> ExtensionSpec:
-    def paths(key: str) -> tuple[Path, ...]:
-        return tuple(Path(p) for p in request[key])  # type: ignore[attr-defined]
-
-    def strings(key: str) -> tuple[str, ...]:
-        return tuple(request[key])  # type: ignore[arg-type]
-
+def _spec(request: JitRequest, target: str) -> ExtensionSpec:
     return ExtensionSpec(
         name=target,
-        sources=paths("sources"),
-        include_dirs=paths("include_dirs"),
-        extra_cflags=strings("cflags"),
-        extra_cuda_cflags=strings("cuda_cflags"),
-        extra_ldflags=strings("ldflags"),
-        with_cuda=request["with_cuda"],  # type: ignore[arg-type]
-        kind=Kind(request["kind"]),
+        sources=tuple(map(Path, request.sources)),
+        include_dirs=tuple(map(Path, request.include_dirs)),
+        extra_cflags=request.cflags,
+        extra_cuda_cflags=request.cuda_cflags,
+        extra_ldflags=request.ldflags,
+        with_cuda=request.with_cuda,
+        kind=request.kind,
         python_abi_suffix=False,
         keys=(("extra_cuda_cflags", "extra_cuda_cflags"),),
     )
@@ -53,7 +47,7 @@ def _stderr(line: str) -> None:
 
 
 def build(
-    request: Mapping[str, object],
+    request: JitRequest,
     target: str,
     build_dir: Path,
     key: str,
@@ -76,7 +70,7 @@ def build(
         **environment_options(env),  # MAX_JOBS etc. mean here what they mean for wheels
     )
     with build_lock(build_dir, f"'{target}'", say=say or (lambda line: None)):
-        if stamp.is_fresh(stamp_file, key, artifact_path(build_dir, target, spec.kind.value)):
+        if stamp.is_fresh(stamp_file, key, request.artifact(build_dir, target)):
             return  # another process built it while we waited
         stamp.invalidate(stamp_file)
         _build(spec, options, key, stamp_file, say)

@@ -9,8 +9,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from ..core.ninja_syntax import unwritable_character
+from ..core.spec import CUDA_HEADER_SUFFIXES, SOURCE_SUFFIXES, Kind
 from ..errors import ConfigError
-from .api import extensions_root, jit_load
+from .request import JitRequest
+from .warm import extensions_root, jit_load
 
 _CXX_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 CXX_KEYWORDS = frozenset("""
@@ -23,10 +25,9 @@ CXX_KEYWORDS = frozenset("""
     thread_local throw true try typedef typeid typename union unsigned using virtual void
     volatile wchar_t while xor xor_eq
 """.split())
-SOURCE_SUFFIXES = (".cpp", ".cc", ".cxx", ".c++", ".cp", ".C", ".c", ".cu")
 # torch accepts headers among the sources (a .cuh even turns CUDA on); they are not compiled,
 # and ninja's depfiles track them like any other included header.
-HEADER_SUFFIXES = (".h", ".hh", ".hpp", ".hxx", ".cuh", ".inl")
+HEADER_SUFFIXES = frozenset({".h", ".hh", ".hpp", ".hxx", ".inl"}) | CUDA_HEADER_SUFFIXES
 
 
 def _one_line(values: Iterable[str], argument: str) -> None:
@@ -37,10 +38,10 @@ def _one_line(values: Iterable[str], argument: str) -> None:
             raise ConfigError(f"{value!r} contains {problem}: it cannot reach a command line", argument)
 
 
-def _split_flags(flags: Sequence[str] | None, what: str) -> list[str]:
+def _split_flags(flags: Sequence[str] | None, what: str) -> tuple[str, ...]:
     """torch joins flag strings with spaces for a shell; we split them the same way, safely."""
     if not flags:
-        return []
+        return ()
     import shlex  # only when there are flags: the warm path of a flag-less load() stays light
 
     out: list[str] = []
@@ -50,11 +51,11 @@ def _split_flags(flags: Sequence[str] | None, what: str) -> list[str]:
         except ValueError as exc:
             raise ConfigError(f"cannot parse flag {flag!r}: {exc}", what) from None
     _one_line(out, what)
-    return out
+    return tuple(out)
 
 
-def _include_dirs(paths: Sequence[str] | None) -> list[str]:
-    dirs = [os.path.abspath(os.path.expanduser(p)) for p in paths or ()]
+def _include_dirs(paths: Sequence[str] | None) -> tuple[str, ...]:
+    dirs = tuple(os.path.abspath(os.path.expanduser(p)) for p in paths or ())
     _one_line(dirs, "extra_include_paths")
     return dirs
 
@@ -93,7 +94,7 @@ def _refuse_sycl(sources: object, flags: object, with_sycl: bool | None) -> None
         raise ConfigError("SYCL extensions are not supported by pep517_torch", "with_sycl")
 
 
-def _kind(is_python_module: bool, is_standalone: bool) -> str:
+def _kind(is_python_module: bool, is_standalone: bool) -> Kind:
     if is_python_module and is_standalone:
         raise ConfigError(
             "is_python_module=True and is_standalone=True are mutually exclusive: a standalone"
@@ -101,8 +102,8 @@ def _kind(is_python_module: bool, is_standalone: bool) -> str:
             "is_standalone",
         )
     if is_standalone:
-        return "executable"
-    return "module" if is_python_module else "library"
+        return Kind.EXECUTABLE
+    return Kind.MODULE if is_python_module else Kind.LIBRARY
 
 
 def load(
@@ -145,27 +146,28 @@ def load(
         _one_line([path], "sources")
         if not os.path.isfile(path):
             raise ConfigError(f"source file {source} does not exist", "sources")
-        if path.endswith(HEADER_SUFFIXES):
+        suffix = os.path.splitext(path)[1]
+        if suffix in HEADER_SUFFIXES:
             headers.append(path)
             continue
-        if not path.endswith(SOURCE_SUFFIXES):
-            known = ", ".join(SOURCE_SUFFIXES + HEADER_SUFFIXES)
+        if suffix not in SOURCE_SUFFIXES:
+            known = ", ".join(sorted(SOURCE_SUFFIXES | HEADER_SUFFIXES))
             raise ConfigError(f"{source}: unknown source suffix (expected one of {known})", "sources")
         paths.append(path)
     if not paths:
         raise ConfigError(f"extension {name!r}: sources holds only headers", "sources")
-    if with_cuda is None and any(h.endswith(".cuh") for h in headers):
+    if with_cuda is None and any(os.path.splitext(h)[1] in CUDA_HEADER_SUFFIXES for h in headers):
         with_cuda = True
-    request = {
-        "name": name,
-        "sources": paths,
-        "include_dirs": _include_dirs(extra_include_paths),
-        "cflags": _split_flags(extra_cflags, "extra_cflags"),
-        "cuda_cflags": _split_flags(extra_cuda_cflags, "extra_cuda_cflags"),
-        "ldflags": _split_flags(extra_ldflags, "extra_ldflags"),
-        "with_cuda": with_cuda,
-        "kind": kind,
-    }
+    request = JitRequest(
+        name=name,
+        sources=tuple(paths),
+        include_dirs=_include_dirs(extra_include_paths),
+        cflags=_split_flags(extra_cflags, "extra_cflags"),
+        cuda_cflags=_split_flags(extra_cuda_cflags, "extra_cuda_cflags"),
+        ldflags=_split_flags(extra_ldflags, "extra_ldflags"),
+        with_cuda=with_cuda,
+        kind=kind,
+    )
     return jit_load(request, _build_directory(name, build_directory), verbose=verbose, pch=use_pch)
 
 

@@ -17,8 +17,13 @@ import os
 import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from .._version import __version__
 from ..core.identity import compiler_identity
+
+if TYPE_CHECKING:
+    from .request import JitRequest
 
 # Variables that change what is built. MAX_JOBS is not one: it only says how many compilers
 # run at once, so it is read (and checked) only when something compiles.
@@ -26,12 +31,10 @@ ENV_KEYS = ("CXX", "CC", "CUDA_HOME", "CUDA_PATH", "TORCH_CUDA_ARCH_LIST")
 STAMP_VERSION = 2
 
 
-def fingerprint(request: Mapping[str, object], env: Mapping[str, str], *extra: str) -> str:
+def fingerprint(request: JitRequest, env: Mapping[str, str], *extra: str) -> str:
     """A hex digest of all non-file inputs of a JIT build."""
-    from .. import __version__
-
     parts = [
-        json.dumps(request, sort_keys=True),
+        request.canonical(),
         repr([(k, env.get(k)) for k in ENV_KEYS]),
         repr(compiler_identity(env)),
         sys.version,
