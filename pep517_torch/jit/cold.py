@@ -10,7 +10,7 @@ from pathlib import Path
 from ..core import build as core_build
 from ..core import inputs as core_inputs
 from ..core.lock import build_lock
-from ..core.spec import BuildOptions, ExtensionSpec
+from ..core.spec import BuildOptions, ExtensionSpec, Kind
 from ..config.settings import environment_options
 from . import stamp
 from .request import JitRequest
@@ -25,7 +25,7 @@ def _spec(request: JitRequest, target: str) -> ExtensionSpec:
         extra_cuda_cflags=request.cuda_cflags,
         extra_ldflags=request.ldflags,
         with_cuda=request.with_cuda,
-        kind=request.kind,
+        kind=Kind(request.kind),
         python_abi_suffix=False,
         keys=(("extra_cuda_cflags", "extra_cuda_cflags"),),
     )

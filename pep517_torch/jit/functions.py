@@ -9,9 +9,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from ..core.ninja_syntax import unwritable_character
-from ..core.spec import CUDA_HEADER_SUFFIXES, SOURCE_SUFFIXES, Kind
+from ..core.suffixes import CUDA_HEADER_SUFFIXES, SOURCE_SUFFIXES
 from ..errors import ConfigError
-from .request import JitRequest
+from .request import ArtifactKind, JitRequest
 from .warm import extensions_root, jit_load
 
 _CXX_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -94,7 +94,7 @@ def _refuse_sycl(sources: object, flags: object, with_sycl: bool | None) -> None
         raise ConfigError("SYCL extensions are not supported by pep517_torch", "with_sycl")
 
 
-def _kind(is_python_module: bool, is_standalone: bool) -> Kind:
+def _kind(is_python_module: bool, is_standalone: bool) -> ArtifactKind:
     if is_python_module and is_standalone:
         raise ConfigError(
             "is_python_module=True and is_standalone=True are mutually exclusive: a standalone"
@@ -102,8 +102,8 @@ def _kind(is_python_module: bool, is_standalone: bool) -> Kind:
             "is_standalone",
         )
     if is_standalone:
-        return Kind.EXECUTABLE
-    return Kind.MODULE if is_python_module else Kind.LIBRARY
+        return "executable"
+    return "module" if is_python_module else "library"
 
 
 def load(

@@ -1,14 +1,15 @@
 """What one ``load()`` asks for: ``functions.py`` builds it, ``warm.py`` keys and stamps it,
-``cold.py`` turns it into an ExtensionSpec. On the warm path: standard library and the light
-``core.spec`` only."""
+``cold.py`` turns it into an ExtensionSpec. On the warm path, so standard library only (the
+kind is ``core.spec.Kind``'s value, not the enum: ``core.spec`` stays off the warm path)."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
-from ..core.spec import Kind
+ArtifactKind = Literal["module", "library", "executable"]  # core.spec.Kind's values
 
 
 @dataclass(frozen=True)
@@ -22,14 +23,14 @@ class JitRequest:
     cuda_cflags: tuple[str, ...] = ()
     ldflags: tuple[str, ...] = ()
     with_cuda: bool | None = None
-    kind: Kind = Kind.MODULE
+    kind: ArtifactKind = "module"
 
     def canonical(self) -> str:
         """Every field as sorted JSON: the request's part of the stamp's key, the same in
         every process and Python version."""
         fields = {name: getattr(self, name) for name in self.__dataclass_fields__}
-        return json.dumps({**fields, "kind": self.kind.value}, sort_keys=True)
+        return json.dumps(fields, sort_keys=True)
 
     def artifact(self, build_dir: Path, target: str) -> Path:
         """Where the build of ``target`` (``name`` or ``name_v1``...) lands."""
-        return build_dir / (target if self.kind is Kind.EXECUTABLE else f"{target}.so")
+        return build_dir / (target if self.kind == "executable" else f"{target}.so")

@@ -16,9 +16,8 @@ from pathlib import Path
 from types import ModuleType
 
 from ..core.identity import torch_flavour
-from ..core.spec import Kind
 from . import stamp
-from .request import JitRequest
+from .request import ArtifactKind, JitRequest
 
 # (name, key) -> (target, what load() returned); name -> the last version handed out.
 _loaded: dict[tuple[str, str], tuple[str, object]] = {}
@@ -50,10 +49,10 @@ def use_pch(requested: bool | None, env: Mapping[str, str]) -> bool:
     return env.get("PEP517_TORCH_PCH", "1").lower() not in ("0", "false", "no", "off")
 
 
-def _import(kind: Kind, module_name: str, artifact: Path) -> object:
-    if kind is Kind.EXECUTABLE:
+def _import(kind: ArtifactKind, module_name: str, artifact: Path) -> object:
+    if kind == "executable":
         return str(artifact)
-    if kind is Kind.LIBRARY:
+    if kind == "library":
         _torch().ops.load_library(str(artifact))
         return str(artifact)
     loader = importlib.machinery.ExtensionFileLoader(module_name, str(artifact))
