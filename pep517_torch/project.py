@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from packaging.requirements import Requirement
 
-from . import config
+from . import config, limited_api
 from .core import toolchain
 from .core.graph import artifact_name
 from .core.spec import ExtensionSpec, Kind
@@ -143,7 +143,7 @@ def _wheel_tag(specs: tuple[ExtensionSpec, ...]) -> str:
         return tags.wheel_tag(False)
     minimums = [s.py_limited_api for s in specs]
     if all(minimums):
-        return tags.wheel_tag(True, max(minimums, key=lambda tag: int(tag[3:])))  # type: ignore[arg-type]
+        return tags.wheel_tag(True, limited_api.newest(minimums))  # type: ignore[arg-type]
     return tags.wheel_tag(True)
 
 

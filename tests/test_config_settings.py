@@ -182,14 +182,20 @@ def test_config_settings_none_and_repeated_lists(root: Path) -> None:
 
 def test_environment_options_for_the_faces_without_a_pyproject() -> None:
     """The JIT and setup.py read the same variables as wheel builds, through one function."""
-    from pep517_torch.config.settings import environment_options
+    from pep517_torch.config.layers import environment_options
 
     env = {"MAX_JOBS": "3", "TORCH_CUDA_ARCH_LIST": "8.0", "PEP517_TORCH_COMPILER_LAUNCHER": "distcc",
            "PEP517_TORCH_PCH_CACHE_SIZE": "1.5G"}
+    keys = (("cuda_arch_list", "TORCH_CUDA_ARCH_LIST"), ("jobs", "MAX_JOBS"),
+            ("compiler_launcher", "PEP517_TORCH_COMPILER_LAUNCHER"),
+            ("pch_cache_size", "PEP517_TORCH_PCH_CACHE_SIZE"))  # what those faces' messages say
     assert environment_options(env) == {
-        "jobs": 3, "cuda_arch_list": ("8.0",), "cuda_arch_list_key": "TORCH_CUDA_ARCH_LIST",
-        "compiler_launcher": "distcc", "pch_cache_size": 3 * 1024**3 // 2,
+        "jobs": 3, "cuda_arch_list": ("8.0",), "compiler_launcher": "distcc",
+        "pch_cache_size": 3 * 1024**3 // 2, "keys": keys,
     }
-    assert environment_options({}) == {}
+    assert environment_options({}) == {"keys": keys}
+    assert environment_options({"TORCH_CUDA_ARCH_LIST": "8.0;9.0+PTX"})["cuda_arch_list"] == (
+        "8.0", "9.0+PTX"
+    )
     with pytest.raises(ConfigError, match=r"^PEP517_TORCH_PCH_CACHE_SIZE: 'big' is not a size"):
         environment_options({"PEP517_TORCH_PCH_CACHE_SIZE": "big"})

@@ -6,11 +6,11 @@ Precedence: ``-C`` config settings > environment > pyproject (after its override
 
 from __future__ import annotations
 
+from .layers import config_setting_fields
 from .model import ExtensionSettings, ProjectSettings
 from .pyproject import parse_settings, read_pyproject
 from .resolve import resolve_project
 from .resolved import Facts, PackageLayout, ResolvedProject, VersionSource
-from .settings import config_setting_fields
 
 __all__ = [
     "ExtensionSettings",

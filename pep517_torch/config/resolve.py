@@ -11,17 +11,22 @@ from typing import Any
 from ..core.ninja_syntax import unwritable_character
 from ..core.spec import BuildOptions, BuildType
 from ..errors import ConfigError
-from .checks import parse_size
 from .entry_points import check_entry_points
 from .extensions import ExtensionContext, resolve_extensions
+from .layers import (
+    LayerValue,
+    config_settings_layer,
+    environment_layer,
+    option_value,
+    passthrough_env,
+)
 from .layout import resolve_layout
-from .model import BUILD_DIR_PLACEHOLDERS, ProjectSettings
-from .overrides import Origins, apply_overrides, current_cuda, split_list
+from .model import BUILD_DIR_PLACEHOLDERS, ProjectSettings, toml_key
+from .overrides import Origins, apply_overrides, current_cuda
 from .parse import key_path
 from .paths import existing_file
 from .pyproject import parse_settings
 from .resolved import Facts, ResolvedProject, VersionSource
-from .settings import config_settings_layer, environment_layer, passthrough_env
 
 
 def format_build_dir(template: str, values: Mapping[str, str], key: str) -> str:
@@ -92,6 +97,27 @@ def resolve_version(
     )
 
 
+def _project_options(
+    project: ProjectSettings, origins: Origins, arch_layer: LayerValue | None
+) -> dict[str, Any]:
+    """The BuildOptions fields the project settings give, with the keys that name them. An arch
+    list from -C or the environment goes to every extension; pyproject's goes to each spec."""
+    options: dict[str, Any] = {}
+    keys: dict[str, str] = {}
+    shared = {f.name for f in dataclasses.fields(BuildOptions)}
+    for fld in dataclasses.fields(ProjectSettings):
+        if fld.name == "build_dir":
+            continue  # a template, resolved by resolve_build_dir
+        if fld.name in shared and fld.name != "cuda_arch_list":
+            options[fld.name] = option_value(fld, getattr(project, fld.name))
+            keys[fld.name] = origins.of(fld.name)
+        elif fld.name == "cuda_arch_list":
+            options[fld.name] = option_value(fld, arch_layer.value) if arch_layer else None
+            anywhere = f"{toml_key(fld.name)} or {fld.metadata['env']}"
+            keys[fld.name] = arch_layer.key if arch_layer else anywhere
+    return {**options, "keys": tuple(keys.items())}
+
+
 def resolve_project(
     root: Path,
     pyproject: Mapping[str, Any],
@@ -125,19 +151,11 @@ def resolve_project(
     cuda_tag = f"cu{facts.torch_cuda.replace('.', '')}" if cuda_on and facts.torch_cuda else "cpu"
     values = {"build_type": build_type.value, "cuda": cuda_tag, **build_dir_vars}
     build_dir = resolve_build_dir(root, project, origins, values)
-    arch_override = split_list(arch_layer.value) if arch_layer else []
     options = BuildOptions(
         build_dir=build_dir,
-        jobs=project.jobs,
-        verbose=project.verbose,
-        compiler_launcher=project.compiler_launcher,
-        cuda_arch_list=tuple(arch_override) or None,
-        cuda_arch_list_key=arch_layer.key if arch_layer else "cuda-arch-list",
-        allow_cuda_version_mismatch=project.allow_cuda_version_mismatch,
-        pch=project.pch,
-        pch_cache_size=parse_size(project.pch_cache_size),
         source_root=root,
         env=passthrough_env(facts.env),
+        **_project_options(project, origins, arch_layer),
     )
     layout = resolve_layout(root, project, origins, build_dir)
     context = ExtensionContext(
