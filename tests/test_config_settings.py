@@ -199,3 +199,30 @@ def test_environment_options_for_the_faces_without_a_pyproject() -> None:
     )
     with pytest.raises(ConfigError, match=r"^PEP517_TORCH_PCH_CACHE_SIZE: 'big' is not a size"):
         environment_options({"PEP517_TORCH_PCH_CACHE_SIZE": "big"})
+
+
+def test_a_new_environment_setting_needs_only_the_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A setting with `env` metadata is read by every face, named in their messages, part of
+    the JIT's stamp and known to migrate, with no list edited: they derive from the model."""
+    import dataclasses
+
+    from pep517_torch.config import layers
+    from pep517_torch.config.model import ProjectSettings, setting
+    from pep517_torch.jit import stamp
+    from pep517_torch.migrate.settings_keys import backend_variables
+
+    @dataclasses.dataclass(frozen=True, kw_only=True)
+    class WithNewSetting(ProjectSettings):
+        fancy_level: int = setting(0, help="x", config_setting=True, env="PEP517_TORCH_FANCY")
+
+    monkeypatch.setattr(layers, "ProjectSettings", WithNewSetting)
+    env = {"PEP517_TORCH_FANCY": "3"}
+    assert layers.environment_layer(env)["fancy_level"].value == 3
+    options = layers.environment_options(env)
+    assert options["fancy_level"] == 3
+    assert ("fancy_level", "PEP517_TORCH_FANCY") in options["keys"]
+    assert "PEP517_TORCH_FANCY" in layers.artifact_env()
+    assert stamp.fingerprint({}, env) != stamp.fingerprint({}, {"PEP517_TORCH_FANCY": "4"})
+    assert "PEP517_TORCH_FANCY" in backend_variables()
+    with pytest.raises(ConfigError, match="^PEP517_TORCH_FANCY: "):
+        layers.environment_layer({"PEP517_TORCH_FANCY": "lots"})

@@ -16,7 +16,7 @@ from . import stamp
 from .api import artifact_path
 
 # The compile core's spec field -> the argument of load() it comes from: the core's errors
-# name those (an arch list only comes from the environment here).
+# name those (the environment's settings are named by environment_options).
 SPEC_ARGUMENTS = (
     ("name", "name"),
     ("sources", "sources"),
@@ -25,7 +25,6 @@ SPEC_ARGUMENTS = (
     ("extra_cuda_cflags", "extra_cuda_cflags"),
     ("extra_ldflags", "extra_ldflags"),
     ("with_cuda", "with_cuda"),
-    ("cuda_arch_list", "TORCH_CUDA_ARCH_LIST"),
 )
 
 
