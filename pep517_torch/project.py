@@ -147,32 +147,6 @@ def _wheel_tag(specs: tuple[ExtensionSpec, ...]) -> str:
     return tags.wheel_tag(True)
 
 
-def in_tree_path(project: config.ResolvedProject, spec: ExtensionSpec) -> Path:
-    """Where an artifact sits in the source tree (editable installs link it there).
-
-    A module must sit in a shipped package (it is imported as one of its modules); any other
-    artifact (an operator library) is only a file, so any folder under a shipped package
-    will do: ``mypkg.lib.ops`` is ``<mypkg's directory>/lib/ops.so``."""
-    package, _, _ = spec.name.rpartition(".")
-    filename = artifact_name(spec).rpartition("/")[2]
-    if package:
-        parts = package.split(".")
-        inner = len(parts) if spec.kind is Kind.MODULE else 1
-        for depth in range(len(parts), inner - 1, -1):
-            directory = project.layout.packages.get(".".join(parts[:depth]))
-            if directory is not None:
-                return directory.joinpath(*parts[depth:], filename)
-        shipped = ", ".join(sorted(project.layout.packages)) or "none"
-        if spec.kind is Kind.MODULE:
-            problem = f"lives in package {package!r}, which is not one of the packages shipped"
-        else:
-            problem = f"goes into folder {'/'.join(parts)}/, which is in none of the packages shipped"
-        raise ConfigError(f"extension {spec.name!r} {problem} ({shipped})", "tool.torch-ext.packages")
-    top_dirs = {p.parent for name, p in project.layout.packages.items() if "." not in name}
-    base = next(iter(sorted(top_dirs)), project.root)
-    return base / filename
-
-
 ISOLATED_ENV_MARKERS = ("pip-build-env-", "build-env-", "builds-v0")  # pip, build, uv
 
 
@@ -237,24 +211,13 @@ def prepare_metadata(root: Path, metadata_directory: Path, config_settings: Conf
     return dist_info
 
 
-def _package_files(project: config.ResolvedProject, exclude: set[Path]) -> list[tuple[str, Path]]:
-    from .distribution.files import package_files
-
-    layout = project.layout
-    return package_files(
-        project.root, layout.packages, layout.py_modules, layout.package_data, exclude=exclude
-    )
-
-
 def build_wheel(root: Path, out_dir: Path, config_settings: ConfigSettings, *, editable: bool = False) -> str:
     from .distribution.wheel import WheelWriter
 
     started = time.perf_counter()
     loaded = load(root, config_settings)
     project, meta = loaded.project, loaded.metadata
-    in_tree = {spec.name: in_tree_path(project, spec) for spec in project.extensions}
-    files = _package_files(project, exclude=set(in_tree.values()))
-    _check_module_collisions(project, files)  # before compiling: it cannot succeed
+    in_tree, files = project.in_tree, project.files
     # Held until the artifacts are packed: no concurrent build relinks them meanwhile.
     with _build_dir_lock(loaded, editable):
         result = _compile(loaded)
@@ -304,58 +267,8 @@ def _add_artifact(wheel: WheelWriter, loaded: Loaded, spec: ExtensionSpec, built
     wheel.add_file(f"{prefix}{native}", built)
 
 
-def _check_module_collisions(
-    project: config.ResolvedProject, files: list[tuple[str, Path]]
-) -> None:
-    """An extension module and a shipped ``.py`` file or package of the same dotted name would
-    shadow each other (and collide with the import-guard shim), as would the library behind a
-    shim (``pkg._C_native``) and a module of that name: refuse them by name."""
-    from .config.pyproject import tool_table
-    from .distribution.import_guard import native_module
-
-    shipped: dict[str, Path] = {}
-    for arcname, path in files:
-        module = _module_of(arcname)
-        if module is not None:
-            shipped[module] = path
-    extensions = {spec.name for spec in project.extensions}
-    tables = tool_table(project.pyproject).get("extension", [])
-    for spec in project.extensions:
-        if spec.kind is not Kind.MODULE:
-            continue
-        index = next(i for i, t in enumerate(tables) if t.get("name") == spec.name)
-        key = f"tool.torch-ext.extension[{index}].name"
-        if spec.name in shipped:
-            raise ConfigError(
-                f"extension {spec.name!r} and {shipped[spec.name]} are both the module"
-                f" {spec.name}: only one of them could be imported; rename one",
-                key,
-            )
-        native = native_module(spec.name)
-        if project.torch_import_check and (native in shipped or native in extensions):
-            other = f"extension {native!r}" if native in extensions else str(shipped[native])
-            raise ConfigError(
-                f"extension {spec.name!r} ships its library as the module {native}, behind"
-                f" its torch version check (torch-import-check), and {other} is that module"
-                " too; rename one",
-                key,
-            )
-
-
-def _module_of(arcname: str) -> str | None:
-    """The module a shipped file is imported as: ``pkg/sub/__init__.py`` -> ``pkg.sub``,
-    ``pkg/mod.py`` and ``pkg/mod.cpython-311-x86_64-linux-gnu.so`` -> ``pkg.mod``; None for
-    data files and stubs."""
-    *directories, name = arcname.split("/")
-    if name == "__init__.py":
-        return ".".join(directories)
-    if name.endswith((".py", ".so")):
-        return ".".join([*directories, name.split(".", 1)[0]])
-    return None
-
-
 def _add_editable(
-    wheel: WheelWriter, loaded: Loaded, result: BuildResult | None, in_tree: dict[str, Path]
+    wheel: WheelWriter, loaded: Loaded, result: BuildResult | None, in_tree: Mapping[str, Path]
 ) -> None:
     from .distribution.editable import RebuildCommand, editable_members
 
@@ -422,9 +335,6 @@ def build_sdist(root: Path, out_dir: Path, config_settings: ConfigSettings) -> s
         project.pyproject, project.root, version=_version(project, os.environ),
         dynamic_metadata=dynamic,
     )
-    # The wheel built from this sdist reads these files: refuse what the wheel would refuse.
-    in_tree = {in_tree_path(project, spec) for spec in project.extensions}
-    _package_files(project, exclude=in_tree)
     files = sdist_files(
         project.root,
         include=meta.referenced_files,

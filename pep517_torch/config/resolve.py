@@ -27,6 +27,7 @@ from .parse import key_path
 from .paths import existing_file
 from .pyproject import parse_settings
 from .resolved import Facts, ResolvedProject, VersionSource
+from .shipping import check_module_collisions, in_tree_path, package_files
 
 
 def format_build_dir(template: str, values: Mapping[str, str], key: str) -> str:
@@ -175,6 +176,17 @@ def resolve_project(
             " name its files; move the project to a directory without one"
         )
     import_check = project.torch_import_check
+    torch_import_check = (
+        project.torch_requirement == "none" if import_check == "auto" else bool(import_check)
+    )
+    in_tree = {
+        spec.name: in_tree_path(root, layout, spec, origins.of("packages")) for spec in specs
+    }
+    files = package_files(
+        root, layout.packages, layout.py_modules, layout.package_data,
+        exclude=set(in_tree.values()),
+    )  # fmt: skip
+    check_module_collisions(specs, files, torch_import_check)
     return ResolvedProject(
         root=root,
         pyproject=pyproject,
@@ -183,11 +195,11 @@ def resolve_project(
         options=options,
         layout=layout,
         torch_requirement=project.torch_requirement,
-        torch_import_check=(
-            project.torch_requirement == "none" if import_check == "auto" else bool(import_check)
-        ),
+        torch_import_check=torch_import_check,
         cuda_enabled=cuda_on,
         sdist_include=tuple(project.sdist_include),
         sdist_exclude=tuple(project.sdist_exclude),
         version=resolve_version(root, pyproject, project, origins),
+        in_tree=in_tree,
+        files=tuple(files),
     )

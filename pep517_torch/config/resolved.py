@@ -64,3 +64,8 @@ class ResolvedProject:
     sdist_include: tuple[str, ...] = ()  # extra globs for the sdist, relative to root
     sdist_exclude: tuple[str, ...] = ()
     version: VersionSource = VersionSource()
+    # each built extension's name -> where its artifact sits in the source tree (editable
+    # installs link it there)
+    in_tree: Mapping[str, Path] = field(default_factory=dict)
+    # (archive name, source file) of every Python file and package data file the wheel ships
+    files: tuple[tuple[str, Path], ...] = ()

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pep517_torch.distribution.files import package_files
+from pep517_torch.config.shipping import package_files
 from pep517_torch.errors import ConfigError
 from tests.conftest import write
 
