@@ -24,7 +24,6 @@ from .distribution import metadata as dist_metadata
 from .distribution import tags
 from .distribution.reproducible import source_date_epoch, writing
 from .errors import ConfigError, ToolchainError
-from .project_tree import require_inside
 
 if TYPE_CHECKING:
     from .core.build import BuildResult
@@ -62,28 +61,6 @@ def _facts(env: Mapping[str, str], torch: toolchain.TorchInstall | None) -> conf
         nvcc_available=toolkit is not None,
         nvcc_version=toolkit.version_str if toolkit else None,
     )
-
-
-def _version(project: config.ResolvedProject, env: Mapping[str, str]) -> str | None:
-    dynamic = project.pyproject.get("project", {}).get("dynamic", [])  # type: ignore[union-attr]
-    if "version" not in dynamic:
-        return None
-    source = project.version
-    suffix = env.get(source.suffix_env, "") if source.suffix_env else None
-    if source.base is not None:
-        return dist_metadata.append_suffix(source.base, suffix or None, "(version.base)")
-    file = source.file
-    if file is None:
-        packages = sorted(project.layout.packages.items(), key=lambda item: item[0].count("."))
-        if not packages:
-            raise ConfigError(
-                "version is dynamic but there is no package to read __version__ from;"
-                " set [tool.torch-ext.version] file",
-                "project.dynamic",
-            )
-        file = require_inside(project.root, packages[0][1] / "__init__.py", "project.dynamic",
-                              "version file")
-    return dist_metadata.read_version(file, source.pattern, suffix or None)
 
 
 def machine_facts(env: Mapping[str, str]) -> config.Facts:
@@ -133,8 +110,9 @@ def load(
         requirement = dist_metadata.torch_pin(torch.version, project.torch_requirement)
         pin = [requirement] if requirement else []
     metadata = dist_metadata.build_metadata(
-        project.pyproject, project.root, version=_version(project, env), extra_requirements=pin
-    )
+        {"project": project.project_table}, project.root,
+        version=config.version_string(project, env), extra_requirements=pin,
+    )  # fmt: skip
     return Loaded(project, torch, metadata)
 
 
@@ -299,7 +277,7 @@ def _add_editable(
             source = Path(progress.__file__).read_text(encoding="utf-8")
             rebuild = RebuildCommand(plan.ninja, plan.build_dir, tuple(plan.targets.values()), source)
     members = editable_members(
-        project.pyproject["project"]["name"],  # type: ignore[index]
+        project.project_table["name"],  # type: ignore[arg-type]
         package_roots=roots,
         artifacts=links,
         rebuild=rebuild,
@@ -332,7 +310,8 @@ def build_sdist(root: Path, out_dir: Path, config_settings: ConfigSettings) -> s
     # and Requires-Dist is declared dynamic (core metadata 2.2) for the wheel to add it.
     dynamic = ["Requires-Dist"] if project.extensions and project.torch_requirement != "none" else []
     meta = dist_metadata.build_metadata(
-        project.pyproject, project.root, version=_version(project, os.environ),
+        {"project": project.project_table}, project.root,
+        version=config.version_string(project, os.environ),
         dynamic_metadata=dynamic,
     )
     files = sdist_files(

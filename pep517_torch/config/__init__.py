@@ -11,6 +11,7 @@ from .model import ExtensionSettings, ProjectSettings
 from .pyproject import parse_settings, read_pyproject
 from .resolve import resolve_project
 from .resolved import Facts, PackageLayout, ResolvedProject, VersionSource
+from .version import version_string
 
 __all__ = [
     "ExtensionSettings",
@@ -23,4 +24,5 @@ __all__ = [
     "parse_settings",
     "read_pyproject",
     "resolve_project",
+    "version_string",
 ]

@@ -23,11 +23,10 @@ from .layers import (
 from .layout import resolve_layout
 from .model import BUILD_DIR_PLACEHOLDERS, ProjectSettings, toml_key
 from .overrides import Origins, apply_overrides, current_cuda
-from .parse import key_path
-from .paths import existing_file
 from .pyproject import parse_settings
-from .resolved import Facts, ResolvedProject, VersionSource
+from .resolved import Facts, ResolvedProject
 from .shipping import check_module_collisions, in_tree_path, package_files
+from .version import resolve_version
 
 
 def format_build_dir(template: str, values: Mapping[str, str], key: str) -> str:
@@ -69,33 +68,6 @@ def resolve_build_dir(
     if root.is_relative_to(path):
         raise ConfigError(f"the build directory {path} must not contain the project root", key)
     return path
-
-
-def resolve_version(
-    root: Path, pyproject: Mapping[str, Any], project: ProjectSettings, origins: Origins
-) -> VersionSource:
-    table = project.version
-    if table is None:
-        return VersionSource()
-    dynamic = pyproject.get("project", {}).get("dynamic", [])
-    if "version" not in dynamic:
-        raise ConfigError(
-            "the version is static (project.version); add 'version' to project.dynamic"
-            " or remove this table",
-            origins.of("version"),
-        )
-    file = None
-    if table.base is not None and (table.file is not None or table.pattern is not None):
-        raise ConfigError(
-            "give the version either in `base` or through `file`/`pattern`, not both",
-            key_path(origins.of("version"), "base"),
-        )
-    if table.file is not None:
-        key = key_path(origins.of("version"), "file")
-        file = existing_file(root, table.file, key, "version file")
-    return VersionSource(
-        file=file, pattern=table.pattern, suffix_env=table.suffix_env, base=table.base
-    )
 
 
 def _project_options(
@@ -187,9 +159,10 @@ def resolve_project(
         exclude=set(in_tree.values()),
     )  # fmt: skip
     check_module_collisions(specs, files, torch_import_check)
+    version = resolve_version(root, pyproject, project, origins)
     return ResolvedProject(
         root=root,
-        pyproject=pyproject,
+        project_table=pyproject.get("project", {}),
         extensions=specs,
         skipped=skipped,
         options=options,
@@ -199,7 +172,7 @@ def resolve_project(
         cuda_enabled=cuda_on,
         sdist_include=tuple(project.sdist_include),
         sdist_exclude=tuple(project.sdist_exclude),
-        version=resolve_version(root, pyproject, project, origins),
+        version=version,
         in_tree=in_tree,
         files=tuple(files),
     )

@@ -53,7 +53,7 @@ class VersionSource:
 @dataclass(frozen=True)
 class ResolvedProject:
     root: Path
-    pyproject: Mapping[str, object]  # the whole parsed pyproject.toml
+    project_table: Mapping[str, object]  # pyproject.toml's [project] table, for the metadata
     extensions: tuple[ExtensionSpec, ...]
     skipped: tuple[tuple[str, str], ...]  # (extension name, why it is not built here)
     options: BuildOptions
