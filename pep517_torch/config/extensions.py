@@ -113,9 +113,7 @@ def _check_limited_api(
     macros: tuple[tuple[str, str | None], ...], flags: tuple[str, ...], minimum: str, key: str
 ) -> None:
     """A Py_LIMITED_API the user defines must be the one the wheel tag (``cp3X-abi3``) says."""
-    values = [value for name, value in macros if name == "Py_LIMITED_API"]
-    values += [f.partition("=")[2] or None for f in flags if f.split("=")[0] == "-DPy_LIMITED_API"]
-    for value in values:
+    for value in limited_api.user_defines(macros, flags):
         if value is None or limited_api.target_of_macro(value) != minimum:
             raise ConfigError(
                 f"the extension defines Py_LIMITED_API{'=' + value if value else ''}, but"

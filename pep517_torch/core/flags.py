@@ -82,10 +82,8 @@ def _defines(spec: ExtensionSpec) -> list[str]:
 
 def _defines_limited_api(spec: ExtensionSpec) -> bool:
     """Whether the user already defines Py_LIMITED_API (the config layer checks it agrees)."""
-    user = (*spec.extra_cflags, *spec.extra_cuda_cflags)
-    return any(n == "Py_LIMITED_API" for n, _ in spec.define_macros) or any(
-        f.startswith("-DPy_LIMITED_API") for f in user
-    )
+    flags = (*spec.extra_cflags, *spec.extra_cuda_cflags)
+    return bool(limited_api.user_defines(spec.define_macros, flags))
 
 
 def prefix_map_flags(source_root: Path | None, torch: TorchInstall) -> list[str]:
