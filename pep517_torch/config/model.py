@@ -300,7 +300,7 @@ class ProjectSettings:
     packages: list[str] | None = setting(
         None,
         help="Python packages to ship (subpackages included); unset: discovered (`src/` layout,"
-        " else directories with `__init__.py` in the root, minus tests, docs and the like).",
+        " else directories with `__init__.py` or a stub-only `__init__.pyi` in the root, minus tests, docs and the like).",
         **MODULE_NAME,
     )
     package_dir: str | dict[str, str] = setting(

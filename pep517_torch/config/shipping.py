@@ -17,7 +17,6 @@ from ..project_tree import require_inside
 from .resolved import PackageLayout
 
 PYTHON_FILE_SUFFIXES = frozenset({".py", ".pyi"})
-PACKAGE_MARKERS = ("__init__.py", "__init__.pyi")
 PACKAGES_KEY = "tool.torch-ext.packages"
 PY_MODULES_KEY = "tool.torch-ext.py-modules"
 PACKAGE_DATA_KEY = "tool.torch-ext.package-data"
@@ -33,13 +32,13 @@ def package_files(
 ) -> list[tuple[str, Path]]:
     """(archive name, source path) of every Python file and data file a wheel ships, sorted.
 
-    Each package directory contributes its ``.py``/``.pyi`` files and ``py.typed``, and its
-    subdirectories that are packages themselves (``__init__.py``); ``py_modules`` are
-    top-level modules; ``package_data`` files are shipped as given. Paths in ``exclude``
-    (compiled artifacts, or links to them, that the build adds itself) are left out, as are
-    compiled libraries found by walking: only package data can ship one. Symlinked
-    directories are not walked here (the config layer lists symlinked subpackages itself).
-    A file that resolves outside ``root`` is a ConfigError naming it and its key.
+    Each package directory contributes its own ``.py``/``.pyi`` files and ``py.typed``
+    (``packages`` lists every subpackage: the layout's walk, :func:`.layout.is_package_dir`,
+    is the only one); ``py_modules`` are top-level modules; ``package_data`` files are
+    shipped as given. Paths in ``exclude`` (compiled artifacts, or links to them, that the
+    build adds itself) are left out, as are compiled libraries found in packages: only package
+    data can ship one. A file that resolves outside ``root`` is a ConfigError naming it and
+    its key.
     """
     excluded = set(exclude) | {path.resolve() for path in exclude}
     chosen: dict[str, Path] = {}
@@ -57,8 +56,10 @@ def package_files(
 
     for package, directory in packages.items():
         prefix = package.replace(".", "/")
-        for path in _python_files(directory):
-            add(f"{prefix}/{path.relative_to(directory).as_posix()}", path, PACKAGES_KEY)
+        for path in sorted(directory.iterdir()):
+            if path.suffix in PYTHON_FILE_SUFFIXES or path.name == "py.typed":
+                if not path.is_dir():
+                    add(f"{prefix}/{path.name}", path, PACKAGES_KEY)
     for module, path in py_modules.items():
         add(f"{module.replace('.', '/')}{path.suffix}", path, PY_MODULES_KEY)
     for package, files in package_data.items():
@@ -74,24 +75,6 @@ def package_files(
             arcname = f"{package.replace('.', '/')}/{path.relative_to(directory).as_posix()}"
             add(arcname, path, PACKAGE_DATA_KEY)
     return sorted(chosen.items())
-
-
-def _python_files(directory: Path) -> Iterable[Path]:
-    for entry in sorted(directory.iterdir()):
-        if entry.is_dir():
-            if _is_package_dir(entry):
-                yield from _python_files(entry)
-        elif entry.suffix in PYTHON_FILE_SUFFIXES or entry.name == "py.typed":
-            yield entry
-
-
-def _is_package_dir(path: Path) -> bool:
-    return (
-        path.name.isidentifier()
-        and not path.is_symlink()
-        and path.is_dir()
-        and any((path / marker).is_file() for marker in PACKAGE_MARKERS)
-    )
 
 
 def in_tree_path(root: Path, layout: PackageLayout, spec: ExtensionSpec, key: str) -> Path:
