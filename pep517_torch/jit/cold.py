@@ -12,9 +12,21 @@ from ..core import build as core_build
 from ..core import inputs as core_inputs
 from ..core.lock import build_lock
 from ..core.spec import BuildOptions, ExtensionSpec, Kind
-from ..config.settings import environment_options
+from ..config.layers import environment_options
 from . import stamp
 from .api import artifact_path
+
+# The compile core's spec field -> the argument of load() it comes from: the core's errors
+# name those (the environment's settings are named by environment_options).
+SPEC_ARGUMENTS = (
+    ("name", "name"),
+    ("sources", "sources"),
+    ("include_dirs", "extra_include_paths"),
+    ("extra_cflags", "extra_cflags"),
+    ("extra_cuda_cflags", "extra_cuda_cflags"),
+    ("extra_ldflags", "extra_ldflags"),
+    ("with_cuda", "with_cuda"),
+)
 
 
 def _spec(request: Mapping[str, object], target: str) -> ExtensionSpec:
@@ -34,7 +46,7 @@ def _spec(request: Mapping[str, object], target: str) -> ExtensionSpec:
         with_cuda=request["with_cuda"],  # type: ignore[arg-type]
         kind=Kind(request["kind"]),
         python_abi_suffix=False,
-        keys=(("extra_cuda_cflags", "extra_cuda_cflags"),),
+        keys=SPEC_ARGUMENTS,
     )
 
 

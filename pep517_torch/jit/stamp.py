@@ -18,11 +18,9 @@ import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from ..config.layers import artifact_env
 from ..core.identity import compiler_identity
 
-# Variables that change what is built. MAX_JOBS is not one: it only says how many compilers
-# run at once, so it is read (and checked) only when something compiles.
-ENV_KEYS = ("CXX", "CC", "CUDA_HOME", "CUDA_PATH", "TORCH_CUDA_ARCH_LIST")
 STAMP_VERSION = 2
 
 
@@ -32,7 +30,8 @@ def fingerprint(request: Mapping[str, object], env: Mapping[str, str], *extra: s
 
     parts = [
         json.dumps(request, sort_keys=True),
-        repr([(k, env.get(k)) for k in ENV_KEYS]),
+        # MAX_JOBS and the like only say how a build runs: read (and checked) when it does
+        repr([(k, env.get(k)) for k in artifact_env()]),
         repr(compiler_identity(env)),
         sys.version,
         sys.executable,
