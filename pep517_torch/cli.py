@@ -94,7 +94,7 @@ def _cache(args: argparse.Namespace) -> int:
     import time
 
     from .config.checks import parse_size
-    from .config.settings import environment_layer
+    from .config.layers import environment_layer
     from .core import pch_cache
     from .core.spec import DEFAULT_PCH_CACHE_BYTES
 

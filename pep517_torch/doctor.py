@@ -37,7 +37,7 @@ def _compiler() -> tuple[str, str]:
 
 def _launcher_setting(path: Path) -> tuple[str, str]:
     """compiler-launcher as a build of ``path`` would see it, and where it came from."""
-    from .config.settings import environment_layer
+    from .config.layers import environment_layer
 
     layered = environment_layer(os.environ).get("compiler_launcher")
     if layered:
@@ -88,7 +88,7 @@ def _launcher(path: Path) -> Check:
 
 def _pch_cache() -> tuple[str, str]:
     from .config.checks import parse_size
-    from .config.settings import environment_layer
+    from .config.layers import environment_layer
     from .core import pch_cache
     from .core.spec import DEFAULT_PCH_CACHE_BYTES
 
@@ -136,7 +136,16 @@ def _arch() -> tuple[str, str]:
     toolkit = cuda.find_cuda(os.environ)
     if toolkit is None:
         return "info", "CUDA archs: n/a (no nvcc)"
-    decision = arch.resolve_arch_flags(None, toolkit, user_nvcc_flags=(), env=os.environ)
+    from .config.layers import environment_options
+    from .core.arch_list import parse_arch_list
+
+    options = environment_options(os.environ)
+    keys = dict(options["keys"])
+    chosen = options.get("cuda_arch_list")
+    entries = parse_arch_list(chosen, key=keys["cuda_arch_list"]) if chosen else None
+    decision = arch.resolve_arch_flags(
+        entries, toolkit, user_nvcc_flags=(), env=os.environ, choose=keys["cuda_arch_list"]
+    )
     return "info", f"CUDA archs: {' '.join(decision.archs)}" + (
         f" ({decision.note})" if decision.note else ""
     )
@@ -144,7 +153,7 @@ def _arch() -> tuple[str, str]:
 
 def _resources(path: Path) -> Check:
     def check() -> tuple[str, str]:
-        from .config.settings import environment_layer
+        from .config.layers import environment_layer
         from .core import launcher as launchers
         from .core.jobs import plan_jobs
 

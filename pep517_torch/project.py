@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from packaging.requirements import Requirement
 
-from . import config
+from . import config, limited_api
 from .core import toolchain
 from .core.graph import artifact_name
 from .core.spec import ExtensionSpec, Kind
@@ -24,7 +24,6 @@ from .distribution import metadata as dist_metadata
 from .distribution import tags
 from .distribution.reproducible import source_date_epoch, writing
 from .errors import ConfigError, ToolchainError
-from .project_tree import require_inside
 
 if TYPE_CHECKING:
     from .core.build import BuildResult
@@ -62,28 +61,6 @@ def _facts(env: Mapping[str, str], torch: toolchain.TorchInstall | None) -> conf
         nvcc_available=toolkit is not None,
         nvcc_version=toolkit.version_str if toolkit else None,
     )
-
-
-def _version(project: config.ResolvedProject, env: Mapping[str, str]) -> str | None:
-    dynamic = project.pyproject.get("project", {}).get("dynamic", [])  # type: ignore[union-attr]
-    if "version" not in dynamic:
-        return None
-    source = project.version
-    suffix = env.get(source.suffix_env, "") if source.suffix_env else None
-    if source.base is not None:
-        return dist_metadata.append_suffix(source.base, suffix or None, "(version.base)")
-    file = source.file
-    if file is None:
-        packages = sorted(project.layout.packages.items(), key=lambda item: item[0].count("."))
-        if not packages:
-            raise ConfigError(
-                "version is dynamic but there is no package to read __version__ from;"
-                " set [tool.torch-ext.version] file",
-                "project.dynamic",
-            )
-        file = require_inside(project.root, packages[0][1] / "__init__.py", "project.dynamic",
-                              "version file")
-    return dist_metadata.read_version(file, source.pattern, suffix or None)
 
 
 def machine_facts(env: Mapping[str, str]) -> config.Facts:
@@ -133,8 +110,9 @@ def load(
         requirement = dist_metadata.torch_pin(torch.version, project.torch_requirement)
         pin = [requirement] if requirement else []
     metadata = dist_metadata.build_metadata(
-        project.pyproject, project.root, version=_version(project, env), extra_requirements=pin
-    )
+        {"project": project.project_table}, project.root,
+        version=config.version_string(project, env), extra_requirements=pin,
+    )  # fmt: skip
     return Loaded(project, torch, metadata)
 
 
@@ -143,34 +121,8 @@ def _wheel_tag(specs: tuple[ExtensionSpec, ...]) -> str:
         return tags.wheel_tag(False)
     minimums = [s.py_limited_api for s in specs]
     if all(minimums):
-        return tags.wheel_tag(True, max(minimums, key=lambda tag: int(tag[3:])))  # type: ignore[arg-type]
+        return tags.wheel_tag(True, limited_api.newest(minimums))  # type: ignore[arg-type]
     return tags.wheel_tag(True)
-
-
-def in_tree_path(project: config.ResolvedProject, spec: ExtensionSpec) -> Path:
-    """Where an artifact sits in the source tree (editable installs link it there).
-
-    A module must sit in a shipped package (it is imported as one of its modules); any other
-    artifact (an operator library) is only a file, so any folder under a shipped package
-    will do: ``mypkg.lib.ops`` is ``<mypkg's directory>/lib/ops.so``."""
-    package, _, _ = spec.name.rpartition(".")
-    filename = artifact_name(spec).rpartition("/")[2]
-    if package:
-        parts = package.split(".")
-        inner = len(parts) if spec.kind is Kind.MODULE else 1
-        for depth in range(len(parts), inner - 1, -1):
-            directory = project.layout.packages.get(".".join(parts[:depth]))
-            if directory is not None:
-                return directory.joinpath(*parts[depth:], filename)
-        shipped = ", ".join(sorted(project.layout.packages)) or "none"
-        if spec.kind is Kind.MODULE:
-            problem = f"lives in package {package!r}, which is not one of the packages shipped"
-        else:
-            problem = f"goes into folder {'/'.join(parts)}/, which is in none of the packages shipped"
-        raise ConfigError(f"extension {spec.name!r} {problem} ({shipped})", "tool.torch-ext.packages")
-    top_dirs = {p.parent for name, p in project.layout.packages.items() if "." not in name}
-    base = next(iter(sorted(top_dirs)), project.root)
-    return base / filename
 
 
 ISOLATED_ENV_MARKERS = ("pip-build-env-", "build-env-", "builds-v0")  # pip, build, uv
@@ -237,24 +189,13 @@ def prepare_metadata(root: Path, metadata_directory: Path, config_settings: Conf
     return dist_info
 
 
-def _package_files(project: config.ResolvedProject, exclude: set[Path]) -> list[tuple[str, Path]]:
-    from .distribution.files import package_files
-
-    layout = project.layout
-    return package_files(
-        project.root, layout.packages, layout.py_modules, layout.package_data, exclude=exclude
-    )
-
-
 def build_wheel(root: Path, out_dir: Path, config_settings: ConfigSettings, *, editable: bool = False) -> str:
     from .distribution.wheel import WheelWriter
 
     started = time.perf_counter()
     loaded = load(root, config_settings)
     project, meta = loaded.project, loaded.metadata
-    in_tree = {spec.name: in_tree_path(project, spec) for spec in project.extensions}
-    files = _package_files(project, exclude=set(in_tree.values()))
-    _check_module_collisions(project, files)  # before compiling: it cannot succeed
+    in_tree, files = project.in_tree, project.files
     # Held until the artifacts are packed: no concurrent build relinks them meanwhile.
     with _build_dir_lock(loaded, editable):
         result = _compile(loaded)
@@ -304,58 +245,8 @@ def _add_artifact(wheel: WheelWriter, loaded: Loaded, spec: ExtensionSpec, built
     wheel.add_file(f"{prefix}{native}", built)
 
 
-def _check_module_collisions(
-    project: config.ResolvedProject, files: list[tuple[str, Path]]
-) -> None:
-    """An extension module and a shipped ``.py`` file or package of the same dotted name would
-    shadow each other (and collide with the import-guard shim), as would the library behind a
-    shim (``pkg._C_native``) and a module of that name: refuse them by name."""
-    from .config.pyproject import tool_table
-    from .distribution.import_guard import native_module
-
-    shipped: dict[str, Path] = {}
-    for arcname, path in files:
-        module = _module_of(arcname)
-        if module is not None:
-            shipped[module] = path
-    extensions = {spec.name for spec in project.extensions}
-    tables = tool_table(project.pyproject).get("extension", [])
-    for spec in project.extensions:
-        if spec.kind is not Kind.MODULE:
-            continue
-        index = next(i for i, t in enumerate(tables) if t.get("name") == spec.name)
-        key = f"tool.torch-ext.extension[{index}].name"
-        if spec.name in shipped:
-            raise ConfigError(
-                f"extension {spec.name!r} and {shipped[spec.name]} are both the module"
-                f" {spec.name}: only one of them could be imported; rename one",
-                key,
-            )
-        native = native_module(spec.name)
-        if project.torch_import_check and (native in shipped or native in extensions):
-            other = f"extension {native!r}" if native in extensions else str(shipped[native])
-            raise ConfigError(
-                f"extension {spec.name!r} ships its library as the module {native}, behind"
-                f" its torch version check (torch-import-check), and {other} is that module"
-                " too; rename one",
-                key,
-            )
-
-
-def _module_of(arcname: str) -> str | None:
-    """The module a shipped file is imported as: ``pkg/sub/__init__.py`` -> ``pkg.sub``,
-    ``pkg/mod.py`` and ``pkg/mod.cpython-311-x86_64-linux-gnu.so`` -> ``pkg.mod``; None for
-    data files and stubs."""
-    *directories, name = arcname.split("/")
-    if name == "__init__.py":
-        return ".".join(directories)
-    if name.endswith((".py", ".so")):
-        return ".".join([*directories, name.split(".", 1)[0]])
-    return None
-
-
 def _add_editable(
-    wheel: WheelWriter, loaded: Loaded, result: BuildResult | None, in_tree: dict[str, Path]
+    wheel: WheelWriter, loaded: Loaded, result: BuildResult | None, in_tree: Mapping[str, Path]
 ) -> None:
     from .distribution.editable import RebuildCommand, editable_members
 
@@ -386,7 +277,7 @@ def _add_editable(
             source = Path(progress.__file__).read_text(encoding="utf-8")
             rebuild = RebuildCommand(plan.ninja, plan.build_dir, tuple(plan.targets.values()), source)
     members = editable_members(
-        project.pyproject["project"]["name"],  # type: ignore[index]
+        project.project_table["name"],  # type: ignore[arg-type]
         package_roots=roots,
         artifacts=links,
         rebuild=rebuild,
@@ -419,12 +310,10 @@ def build_sdist(root: Path, out_dir: Path, config_settings: ConfigSettings) -> s
     # and Requires-Dist is declared dynamic (core metadata 2.2) for the wheel to add it.
     dynamic = ["Requires-Dist"] if project.extensions and project.torch_requirement != "none" else []
     meta = dist_metadata.build_metadata(
-        project.pyproject, project.root, version=_version(project, os.environ),
+        {"project": project.project_table}, project.root,
+        version=config.version_string(project, os.environ),
         dynamic_metadata=dynamic,
     )
-    # The wheel built from this sdist reads these files: refuse what the wheel would refuse.
-    in_tree = {in_tree_path(project, spec) for spec in project.extensions}
-    _package_files(project, exclude=in_tree)
     files = sdist_files(
         project.root,
         include=meta.referenced_files,

@@ -304,8 +304,8 @@ DEFAULT_13_0 = gencode("80") + gencode("90") + gencode("100") + gencode("110") +
     "120", ptx=True
 )
 DEFAULT_NOTE_13_0 = (
-    "no GPU visible and no cuda-arch-list set: building for 8.0;9.0;10.0;11.0;12.0+PTX (the "
-    "default for nvcc 13.0); set cuda-arch-list or TORCH_CUDA_ARCH_LIST to choose"
+    "no GPU visible and no architectures chosen: building for 8.0;9.0;10.0;11.0;12.0+PTX (the "
+    "default for nvcc 13.0); set cuda_arch_list to choose"
 )
 
 
@@ -338,7 +338,7 @@ def test_native_without_gpu() -> None:
     )
     assert decision.flags == DEFAULT_13_0
     assert decision.note == DEFAULT_NOTE_13_0.replace(
-        "no cuda-arch-list set", f"{KEY} has native"
+        "no architectures chosen", f"{KEY} has native"
     )
 
 
@@ -348,15 +348,25 @@ def test_cuda_visible_devices_empty_hides_gpus(tmp_path: Path) -> None:
     assert resolve_arch_flags(None, NVCC_13_0, user_nvcc_flags=[], env=env).flags == DEFAULT_13_0
 
 
-def test_env_arch_list_when_nothing_configured() -> None:
+def test_the_environment_list_reaches_the_core_through_build_options(tmp_path: Path) -> None:
+    """The core reads no TORCH_CUDA_ARCH_LIST itself: the faces put it into BuildOptions, with
+    the variable as the name their errors give it."""
+    from pep517_torch.config.layers import environment_options
+    from pep517_torch.core.build import _arch_flags
+    from pep517_torch.core.spec import BuildOptions, ExtensionSpec
+
     env = {**NO_GPU_ENV, "TORCH_CUDA_ARCH_LIST": "Ampere"}
     decision = resolve_arch_flags(None, NVCC_13_0, user_nvcc_flags=[], env=env)
-    assert decision.flags == gencode("80") + gencode("86", ptx=True) and decision.note is None
-    # a configured list wins over the environment
-    assert flags_for("9.0", env=env) == gencode("90")
+    assert decision.flags == DEFAULT_13_0  # ignored by the core
+    spec = ExtensionSpec("m", (tmp_path / "k.cu",), cuda_arch_list=("9.0",))
+    options = BuildOptions(build_dir=tmp_path, env=env, **environment_options(env))
+    notes: list[str] = []
+    flags, _ = _arch_flags(spec, options, NVCC_13_0, notes)
+    assert list(flags) == gencode("80") + gencode("86", ptx=True) and notes == []
+    env = {**NO_GPU_ENV, "TORCH_CUDA_ARCH_LIST": "sm_80"}
     with pytest.raises(ConfigError) as error:
-        env = {"TORCH_CUDA_ARCH_LIST": "sm_80"}
-        resolve_arch_flags(None, NVCC_13_0, user_nvcc_flags=[], env=env)
+        options = BuildOptions(build_dir=tmp_path, env=env, **environment_options(env))
+        _arch_flags(spec, options, NVCC_13_0, notes)
     assert error.value.key == "TORCH_CUDA_ARCH_LIST"
 
 
@@ -376,7 +386,7 @@ def test_visible_gpus_are_the_default(
     decision = resolve_arch_flags(None, NVCC_13_0, user_nvcc_flags=[], env={"PATH": str(tmp_path)})
     assert decision.flags == expected
     assert decision.note is not None and in_note in decision.note
-    assert decision.note.startswith("no cuda-arch-list set: building for the visible GPUs")
+    assert decision.note.startswith("no architectures chosen: building for the visible GPUs")
 
 
 def test_gpu_too_old_for_nvcc_falls_back_to_the_default(tmp_path: Path) -> None:
@@ -385,7 +395,7 @@ def test_gpu_too_old_for_nvcc_falls_back_to_the_default(tmp_path: Path) -> None:
     assert decision.flags == DEFAULT_13_0
     assert decision.note is not None
     assert decision.note.startswith(
-        "no usable GPU visible (GPU 6.1: nvcc 13.0 cannot build for it) and no cuda-arch-list set"
+        "no usable GPU visible (GPU 6.1: nvcc 13.0 cannot build for it) and no architectures chosen"
     )
 
 
@@ -501,6 +511,6 @@ def test_an_arch_this_nvcc_cannot_build_is_refused_before_the_build_dir_exists(
 
     root, env = fake_cuda_project(tmp_path / "p")
     spec = ExtensionSpec("kern", (root / "k.cu",), kind=Kind.LIBRARY, cuda_arch_list=("3.5",))
-    with pytest.raises(ConfigError, match=r"^cuda-arch-list: nvcc 13\.0 .* cannot build for 3\.5"):
+    with pytest.raises(ConfigError, match=r"^cuda_arch_list: nvcc 13\.0 .* cannot build for 3\.5"):
         core_build.prepare([spec], BuildOptions(build_dir=tmp_path / "b", env=env))
     assert not (tmp_path / "b").exists()

@@ -73,7 +73,7 @@ def test_resolve_arch_flags_checks_them_and_names_the_key() -> None:
     with pytest.raises(ConfigError) as info:
         resolve_arch_flags(None, NVCC_13_0, user_nvcc_flags=["-O2", "-arch=compute_60"],
                            env=NO_GPU_ENV)  # fmt: skip
-    assert info.value.key == "extra-cuda-cflags[1]"
+    assert info.value.key == "extra_cuda_cflags[1]"  # the core names its field
 
 
 @pytest.mark.parametrize(

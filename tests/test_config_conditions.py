@@ -254,6 +254,8 @@ def test_the_docs_example_means_what_it_says(root: Path) -> None:
     [example] = [e for e in re.findall(r"```toml\n(.*?)```", text, re.S) if "torch-cuda" in e]
     tool = tomllib.loads(example)["tool"]["torch-ext"]
     tool["extension"][0]["sources"] = ["k.cu"]
+    (root / "myops").mkdir()  # the package the example's extension lives in
+    (root / "myops" / "__init__.py").write_text("")
     resolved = resolve(root, tool, env={"FORCE_CUDA": "1"})
     assert resolved.cuda_enabled and resolved.skipped == (
         ("myops._cuda_streams", f"{EXT}[0].if.torch-cuda = true does not hold (torch 2.13.0+cpu"

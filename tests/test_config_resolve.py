@@ -299,7 +299,7 @@ def test_torch_condition_without_torch_and_with_prerelease(root: Path) -> None:
     [
         ({"sources": ["csrc/a.cpp", "csrc/*.cxx"]}, "extension[0].sources[1]", "matches no file"),
         ({"sources": ["csrc"]}, "extension[0].sources[0]", "matches no file"),
-        ({"sources": ["csrc/*"]}, "extension[0].sources[0]", "not a source file"),
+        ({"sources": ["csrc/*"]}, "extension[0].sources[0]", "is a header"),
         ({"sources": ["../outside/*.cpp"]}, "extension[0].sources[0]", "outside the project"),
         ({"include-dirs": ["include", "../include"]}, "extension[0].include-dirs[1]", "outside"),
         ({"library-dirs": ["../lib"]}, "extension[0].library-dirs[0]", "outside"),

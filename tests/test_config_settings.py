@@ -182,14 +182,47 @@ def test_config_settings_none_and_repeated_lists(root: Path) -> None:
 
 def test_environment_options_for_the_faces_without_a_pyproject() -> None:
     """The JIT and setup.py read the same variables as wheel builds, through one function."""
-    from pep517_torch.config.settings import environment_options
+    from pep517_torch.config.layers import environment_options
 
     env = {"MAX_JOBS": "3", "TORCH_CUDA_ARCH_LIST": "8.0", "PEP517_TORCH_COMPILER_LAUNCHER": "distcc",
            "PEP517_TORCH_PCH_CACHE_SIZE": "1.5G"}
+    keys = (("cuda_arch_list", "TORCH_CUDA_ARCH_LIST"), ("jobs", "MAX_JOBS"),
+            ("compiler_launcher", "PEP517_TORCH_COMPILER_LAUNCHER"),
+            ("pch_cache_size", "PEP517_TORCH_PCH_CACHE_SIZE"))  # what those faces' messages say
     assert environment_options(env) == {
-        "jobs": 3, "cuda_arch_list": ("8.0",), "cuda_arch_list_key": "TORCH_CUDA_ARCH_LIST",
-        "compiler_launcher": "distcc", "pch_cache_size": 3 * 1024**3 // 2,
+        "jobs": 3, "cuda_arch_list": ("8.0",), "compiler_launcher": "distcc",
+        "pch_cache_size": 3 * 1024**3 // 2, "keys": keys,
     }
-    assert environment_options({}) == {}
+    assert environment_options({}) == {"keys": keys}
+    assert environment_options({"TORCH_CUDA_ARCH_LIST": "8.0;9.0+PTX"})["cuda_arch_list"] == (
+        "8.0", "9.0+PTX"
+    )
     with pytest.raises(ConfigError, match=r"^PEP517_TORCH_PCH_CACHE_SIZE: 'big' is not a size"):
         environment_options({"PEP517_TORCH_PCH_CACHE_SIZE": "big"})
+
+
+def test_a_new_environment_setting_needs_only_the_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A setting with `env` metadata is read by every face, named in their messages, part of
+    the JIT's stamp and known to migrate, with no list edited: they derive from the model."""
+    import dataclasses
+
+    from pep517_torch.config import layers
+    from pep517_torch.config.model import ProjectSettings, setting
+    from pep517_torch.jit import stamp
+    from pep517_torch.migrate.settings_keys import backend_variables
+
+    @dataclasses.dataclass(frozen=True, kw_only=True)
+    class WithNewSetting(ProjectSettings):
+        fancy_level: int = setting(0, help="x", config_setting=True, env="PEP517_TORCH_FANCY")
+
+    monkeypatch.setattr(layers, "ProjectSettings", WithNewSetting)
+    env = {"PEP517_TORCH_FANCY": "3"}
+    assert layers.environment_layer(env)["fancy_level"].value == 3
+    options = layers.environment_options(env)
+    assert options["fancy_level"] == 3
+    assert ("fancy_level", "PEP517_TORCH_FANCY") in options["keys"]
+    assert "PEP517_TORCH_FANCY" in layers.artifact_env()
+    assert stamp.recorded_env(env)["PEP517_TORCH_FANCY"] == "3"  # a stamp keeps its value
+    assert "PEP517_TORCH_FANCY" in backend_variables()
+    with pytest.raises(ConfigError, match="^PEP517_TORCH_FANCY: "):
+        layers.environment_layer({"PEP517_TORCH_FANCY": "lots"})

@@ -48,7 +48,7 @@ needs_cuobjdump = pytest.mark.skipif(
 
 def build_env(**extra: str) -> dict[str, str]:
     """os.environ without an arch list and with no GPU visible: the defaults are deterministic."""
-    env = {k: v for k, v in os.environ.items() if k != arch.ENV_VAR}
+    env = {k: v for k, v in os.environ.items() if k != "TORCH_CUDA_ARCH_LIST"}
     return {**env, "CUDA_VISIBLE_DEVICES": "", **extra}
 
 
@@ -234,9 +234,9 @@ def test_default_without_gpu_is_documented_and_said_once(tmp_path: Path) -> None
         assert fatbin(result.artifacts[name]) == expected
     said = notes(lines, "no GPU visible")
     assert said == [
-        f"pep517_torch: no GPU visible and no cuda-arch-list set: building for "
+        f"pep517_torch: no GPU visible and no architectures chosen: building for "
         f"{arch.format_arch_list(default)} (the default for nvcc {TOOLKIT.version_str});"
-        f" set cuda-arch-list or TORCH_CUDA_ARCH_LIST to choose"
+        f" set cuda_arch_list to choose"  # the core's field: this spec comes from no face
     ], lines  # two extensions, one line
 
 
@@ -254,9 +254,9 @@ def test_explicit_gencode_replaces_the_arch_list(tmp_path: Path) -> None:
     )
     result, lines = build([spec], tmp_path / "b")
     assert fatbin(result.artifacts["own_gencode"]) == ({"sm_86"}, set())
-    assert notes(lines, "extra-cuda-cflags choose the GPU architectures") == [
-        f"pep517_torch: extra-cuda-cflags choose the GPU architectures ({gencode}): adding no"
-        " arch flags; cuda-arch-list (8.0;9.0+PTX) ignored"
+    assert notes(lines, "chooses the GPU architectures") == [
+        f"pep517_torch: extra_cuda_cflags[{len(NVCC_FLAGS)}] chooses the GPU architectures"
+        f" ({gencode}): adding no arch flags; cuda_arch_list (8.0;9.0+PTX) ignored"
     ]
     command = (tmp_path / "b" / "build.ninja").read_text()
     assert "compute_80" not in command and "compute_90" not in command
@@ -321,7 +321,7 @@ def test_load_with_cu_sources(
     monkeypatch: pytest.MonkeyPatch,
     capfd: pytest.CaptureFixture[str],
 ) -> None:
-    monkeypatch.setenv(arch.ENV_VAR, "8.6")
+    monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "8.6")
     csrc = FIXTURE / "csrc"
     with warnings.catch_warnings(record=True) as caught:  # unwatched: notes come as warnings
         warnings.simplefilter("always")
@@ -384,7 +384,7 @@ INLINE_CUDA = textwrap.dedent(
 def test_load_inline_cuda_sources_fast_path(
     tmp_path: Path, jit_env: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv(arch.ENV_VAR, "8.0")
+    monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "8.0")
     module = pep517_torch.load_inline(
         "inline_cuda_fast",
         cpp_sources=["#include <pybind11/pybind11.h>", "int blocks_for(int n);"],
@@ -410,7 +410,7 @@ def test_load_inline_cuda_sources_with_torch_headers(
     """torch's prepended headers (torch/types.h, cuda.h, cuda_runtime.h) compile under nvcc."""
     import torch
 
-    monkeypatch.setenv(arch.ENV_VAR, "8.0")
+    monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "8.0")
     module = pep517_torch.load_inline(
         "inline_cuda_torch",
         cpp_sources="int64_t rows_times_blocks(torch::Tensor x);",
@@ -484,13 +484,13 @@ def test_unknown_arch_is_a_config_error_naming_its_source(
     assert not (tmp_path / "dist").exists() and not (project / "build").exists()
     with pytest.raises(
         ConfigError,
-        match=r"^cuda-arch-list: nvcc \d+\.\d+ .* cannot build for 3\.5; it can build \d",
+        match=r"^cuda_arch_list: nvcc \d+\.\d+ .* cannot build for 3\.5; it can build \d",
     ):
         core_build.prepare(
             [kernel_library(project, "old", cuda_arch_list=("3.5",))],
             BuildOptions(build_dir=tmp_path / "b", env=build_env()),
         )
-    monkeypatch.setenv(arch.ENV_VAR, "Hopper;bogus")  # the JIT names the variable
+    monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "Hopper;bogus")  # the JIT names the variable
     with pytest.raises(
         ConfigError, match="^TORCH_CUDA_ARCH_LIST: unknown CUDA architecture 'bogus'"
     ):
@@ -518,7 +518,7 @@ def test_nvcc_and_torch_cuda_major_mismatch(
     assert f"nvcc {TOOLKIT.version_str} ({TOOLKIT.nvcc}" in message
     assert f"does not match the CUDA {other} torch was built with" in message
     assert f"pip install 'nvidia-cuda-nvcc-cu{TOOLKIT.version[0] - 1}=={other}.*'" in message
-    assert "allow-cuda-version-mismatch = true" in message
+    assert "build anyway" not in message  # this spec's face (none) names no override
     assert not (tmp_path / "b" / "build.ninja").exists()
     plan = core_build.prepare(
         [spec],
@@ -532,7 +532,7 @@ def test_nvcc_and_torch_cuda_major_mismatch(
     assert [n for n in plan.notes if "building anyway" in n] == [
         f"nvcc {TOOLKIT.version_str} ({TOOLKIT.nvcc}, found via {TOOLKIT.found_via}) does not"
         f" match the CUDA {other} torch was built with; an extension built with another CUDA"
-        " major version fails to load or crashes (building anyway: allow-cuda-version-mismatch"
+        " major version fails to load or crashes (building anyway: allow_cuda_version_mismatch"
         " is set)"
     ]
     # A minor difference is a note, not an error.
@@ -655,7 +655,7 @@ def test_torch_cuda_headers_with_a_cpu_torch_fail_before_compiling(
 
 
 def test_cu_source_with_cuda_disabled(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="has CUDA sources but with-cuda = false"):
+    with pytest.raises(ConfigError, match="^with_cuda: .*has CUDA sources, but CUDA is off"):
         pep517_torch.load(
             "nocuda",
             [str(FIXTURE / "csrc" / "axpy.cu")],

@@ -350,16 +350,22 @@ def test_minor_difference_warns_once(tmp_path: Path) -> None:
 
 def test_major_difference_is_an_error_naming_both_and_the_override(tmp_path: Path) -> None:
     with pytest.raises(ToolchainError) as error:
-        check_versions(fake_toolkit_obj(tmp_path), "12.8", allow_mismatch=False)
+        check_versions(
+            fake_toolkit_obj(tmp_path), "12.8", allow_mismatch=False,
+            override_key="tool.torch-ext.allow-cuda-version-mismatch",
+        )  # fmt: skip
     message = str(error.value)
     for expected in (
         "nvcc 13.0",
         "CUDA 12.8",
-        "allow-cuda-version-mismatch = true",
-        "-Callow-cuda-version-mismatch=true",
+        "set tool.torch-ext.allow-cuda-version-mismatch = true",
         "nvidia-cuda-nvcc-cu12==12.8.*",
     ):
         assert expected in message, expected
+    # a face with no way to set the override (the JIT) is not told to set one
+    with pytest.raises(ToolchainError) as error:
+        check_versions(fake_toolkit_obj(tmp_path), "12.8", allow_mismatch=False)
+    assert "build anyway" not in str(error.value) and "tool.torch-ext" not in str(error.value)
 
 
 def test_major_difference_with_override_warns(tmp_path: Path) -> None:
@@ -378,7 +384,7 @@ def test_host_compiler_limits_from_header(tmp_path: Path) -> None:
         check_host_compiler(toolkit, "gcc", (16, 1, 0), [])
     message = str(error.value)
     for expected in ("gcc 16.1.0", "nvcc 13.0", "gcc 15 at most", "CC=", "-ccbin",
-                     "-allow-unsupported-compiler", "extra-cuda-cflags"):  # fmt: skip
+                     "-allow-unsupported-compiler", "extra_cuda_cflags"):  # fmt: skip
         assert expected in message, expected
     with pytest.raises(ToolchainError, match=r"clang 21\.0 is newer than nvcc 13\.0"):
         check_host_compiler(toolkit, "clang", (21, 0), [])

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 from packaging.requirements import Requirement
 
-from pep517_torch.distribution.metadata import build_metadata, merge_requirements, read_version, torch_pin
+from pep517_torch.config.version import read_version
+from pep517_torch.distribution.metadata import build_metadata, merge_requirements, torch_pin
 from pep517_torch.errors import ConfigError, ToolchainError
 
 

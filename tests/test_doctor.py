@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -108,3 +109,43 @@ def test_doctor_reports_an_arch_flag_nvcc_cannot_build(
     status, line = doctor(root, {**env, "FORCE_CUDA": "1"})
     assert (status, line["verdict"]) == (1, "fail"), line["all"]
     assert "a build here fails: tool.torch-ext.extension[0].cuda.extra-cuda-cflags[0]:" in line["text"]
+
+
+@pytest.mark.parametrize(
+    ("change", "key", "fragment"),
+    [
+        # a module of a package that is not shipped
+        (lambda root: (root / "pyproject.toml").write_text(
+            PYPROJECT.replace('name = "demo._C"', 'name = "other._C"')),
+         "tool.torch-ext.packages", "lives in package 'other', which is not one of the packages"),
+        # a shipped .py file of the extension's name
+        (lambda root: (root / "demo" / "_C.py").write_text(""),
+         "tool.torch-ext.extension[0].name", "are both the module demo._C"),
+        # torch-import-check's library name taken by a shipped module
+        (lambda root: ((root / "demo" / "_C_native.py").write_text(""), (root / "pyproject.toml")
+                       .write_text(PYPROJECT.replace("[tool.torch-ext]\n",
+                                                     "[tool.torch-ext]\ntorch-import-check = true\n"))),
+         "tool.torch-ext.extension[0].name", "ships its library as the module demo._C_native"),
+    ],
+)  # fmt: skip
+def test_shipping_problems_are_config_errors_before_any_compile(
+    project: tuple[Path, dict[str, str]], change: Any, key: str, fragment: str
+) -> None:
+    """What the wheel would ship is decided by the config layer: doctor and prepare_metadata
+    report these, not only a wheel build after compiling."""
+    from pep517_torch import project as project_mod
+    from pep517_torch.errors import ConfigError
+
+    root, env = project
+    change(root)
+    result = subprocess.run(
+        [sys.executable, "-m", "pep517_torch", "doctor", str(root)],
+        capture_output=True, text=True, env=env, timeout=600,
+    )  # fmt: skip
+    failed = [line for line in result.stdout.splitlines() if line.startswith("fail ")]
+    assert result.returncode == 1 and len(failed) == 1, result.stdout
+    assert f" {key}: " in failed[0] and fragment in failed[0], failed
+    with pytest.raises(ConfigError) as error:
+        project_mod.prepare_metadata(root, root.parent / "meta", None)
+    assert error.value.key == key and fragment in str(error.value)
+    assert not (root.parent / "meta").exists() and not (root / "build").exists()

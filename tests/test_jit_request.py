@@ -8,7 +8,7 @@ from typing import get_args
 
 from pep517_torch.core.spec import Kind
 from pep517_torch.jit.request import ArtifactKind, JitRequest
-from tests.conftest import run_python
+from tests.conftest import run_python, write
 
 # The modules `import pep517_torch.jit` may load: what a warm load() runs. No core.spec (its
 # dataclasses), no config, no build planning.
@@ -45,3 +45,22 @@ def test_the_warm_path_imports_stay_light() -> None:
     )
     loaded = set(json.loads(run_python(code).stdout))
     assert loaded <= WARM_PATH_MODULES, loaded - WARM_PATH_MODULES
+
+
+def test_a_stamp_holds_the_environment_it_was_built_in(tmp_path: Path) -> None:
+    """The variables that change what a build makes (config's list) are recorded by the cold
+    path; the warm check compares them without importing config. MAX_JOBS only says how a
+    build runs: changing it leaves the stamp fresh."""
+    from pep517_torch.jit import stamp
+
+    artifact = write(tmp_path / "m.so")
+    source = write(tmp_path / "m.cpp", "int f() { return 0; }\n")
+    built_in = {"TORCH_CUDA_ARCH_LIST": "8.0", "MAX_JOBS": "2"}
+    stamp_file = stamp.stamp_path(tmp_path, "m")
+    stamp.write(stamp_file, "key", [source], built_in)
+    assert stamp.is_fresh(stamp_file, "key", artifact, built_in)
+    assert stamp.is_fresh(stamp_file, "key", artifact, {**built_in, "MAX_JOBS": "7"})
+    other_arch = {**built_in, "TORCH_CUDA_ARCH_LIST": "9.0"}
+    assert not stamp.is_fresh(stamp_file, "key", artifact, other_arch)
+    assert not stamp.is_fresh(stamp_file, "key", artifact, {"MAX_JOBS": "2"})
+    assert not stamp.is_fresh(stamp_file, "other key", artifact, built_in)

@@ -20,7 +20,14 @@ VARS = {"wheel_tag": "cp311-cp311-linux_x86_64", "python_tag": "cp311", "torch_v
 
 def resolve(root: Path, name: str) -> Any:
     (root / "a.cpp").write_text("")
-    tool = {"extension": [{"name": name, "sources": ["a.cpp"]}]}
+    tool: dict[str, Any] = {"extension": [{"name": name, "sources": ["a.cpp"]}]}
+    package = name.rpartition(".")[0]
+    if package.isascii() and all(part.isidentifier() for part in package.split(".")):
+        for depth in range(1, package.count(".") + 2):  # the package it lives in is shipped
+            directory = root.joinpath(*package.split(".")[:depth])
+            directory.mkdir(exist_ok=True)
+            (directory / "__init__.py").write_text("")
+        tool["packages"] = [package.split(".")[0]]
     pyproject = {"project": {"name": "demo", "version": "1"}, "tool": {"torch-ext": tool}}
     return resolve_project(root, pyproject, None, Facts(env={}), VARS)
 

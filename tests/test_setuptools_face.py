@@ -156,9 +156,9 @@ def test_translation_of_per_compiler_flags_and_device_linking(project: Path) -> 
         ({"swig_opts": ["-c++"]}, "swig_opts", "SWIG is not supported"),
         ({"optional": True}, "optional", "optional extensions are not supported"),
         ({"language": "objc"}, "language", "'objc' is not supported"),
-        ({"sources": ["inc/a.h"]}, "sources", "a header: headers are found through include_dirs"),
+        ({"sources": ["inc/a.h"]}, "sources",
+         "a header: headers are found through Extension 'pkg._C' include_dirs"),
         ({"sources": ["a.pyx"]}, "sources", "not a C++ or CUDA source"),
-        ({"sources": ["missing.cpp"]}, "sources", "missing.cpp does not exist"),
         ({"extra_compile_args": {"nvcc_dlink": []}}, "dlink", "no .cu source to device-link"),
     ],
 )  # fmt: skip
@@ -171,6 +171,22 @@ def test_bad_arguments_name_the_argument(
         spec_of(extension, project)
     assert caught.value.key == f"Extension 'pkg._C' {argument}"
     assert message in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_a_missing_source_is_named_by_its_argument_before_anything_compiles(
+    project: Path,
+) -> None:
+    """The compile core checks that sources exist (one check for every face) and names the
+    setuptools argument, not its own field."""
+    from pep517_torch.core import build as core_build
+    from pep517_torch.core.spec import BuildOptions
+
+    spec = spec_of(setuptools.Extension("pkg._C", ["a.cpp", "missing.cpp"]), project)
+    with pytest.raises(ConfigError) as caught:
+        core_build.prepare([spec], BuildOptions(build_dir=project / "build", env=dict(os.environ)))
+    assert caught.value.key == "Extension 'pkg._C' sources"
+    assert "missing.cpp does not exist" in str(caught.value)
+    assert not list(project.glob("build/**/*.o"))
 
 
 def test_setuptools_library_is_refused(project: Path) -> None:
@@ -221,7 +237,7 @@ def test_build_ext_options_map_onto_the_core(tmp_path: Path, monkeypatch: pytest
     assert build_dir.parent == (tmp_path / plain.build_temp / "pep517_torch")
     assert build_dir.name.endswith(f"-torch{TORCH.version}")  # the pyproject face's naming
     options = build_options(plain, build_dir, tmp_path)
-    assert options.jobs == 3 and options.cuda_arch_list == ("8.0;9.0",)
+    assert options.jobs == 3 and options.cuda_arch_list == ("8.0", "9.0")
     assert options.source_root == tmp_path and "MAX_JOBS" not in options.env
     assert build_options(command(parallel="5"), build_dir, tmp_path).jobs == 5  # -j 5 wins
     # An editable install's build_temp is a throwaway directory: the regular one is used.

@@ -6,11 +6,12 @@ Precedence: ``-C`` config settings > environment > pyproject (after its override
 
 from __future__ import annotations
 
+from .layers import config_setting_fields
 from .model import ExtensionSettings, ProjectSettings
 from .pyproject import parse_settings, read_pyproject
 from .resolve import resolve_project
 from .resolved import Facts, PackageLayout, ResolvedProject, VersionSource
-from .settings import config_setting_fields
+from .version import version_string
 
 __all__ = [
     "ExtensionSettings",
@@ -23,4 +24,5 @@ __all__ = [
     "parse_settings",
     "read_pyproject",
     "resolve_project",
+    "version_string",
 ]

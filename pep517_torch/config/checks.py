@@ -10,9 +10,6 @@ import sys
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-LIMITED_API_PATTERN = r"^cp3[0-9]+$"
-OLDEST_LIMITED_API = 8  # cp38
-
 
 def no_keyword_parts(value: str) -> str | None:
     bad = [part for part in value.split(".") if keyword.iskeyword(part)]
@@ -57,13 +54,6 @@ def valid_version(value: str) -> str | None:
     return None
 
 
-def valid_limited_api(value: str) -> str | None:
-    match = re.fullmatch(LIMITED_API_PATTERN[1:-1], value)
-    if match is None or int(value[3:]) < OLDEST_LIMITED_API:
-        return f"{value!r} is not a supported limited-API target (cp38 or newer, e.g. 'cp310')"
-    return None
-
-
 def one_group_regex(value: str) -> str | None:
     try:
         groups = re.compile(value).groups
@@ -73,6 +63,14 @@ def one_group_regex(value: str) -> str | None:
 
 
 _SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([KMGT]?)(?:i?B)?", re.I)
+
+
+def split_list(value: list[str] | str | None) -> list[str]:
+    """`"8.0;8.6 9.0,10.0"` and `["8.0", "8.6"]` alike become a list of non-empty entries."""
+    if value is None:
+        return []
+    items = [value] if isinstance(value, str) else value
+    return [part for item in items for part in re.split(r"[;,\s]+", item) if part]
 
 
 def parse_size(value: str) -> int:

@@ -2,20 +2,21 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import limited_api
 from ..core.ninja_syntax import unwritable_character
-from ..core.spec import SOURCE_SUFFIXES, BuildType, ExtensionSpec, Kind, is_cuda_source
+from ..core.spec import BuildType, ExtensionSpec, Kind, first_duplicate, is_cuda_source
 from ..errors import ConfigError
+from .checks import split_list
 from .conditions import CudaState, condition_failure
 from .model import CudaVariant, ExtensionSettings, ProjectSettings
-from .overrides import Origins, split_list
+from .overrides import Origins
 from .parse import index_path, key_path
 from .paths import directory, existing_file, expand_glob
 from .resolved import Facts
-
-DEFAULT_LIMITED_API = "cp310"
 
 
 @dataclass(frozen=True)
@@ -30,16 +31,16 @@ class ExtensionContext:
 
 
 def check_static(extensions: list[ExtensionSettings], origins: list[Origins]) -> None:
-    """Checks that do not depend on the machine: unique names, `cuda` table vs with-cuda."""
-    first_index: dict[str, int] = {}
-    for index, (ext, where) in enumerate(zip(extensions, origins, strict=True)):
-        if ext.name in first_index:
-            raise ConfigError(
-                f"extension name {ext.name!r} is already used by"
-                f" tool.torch-ext.extension[{first_index[ext.name]}]",
-                where.of("name"),
-            )
-        first_index[ext.name] = index
+    """Checks that do not depend on the machine: unique names (they select extensions in
+    overrides, so disabled ones count too), `cuda` table vs with-cuda."""
+    duplicate = first_duplicate([ext.name for ext in extensions])
+    if duplicate is not None:
+        first, second = duplicate
+        raise ConfigError(
+            f"extension name {extensions[second].name!r} is already used by {origins[first].base}",
+            origins[second].of("name"),
+        )
+    for ext, where in zip(extensions, origins, strict=True):
         if ext.cuda is not None and ext.with_cuda is False:
             raise ConfigError(
                 "a `cuda` table is not allowed on an extension with with-cuda = false",
@@ -74,8 +75,9 @@ def _entries(
     return entries
 
 
-def _sources(ctx: ExtensionContext, entries: list[tuple[str, str]]) -> tuple[Path, ...]:
-    files: dict[Path, None] = {}
+def _sources(ctx: ExtensionContext, entries: list[tuple[str, str]]) -> dict[Path, str]:
+    """Each matched file and the key of the glob that matched it first."""
+    files: dict[Path, str] = {}
     for pattern, key in entries:
         for path in expand_glob(ctx.root, pattern, key, "source", skip_dir=ctx.build_dir):
             relative = str(path.relative_to(ctx.root))
@@ -86,15 +88,8 @@ def _sources(ctx: ExtensionContext, entries: list[tuple[str, str]]) -> tuple[Pat
                     " compiler command can name it; rename the file",
                     key,
                 )
-            if path.suffix not in SOURCE_SUFFIXES:
-                known = ", ".join(sorted(SOURCE_SUFFIXES))
-                raise ConfigError(
-                    f"{pattern!r} matches {path.relative_to(ctx.root)}, which is not a source"
-                    f" file (expected one of {known}; headers are found through include-dirs)",
-                    key,
-                )
-            files[path] = None
-    return tuple(files)
+            files.setdefault(path, key)
+    return files
 
 
 def _macros(
@@ -118,36 +113,28 @@ def _check_limited_api(
     macros: tuple[tuple[str, str | None], ...], flags: tuple[str, ...], minimum: str, key: str
 ) -> None:
     """A Py_LIMITED_API the user defines must be the one the wheel tag (``cp3X-abi3``) says."""
-    wanted = (3 << 8) | int(minimum[3:])
-    values = [value for name, value in macros if name == "Py_LIMITED_API"]
-    values += [f.partition("=")[2] or None for f in flags if f.split("=")[0] == "-DPy_LIMITED_API"]
-    for value in values:
-        try:
-            agrees = value is not None and int(value, 0) >> 16 == wanted
-        except ValueError:
-            agrees = False
-        if not agrees:
+    for value in limited_api.user_defines(macros, flags):
+        if value is None or limited_api.target_of_macro(value) != minimum:
             raise ConfigError(
                 f"the extension defines Py_LIMITED_API{'=' + value if value else ''}, but"
-                f" {minimum}-abi3 needs 0x{wanted:04X}0000; remove that define (it is set for"
-                " you) or change py-limited-api",
+                f" {minimum}-abi3 needs 0x{limited_api.macro_value(minimum):08X}; remove that"
+                " define (it is set for you) or change py-limited-api",
                 key,
             )
 
 
 def _device_link(
     ext: ExtensionSettings, variant: CudaVariant | None, sources: tuple[Path, ...]
-) -> dict[str, object]:
+) -> tuple[bool, tuple[str, ...], tuple[str, ...]]:
     """dlink, dlink-libraries and extra-dlink-flags; none of them when CUDA is off (auto)."""
+    if ext.with_cuda == "auto" and not any(map(is_cuda_source, sources)):
+        return False, (), ()
     wanted = variant.dlink if variant is not None and variant.dlink is not None else ext.dlink
     libraries = _flags(ext, variant, "dlink_libraries")
-    if ext.with_cuda == "auto" and not any(map(is_cuda_source, sources)):
-        return {}
-    return {
-        "dlink": wanted,
-        "dlink_libraries": libraries,
-        "extra_dlink_flags": _flags(ext, variant, "extra_dlink_flags"),
-    }
+    return wanted, libraries, _flags(ext, variant, "extra_dlink_flags")
+
+
+DLINK_FIELDS = ("dlink", "dlink_libraries", "extra_dlink_flags")
 
 
 def _dlink_key(variant: CudaVariant | None, origins: Origins, name: str) -> str:
@@ -172,10 +159,6 @@ def build_spec(ctx: ExtensionContext, ext: ExtensionSettings, origins: Origins) 
         if split_list(ext.cuda_arch_list)
         else ctx.project_origins.of("cuda_arch_list")
     )
-    nvcc_flag_keys = [
-        (f"extra_cuda_cflags[{i}]", key)
-        for i, (_, key) in enumerate(_entries(ext, variant, origins, "extra_cuda_cflags"))
-    ]
     if ext.pch_header is not None:
         header = existing_file(ctx.root, ext.pch_header, origins.of("pch_header"), "pch-header")
     elif project.pch_header is not None:
@@ -184,15 +167,15 @@ def build_spec(ctx: ExtensionContext, ext: ExtensionSettings, origins: Origins) 
         )
     else:
         header = None
-    limited_api = ext.py_limited_api
-    if limited_api:
-        minimum = DEFAULT_LIMITED_API if limited_api is True else limited_api
+    target = limited_api.DEFAULT if ext.py_limited_api is True else ext.py_limited_api or None
+    if target:
         flags = _flags(ext, variant, "extra_cflags") + _flags(ext, variant, "extra_cuda_cflags")
-        _check_limited_api(_macros(ext, variant), flags, minimum, origins.of("py_limited_api"))
+        _check_limited_api(_macros(ext, variant), flags, target, origins.of("py_limited_api"))
     sources = _sources(ctx, _entries(ext, variant, origins, "sources"))
-    spec_arguments = dict(
+    dlink, dlink_libraries, extra_dlink_flags = _device_link(ext, variant, tuple(sources))
+    return ExtensionSpec(
         name=ext.name,
-        sources=sources,
+        sources=tuple(sources),
         include_dirs=dirs("include_dirs", "include directory"),
         define_macros=_macros(ext, variant),
         extra_cflags=_flags(ext, variant, "extra_cflags"),
@@ -203,7 +186,7 @@ def build_spec(ctx: ExtensionContext, ext: ExtensionSettings, origins: Origins) 
         runtime_library_dirs=tuple(ext.runtime_library_dirs),
         with_cuda=None if ext.with_cuda == "auto" else bool(ext.with_cuda),
         cuda_arch_list=tuple(arch_list) or None,
-        py_limited_api=DEFAULT_LIMITED_API if limited_api is True else (limited_api or None),
+        py_limited_api=target,
         kind=Kind(ext.kind),
         python_abi_suffix=ext.python_abi_suffix,
         openmp=ext.openmp,
@@ -211,21 +194,30 @@ def build_spec(ctx: ExtensionContext, ext: ExtensionSettings, origins: Origins) 
         strip=project.strip if ext.strip is None else ext.strip,
         pch=project.pch if ext.pch is None else ext.pch,
         pch_header=header,
-        **_device_link(ext, variant, sources),
-        keys=(("cuda_arch_list", arch_key), *nvcc_flag_keys),
+        dlink=dlink,
+        dlink_libraries=dlink_libraries,
+        extra_dlink_flags=extra_dlink_flags,
+        keys=_spec_keys(ext, variant, origins, arch_key, sources),
     )
-    try:
-        return ExtensionSpec(**spec_arguments)  # type: ignore[arg-type]
-    except ConfigError as exc:
-        field_name = {
-            "name": "name", "sources": "sources", "with-cuda": "with_cuda", "dlink": "dlink",
-            "extra-dlink-flags": "extra_dlink_flags",
-        }.get(exc.key or "")  # fmt: skip
-        if field_name in ("dlink", "extra_dlink_flags"):
-            key = _dlink_key(variant, origins, field_name)
-        else:
-            key = origins.of(field_name) if field_name else origins.base
-        raise ConfigError(str(exc).removeprefix(f"{exc.key}: "), key) from None
+
+
+def _spec_keys(
+    ext: ExtensionSettings,
+    variant: CudaVariant | None,
+    origins: Origins,
+    arch_key: str,
+    sources: dict[Path, str],
+) -> tuple[tuple[str, str], ...]:
+    """The TOML key of each spec field (the table's own, an override's or the `cuda` table's),
+    of each source (its glob's) and of each nvcc flag, for the core's errors."""
+    spec_fields = {f.name for f in dataclasses.fields(ExtensionSpec)}
+    keys = {f.name: origins.of(f.name) for f in dataclasses.fields(ext) if f.name in spec_fields}
+    keys.update((name, _dlink_key(variant, origins, name)) for name in DLINK_FIELDS)
+    keys["cuda_arch_list"] = arch_key
+    keys.update((f"sources[{i}]", key) for i, key in enumerate(sources.values()))
+    flags = _entries(ext, variant, origins, "extra_cuda_cflags")
+    keys.update((f"extra_cuda_cflags[{i}]", key) for i, (_, key) in enumerate(flags))
+    return tuple(keys.items())
 
 
 def resolve_extensions(

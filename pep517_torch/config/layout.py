@@ -57,11 +57,18 @@ def package_dirs(root: Path, project: ProjectSettings, origins: Origins) -> Pack
     return PackageDirs(root, mapping)
 
 
-def _is_package_dir(path: Path, build_dir: Path) -> bool:
+PACKAGE_MARKERS = ("__init__.py", "__init__.pyi")  # a stub-only package (PEP 561) ships too
+
+
+def is_package_dir(path: Path, build_dir: Path) -> bool:
+    """The one rule for what is a package, for discovery and for the files a wheel ships: a
+    directory named as an identifier with an ``__init__.py`` (or ``.pyi``), outside the build
+    directory; never ``__pycache__``. A symlinked one counts (walkers guard against loops)."""
     return (
-        path.is_dir()
-        and path.name.isidentifier()
-        and (path / "__init__.py").is_file()
+        path.name.isidentifier()
+        and path.name != "__pycache__"
+        and path.is_dir()
+        and any((path / marker).is_file() for marker in PACKAGE_MARKERS)
         and not path.is_relative_to(build_dir)
     )
 
@@ -74,13 +81,13 @@ def _with_subpackages(
     key: str,
     seen: frozenset[Path] = frozenset(),
 ) -> dict[str, Path]:
-    """``name`` and every subdirectory below it that has an ``__init__.py``; a symlinked one
-    leading back to a directory above it (a loop) is left out."""
+    """``name`` and every package directory below it (:func:`is_package_dir`); a symlinked
+    one leading back to a directory above it (a loop) is left out."""
     require_inside(root, path, key, f"package {name!r} at")
     seen = seen | {path.resolve()}
     found = {name: path}
     for child in sorted(path.iterdir()):
-        if child.name == "__pycache__" or not _is_package_dir(child, build_dir):
+        if not is_package_dir(child, build_dir):
             continue
         if child.resolve() not in seen:
             found.update(_with_subpackages(
@@ -117,7 +124,7 @@ def discovered_packages(
     for child in sorted(base.iterdir()):
         if flat and child.name in FLAT_LAYOUT_EXCLUDE:
             continue
-        if _is_package_dir(child, build_dir):
+        if is_package_dir(child, build_dir):
             packages.update(_with_subpackages(root, child.name, child, build_dir, key))
     for name, path in sorted(dirs.mapping.items()):
         if name and path.is_dir():

@@ -15,7 +15,11 @@ A field ``snake_case_name`` is the TOML key ``snake-case-name`` (a trailing unde
 ``maximum``         largest allowed integer
 ``min_items``       smallest allowed list length
 ``config_setting``  the key may also be given as ``-C key=value``
-``env``             environment variable that sets the key (below -C, above pyproject)
+``env``             environment variable that sets the key (below -C, above pyproject); every
+                    face reads it, as the BuildOptions field of the same name
+``option``          how a value becomes that BuildOptions field (default: unchanged)
+``runs_only``       the value changes how a build runs, not what it builds (the JIT's warm
+                    check leaves its variable out)
 ``flatten``         a ``Partial`` whose keys sit directly in the enclosing table
 ``exclude``         keys of a ``Partial`` that are not allowed there
 ``appendable_only`` a ``Partial`` that accepts only list and table keys (``append``)
@@ -26,14 +30,15 @@ from __future__ import annotations
 from dataclasses import MISSING, dataclass, field
 from typing import Any, ClassVar, Generic, Literal, TypeVar
 
+from .. import limited_api
 from ..core.arch_list import arch_list_problem
 from ..core.spec import DEFAULT_PCH_CACHE_BYTES
 from .checks import (
-    LIMITED_API_PATTERN,
     extension_name_problem,
     no_keyword_parts,
     one_group_regex,
-    valid_limited_api,
+    parse_size,
+    split_list,
     valid_size,
     valid_specifier,
     valid_version,
@@ -217,8 +222,8 @@ class ExtensionSettings:
         False,
         help='Build against the stable ABI: `true` means `"cp310"`; a string names the oldest'
         ' CPython (`"cp38"` or newer).',
-        pattern=LIMITED_API_PATTERN,
-        check=valid_limited_api,
+        pattern=limited_api.PATTERN,
+        check=limited_api.problem,
     )
     cuda_arch_list: list[str] | str | None = setting(
         None,
@@ -295,7 +300,7 @@ class ProjectSettings:
     packages: list[str] | None = setting(
         None,
         help="Python packages to ship (subpackages included); unset: discovered (`src/` layout,"
-        " else directories with `__init__.py` in the root, minus tests, docs and the like).",
+        " else directories with `__init__.py` or a stub-only `__init__.pyi` in the root, minus tests, docs and the like).",
         **MODULE_NAME,
     )
     package_dir: str | dict[str, str] = setting(
@@ -329,6 +334,7 @@ class ProjectSettings:
         " TORCH_CUDA_ARCH_LIST overrides every extension's list.",
         config_setting=True,
         env="TORCH_CUDA_ARCH_LIST",
+        option=lambda value: tuple(split_list(value)) or None,
         **ARCH_LIST,
     )
     torch_requirement: Literal["minor", "exact", "none"] = setting(
@@ -350,6 +356,7 @@ class ProjectSettings:
         maximum=MAX_JOBS,
         config_setting=True,
         env="MAX_JOBS",
+        runs_only=True,
     )
     verbose: bool = setting(False, help="Print every command.", config_setting=True)
     build_type: Literal["release", "debug", "relwithdebinfo", "none"] = setting(
@@ -376,6 +383,7 @@ class ProjectSettings:
         " reads the same environment variable.",
         config_setting=True,
         env="PEP517_TORCH_COMPILER_LAUNCHER",
+        runs_only=True,
     )
     pch_cache_size: str = setting(
         DEFAULT_PCH_CACHE_SIZE,
@@ -385,6 +393,8 @@ class ProjectSettings:
         " build directory instead. The JIT reads the same environment variable.",
         config_setting=True,
         env="PEP517_TORCH_PCH_CACHE_SIZE",
+        runs_only=True,
+        option=parse_size,
         check=valid_size,
     )
     cuda: Literal["auto"] | bool = setting(

@@ -7,12 +7,12 @@ user wrote, which after an override is the override's key, not the extension's.
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from ..errors import ConfigError
+from .checks import split_list
 from .conditions import CudaState, condition_failure, cuda_state
 from .model import ExtensionSettings, ProjectSettings, toml_key
 from .parse import index_path, key_path
@@ -20,14 +20,6 @@ from .pyproject import TOOL_TABLE
 from .resolved import Facts
 
 SettingsT = TypeVar("SettingsT", ProjectSettings, ExtensionSettings)
-
-
-def split_list(value: list[str] | str | None) -> list[str]:
-    """`"8.0;8.6 9.0,10.0"` and `["8.0", "8.6"]` alike become a list of non-empty entries."""
-    if value is None:
-        return []
-    items = [value] if isinstance(value, str) else value
-    return [part for item in items for part in re.split(r"[;,\s]+", item) if part]
 
 
 @dataclass

@@ -11,17 +11,22 @@ from typing import Any
 from ..core.ninja_syntax import unwritable_character
 from ..core.spec import BuildOptions, BuildType
 from ..errors import ConfigError
-from .checks import parse_size
 from .entry_points import check_entry_points
 from .extensions import ExtensionContext, resolve_extensions
+from .layers import (
+    LayerValue,
+    config_settings_layer,
+    environment_layer,
+    option_value,
+    passthrough_env,
+)
 from .layout import resolve_layout
-from .model import BUILD_DIR_PLACEHOLDERS, ProjectSettings
-from .overrides import Origins, apply_overrides, current_cuda, split_list
-from .parse import key_path
-from .paths import existing_file
+from .model import BUILD_DIR_PLACEHOLDERS, ProjectSettings, toml_key
+from .overrides import Origins, apply_overrides, current_cuda
 from .pyproject import parse_settings
-from .resolved import Facts, ResolvedProject, VersionSource
-from .settings import config_settings_layer, environment_layer, passthrough_env
+from .resolved import Facts, ResolvedProject
+from .shipping import check_module_collisions, in_tree_path, package_files
+from .version import resolve_version
 
 
 def format_build_dir(template: str, values: Mapping[str, str], key: str) -> str:
@@ -65,31 +70,25 @@ def resolve_build_dir(
     return path
 
 
-def resolve_version(
-    root: Path, pyproject: Mapping[str, Any], project: ProjectSettings, origins: Origins
-) -> VersionSource:
-    table = project.version
-    if table is None:
-        return VersionSource()
-    dynamic = pyproject.get("project", {}).get("dynamic", [])
-    if "version" not in dynamic:
-        raise ConfigError(
-            "the version is static (project.version); add 'version' to project.dynamic"
-            " or remove this table",
-            origins.of("version"),
-        )
-    file = None
-    if table.base is not None and (table.file is not None or table.pattern is not None):
-        raise ConfigError(
-            "give the version either in `base` or through `file`/`pattern`, not both",
-            key_path(origins.of("version"), "base"),
-        )
-    if table.file is not None:
-        key = key_path(origins.of("version"), "file")
-        file = existing_file(root, table.file, key, "version file")
-    return VersionSource(
-        file=file, pattern=table.pattern, suffix_env=table.suffix_env, base=table.base
-    )
+def _project_options(
+    project: ProjectSettings, origins: Origins, arch_layer: LayerValue | None
+) -> dict[str, Any]:
+    """The BuildOptions fields the project settings give, with the keys that name them. An arch
+    list from -C or the environment goes to every extension; pyproject's goes to each spec."""
+    options: dict[str, Any] = {}
+    keys: dict[str, str] = {}
+    shared = {f.name for f in dataclasses.fields(BuildOptions)}
+    for fld in dataclasses.fields(ProjectSettings):
+        if fld.name == "build_dir":
+            continue  # a template, resolved by resolve_build_dir
+        if fld.name in shared and fld.name != "cuda_arch_list":
+            options[fld.name] = option_value(fld, getattr(project, fld.name))
+            keys[fld.name] = origins.of(fld.name)
+        elif fld.name == "cuda_arch_list":
+            options[fld.name] = option_value(fld, arch_layer.value) if arch_layer else None
+            anywhere = f"{toml_key(fld.name)} or {fld.metadata['env']}"
+            keys[fld.name] = arch_layer.key if arch_layer else anywhere
+    return {**options, "keys": tuple(keys.items())}
 
 
 def resolve_project(
@@ -125,19 +124,11 @@ def resolve_project(
     cuda_tag = f"cu{facts.torch_cuda.replace('.', '')}" if cuda_on and facts.torch_cuda else "cpu"
     values = {"build_type": build_type.value, "cuda": cuda_tag, **build_dir_vars}
     build_dir = resolve_build_dir(root, project, origins, values)
-    arch_override = split_list(arch_layer.value) if arch_layer else []
     options = BuildOptions(
         build_dir=build_dir,
-        jobs=project.jobs,
-        verbose=project.verbose,
-        compiler_launcher=project.compiler_launcher,
-        cuda_arch_list=tuple(arch_override) or None,
-        cuda_arch_list_key=arch_layer.key if arch_layer else "cuda-arch-list",
-        allow_cuda_version_mismatch=project.allow_cuda_version_mismatch,
-        pch=project.pch,
-        pch_cache_size=parse_size(project.pch_cache_size),
         source_root=root,
         env=passthrough_env(facts.env),
+        **_project_options(project, origins, arch_layer),
     )
     layout = resolve_layout(root, project, origins, build_dir)
     context = ExtensionContext(
@@ -157,19 +148,31 @@ def resolve_project(
             " name its files; move the project to a directory without one"
         )
     import_check = project.torch_import_check
+    torch_import_check = (
+        project.torch_requirement == "none" if import_check == "auto" else bool(import_check)
+    )
+    in_tree = {
+        spec.name: in_tree_path(root, layout, spec, origins.of("packages")) for spec in specs
+    }
+    files = package_files(
+        root, layout.packages, layout.py_modules, layout.package_data,
+        exclude=set(in_tree.values()),
+    )  # fmt: skip
+    check_module_collisions(specs, files, torch_import_check)
+    version = resolve_version(root, pyproject, project, origins)
     return ResolvedProject(
         root=root,
-        pyproject=pyproject,
+        project_table=pyproject.get("project", {}),
         extensions=specs,
         skipped=skipped,
         options=options,
         layout=layout,
         torch_requirement=project.torch_requirement,
-        torch_import_check=(
-            project.torch_requirement == "none" if import_check == "auto" else bool(import_check)
-        ),
+        torch_import_check=torch_import_check,
         cuda_enabled=cuda_on,
         sdist_include=tuple(project.sdist_include),
         sdist_exclude=tuple(project.sdist_exclude),
-        version=resolve_version(root, pyproject, project, origins),
+        version=version,
+        in_tree=in_tree,
+        files=tuple(files),
     )

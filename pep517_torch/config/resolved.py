@@ -53,7 +53,7 @@ class VersionSource:
 @dataclass(frozen=True)
 class ResolvedProject:
     root: Path
-    pyproject: Mapping[str, object]  # the whole parsed pyproject.toml
+    project_table: Mapping[str, object]  # pyproject.toml's [project] table, for the metadata
     extensions: tuple[ExtensionSpec, ...]
     skipped: tuple[tuple[str, str], ...]  # (extension name, why it is not built here)
     options: BuildOptions
@@ -64,3 +64,8 @@ class ResolvedProject:
     sdist_include: tuple[str, ...] = ()  # extra globs for the sdist, relative to root
     sdist_exclude: tuple[str, ...] = ()
     version: VersionSource = VersionSource()
+    # each built extension's name -> where its artifact sits in the source tree (editable
+    # installs link it there)
+    in_tree: Mapping[str, Path] = field(default_factory=dict)
+    # (archive name, source file) of every Python file and package data file the wheel ships
+    files: tuple[tuple[str, Path], ...] = ()

@@ -5,7 +5,7 @@ The syntax of an arch list, and its parser, are in :mod:`.arch_list` (no nvcc ne
 Every entry must be one the toolkit's nvcc can build (``nvcc --list-gpu-code``), else the
 configuration error lists what it can build.
 
-Default, when no list is configured (and ``TORCH_CUDA_ARCH_LIST`` is unset or empty): the
+Default, when no list is given (the faces read ``TORCH_CUDA_ARCH_LIST`` into it): the
 visible GPUs, the newest with ``+PTX``; with no GPU visible, the lowest architecture of every
 major from 8 on that this nvcc can build, and PTX for the newest of those: ``8.0;9.0;10.0;11.0;
 12.0+PTX`` for nvcc 13.0, ``8.0;9.0;10.0;12.0+PTX`` for nvcc 12.8. That SASS runs on every GPU
@@ -32,8 +32,6 @@ from .arch_list import ArchEntry, format_arch_list, parse_arch_list
 from .cuda import CudaToolkit
 from .cuda_checks import visible_gpu_archs
 
-ENV_VAR = "TORCH_CUDA_ARCH_LIST"
-_HOW_TO_CHOOSE = f"set cuda-arch-list or {ENV_VAR} to choose"
 # nvcc options that choose architectures, and options whose separate next argument is a value
 # (so "-Xcompiler -arch" style values are not mistaken for options).
 _ARCH_OPTIONS = frozenset(
@@ -70,39 +68,40 @@ def resolve_arch_flags(
     *,
     user_nvcc_flags: Sequence[str],
     env: Mapping[str, str],
-    flag_key: Callable[[int], str] = lambda index: f"extra-cuda-cflags[{index}]",
+    flag_key: Callable[[int], str] = lambda index: f"extra_cuda_cflags[{index}]",
+    choose: str = "cuda_arch_list",
 ) -> ArchDecision:
     """Decide the ``-gencode`` flags for one nvcc command line (see the module docstring).
 
-    ``flag_key`` names where the user's flag at an index of ``user_nvcc_flags`` was given."""
-    user_arch = user_arch_flags(user_nvcc_flags)
+    ``flag_key`` names where the user's flag at an index of ``user_nvcc_flags`` was given;
+    ``choose`` is where the caller's face sets the arch list (named in the notes)."""
+    user_arch = arch_options(user_nvcc_flags)
     if user_arch:
         check_user_arch_flags(user_nvcc_flags, toolkit, flag_key)
-        key = (entries[0].key if entries else None) or "cuda-arch-list"
+        key = (entries[0].key if entries else None) or choose
         ignored = f"; {key} ({format_arch_list(entries)}) ignored" if entries else ""
+        flags = [flag for _, flag in user_arch]
         return ArchDecision(
             [],
-            _archs_named_by(user_arch),
-            f"extra-cuda-cflags choose the GPU architectures ({' '.join(user_arch)}): adding no "
-            f"arch flags{ignored}",
+            _archs_named_by(flags),
+            f"{flag_key(user_arch[0][0])} chooses the GPU architectures ({' '.join(flags)}):"
+            f" adding no arch flags{ignored}",
         )
-    if not entries and env.get(ENV_VAR, "").strip():
-        entries = parse_arch_list(env[ENV_VAR], key=ENV_VAR)
     if not entries:
-        chosen, note = _visible_or_default(toolkit, env, why="no cuda-arch-list set")
+        chosen, note = _visible_or_default(toolkit, env, why="no architectures chosen", choose=choose)
         return _decision(chosen, note=note)
     explicit = [e for e in entries if not e.native]
     _check_buildable(explicit, toolkit)
     native = next((e for e in entries if e.native), None)
     if native is None:
         return _decision(explicit, note=None)
-    why = f"{native.key or 'cuda-arch-list'} has native"
-    chosen, note = _visible_or_default(toolkit, env, why=why)
+    why = f"{native.key or choose} has native"
+    chosen, note = _visible_or_default(toolkit, env, why=why, choose=choose)
     return _decision([*explicit, *chosen], note=note)
 
 
 def _visible_or_default(
-    toolkit: CudaToolkit, env: Mapping[str, str], *, why: str
+    toolkit: CudaToolkit, env: Mapping[str, str], *, why: str, choose: str
 ) -> tuple[list[ArchEntry], str]:
     """The visible GPUs' entries, else the default; and the note saying which and why."""
     gpus = visible_gpu_archs(env)
@@ -112,18 +111,18 @@ def _visible_or_default(
         chosen = format_arch_list(_merged(entries))
         return entries, (
             f"{why}: building for the visible GPUs ({', '.join(gpus)}): {chosen}{skipped_note};"
-            f" {_HOW_TO_CHOOSE}"
+            f" set {choose} to choose"
         )
     default = default_arch_entries(toolkit)
     if not default:
         return [], (
             f"{why} and nvcc {toolkit.version_str} lists no GPU architectures: nvcc's own default"
-            f" applies; {_HOW_TO_CHOOSE}"
+            f" applies; set {choose} to choose"
         )
     gpu_part = f"no usable GPU visible{skipped_note}" if gpus else "no GPU visible"
     return default, (
         f"{gpu_part} and {why}: building for {format_arch_list(default)} (the default for "
-        f"nvcc {toolkit.version_str}); {_HOW_TO_CHOOSE}"
+        f"nvcc {toolkit.version_str}); set {choose} to choose"
     )
 
 

@@ -18,7 +18,7 @@ from . import graph, inputs, jobs, pch, pch_cache, scan, toolchain
 from . import launcher as launchers
 from .progress import LOG_NAME
 from .runner import Log, NinjaRun, _stderr, run_ninja
-from .spec import BuildOptions, ExtensionSpec, is_cuda_source
+from .spec import BuildOptions, ExtensionSpec, first_duplicate, is_cuda_source
 
 
 @dataclass(frozen=True)
@@ -110,7 +110,10 @@ def _cuda_setup(
 
     toolkit = cuda.require_cuda(options.env, torch_cuda=torch.cuda)
     allow = options.allow_cuda_version_mismatch
-    notes.extend(cuda_checks.check_versions(toolkit, torch.cuda, allow_mismatch=allow))
+    notes.extend(cuda_checks.check_versions(
+        toolkit, torch.cuda, allow_mismatch=allow,
+        override_key=options.key_of("allow_cuda_version_mismatch"),
+    ))  # fmt: skip
     host = options.env.get("CC")
     host_compiler = compiler
     if host:
@@ -118,7 +121,10 @@ def _cuda_setup(
     elif options.env.get("CXX"):
         host = str(compiler.path)  # nvcc's host compiler = the C++ TUs' compiler
     nvcc_flags = [f for s in specs for f in s.extra_cuda_cflags]
-    cuda_checks.check_host_compiler(toolkit, host_compiler.family, host_compiler.version, nvcc_flags)
+    cuda_checks.check_host_compiler(
+        toolkit, host_compiler.family, host_compiler.version, nvcc_flags,
+        flags_key=" or ".join(dict.fromkeys(s.key_of("extra_cuda_cflags") for s in specs)),
+    )  # fmt: skip
     if not torch.has_cuda_runtime:
         notes.append(
             f"torch {torch.version} is a CPU build: CUDA sources compile and link against"
@@ -139,11 +145,15 @@ def _arch_flags(
     from . import arch
 
     value = options.cuda_arch_list or spec.cuda_arch_list
-    key = options.cuda_arch_list_key if options.cuda_arch_list else spec.key_of("cuda_arch_list")
+    if options.cuda_arch_list:
+        key = options.key_of("cuda_arch_list") or "cuda_arch_list"
+    else:
+        key = spec.key_of("cuda_arch_list")
     entries = arch.parse_arch_list(";".join(value), key=key) if value else None
     decision = arch.resolve_arch_flags(
         entries, toolkit, user_nvcc_flags=spec.extra_cuda_cflags, env=options.env,
         flag_key=lambda index: spec.key_of("extra_cuda_cflags", index),
+        choose=options.key_of("cuda_arch_list") or spec.key_of("cuda_arch_list"),
     )  # fmt: skip
     if decision.note and decision.note not in notes:
         notes.append(decision.note)
@@ -175,9 +185,11 @@ class _Planner:
     pch_plans: dict[str, pch.PchPlan] = dataclasses.field(default_factory=dict)
 
     def plan(self, spec: ExtensionSpec) -> graph.ExtensionPlan:
-        for source in spec.sources:
+        for index, source in enumerate(spec.sources):
             if not source.is_file():
-                raise ConfigError(f"source file {source} does not exist", "sources")
+                raise ConfigError(
+                    f"source file {source} does not exist", spec.key_of("sources", index)
+                )
         includes = {s: scan.walk_includes([s], spec.include_dirs) for s in spec.sources}
         _check_torch_cuda_headers(spec, [i for found in includes.values() for i in found], self.tools.torch)
         arch_flags, gpu_targets = (
@@ -227,10 +239,13 @@ def prepare(
     if not specs:
         raise ConfigError("nothing to build: no extensions")
     specs = [_with_cuda_headers(spec) for spec in specs]
-    names = [s.name for s in specs]
-    if len(set(names)) != len(names):
-        duplicate = sorted(n for n in names if names.count(n) > 1)[0]
-        raise ConfigError(f"two extensions named {duplicate!r}")
+    duplicate = first_duplicate([s.name for s in specs])
+    if duplicate is not None:
+        first, second = (specs[i] for i in duplicate)
+        raise ConfigError(
+            f"extension name {second.name!r} is already used by {first.key_of('name')}",
+            second.key_of("name"),
+        )
     build_dir = options.build_dir.resolve()
     env = options.env
     compiler = toolchain.find_compiler(env)

@@ -31,12 +31,17 @@ _NVIDIA_SMI_TIMEOUT_S = 10
 
 
 def check_versions(
-    toolkit: CudaToolkit, torch_cuda: str | None, *, allow_mismatch: bool
+    toolkit: CudaToolkit,
+    torch_cuda: str | None,
+    *,
+    allow_mismatch: bool,
+    override_key: str | None = None,
 ) -> list[str]:
     """Warnings about nvcc vs torch's CUDA; a different major version is a ToolchainError.
 
     ``torch_cuda`` is ``torch.version.cuda``: None for a CPU build of torch, which is no error
-    (CUDA code still builds; torch's own CUDA APIs are just unavailable).
+    (CUDA code still builds; torch's own CUDA APIs are just unavailable). ``override_key`` is
+    where the caller's face sets ``allow_mismatch`` (None: it cannot).
     """
     if torch_cuda is None:
         return []
@@ -50,13 +55,12 @@ def check_versions(
             "built with another CUDA major version fails to load or crashes"
         )
         if allow_mismatch:
-            return [f"{message} (building anyway: allow-cuda-version-mismatch is set)"]
+            set_by = override_key or "allow_cuda_version_mismatch"
+            return [f"{message} (building anyway: {set_by} is set)"]
+        anyway = f"; or, to build anyway, set {override_key} = true" if override_key else ""
         raise ToolchainError(
             f"{message}. Fix: point CUDA_HOME at a CUDA {torch_version[0]}.x toolkit or "
-            f"pip install {quoted_requirements(nvcc_wheel_requirements(torch_cuda))};"
-            " or, to build anyway, set "
-            "allow-cuda-version-mismatch = true in [tool.torch-ext] "
-            "(-Callow-cuda-version-mismatch=true)"
+            f"pip install {quoted_requirements(nvcc_wheel_requirements(torch_cuda))}{anyway}"
         )
     if torch_version != toolkit.version:
         return [
@@ -90,11 +94,14 @@ def check_host_compiler(
     compiler_family: Literal["gcc", "clang"],
     compiler_version: tuple[int, ...],
     nvcc_flags: Sequence[str],
+    *,
+    flags_key: str = "extra_cuda_cflags",
 ) -> None:
     """Raise ToolchainError when nvcc would reject the host compiler as too new.
 
     The limit is read from the toolkit's ``include/crt/host_config.h``; nothing is checked when
-    that header is missing or ``-allow-unsupported-compiler`` is among ``nvcc_flags``.
+    that header is missing or ``-allow-unsupported-compiler`` is among ``nvcc_flags``
+    (``flags_key``: where the caller's face takes them).
     """
     if ALLOW_UNSUPPORTED_COMPILER_FLAGS.intersection(nvcc_flags) or not compiler_version:
         return
@@ -110,7 +117,7 @@ def check_host_compiler(
         f"host compiler {compiler_family} {version} is newer than nvcc {toolkit.version_str} "
         f"({toolkit.nvcc}) supports: {compiler_family} {newest} at most, per {header}. Fix: set "
         f"CC/CXX to an older {compiler_family} (CC is passed to nvcc as -ccbin), e.g. "
-        f"CC={compiler_family}-{newest}; or add -allow-unsupported-compiler to extra-cuda-cflags "
+        f"CC={compiler_family}-{newest}; or add -allow-unsupported-compiler to {flags_key} "
         "(at your own risk)"
     )
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from packaging.version import Version
 
+from .. import limited_api
 from .spec import BUILD_TYPE_FLAGS, BuildType, ExtensionSpec, Kind
 from .toolchain import Compiler, TorchInstall
 
@@ -69,12 +70,6 @@ def has_std(flags: tuple[str, ...]) -> bool:
     return any(f.startswith(("-std=", "--std=", "-std ")) for f in flags) or "-std" in flags
 
 
-def limited_api_hex(tag: str) -> str:
-    """``cp310`` -> ``0x030A0000``: the Py_LIMITED_API value matching the wheel tag."""
-    minor = int(tag[3:])
-    return f"0x03{minor:02X}0000"
-
-
 def _defines(spec: ExtensionSpec) -> list[str]:
     out = []
     if spec.kind is not Kind.EXECUTABLE:
@@ -82,16 +77,14 @@ def _defines(spec: ExtensionSpec) -> list[str]:
     for name, value in spec.define_macros:
         out.append(f"-D{name}" if value is None else f"-D{name}={value}")
     if spec.py_limited_api and not _defines_limited_api(spec):
-        out.append(f"-DPy_LIMITED_API={limited_api_hex(spec.py_limited_api)}")
+        out.append(f"-DPy_LIMITED_API=0x{limited_api.macro_value(spec.py_limited_api):08X}")
     return out
 
 
 def _defines_limited_api(spec: ExtensionSpec) -> bool:
     """Whether the user already defines Py_LIMITED_API (the config layer checks it agrees)."""
-    user = (*spec.extra_cflags, *spec.extra_cuda_cflags)
-    return any(n == "Py_LIMITED_API" for n, _ in spec.define_macros) or any(
-        f.startswith("-DPy_LIMITED_API") for f in user
-    )
+    flags = (*spec.extra_cflags, *spec.extra_cuda_cflags)
+    return bool(limited_api.user_defines(spec.define_macros, flags))
 
 
 def prefix_map_flags(source_root: Path | None, torch: TorchInstall) -> list[str]:

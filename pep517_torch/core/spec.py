@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import enum
 import keyword
+import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,6 +19,7 @@ from .suffixes import (  # re-exported: spec users find the suffixes here too
     CUDA_SUFFIXES,
     SOURCE_SUFFIXES,
     is_cuda_source,
+    is_header,
 )
 
 DEFAULT_PCH_CACHE_BYTES = 5 * 1024**3  # ~6 torch/extension.h PCHs (~790 MB per flag set)
@@ -45,6 +48,28 @@ BUILD_TYPE_FLAGS: dict[BuildType, tuple[str, ...]] = {
     BuildType.DEBUG: ("-O0", "-g"),
     BuildType.RELWITHDEBINFO: ("-O2", "-g", "-DNDEBUG"),
 }
+
+
+def source_problem(path: str | os.PathLike[str], include_dirs: str = "include_dirs") -> str | None:
+    """Why ``path`` cannot be compiled as a source (the rest of "<path> is ..."), or None;
+    ``include_dirs`` is the face's name for the include directories."""
+    if Path(path).suffix in SOURCE_SUFFIXES:
+        return None
+    if is_header(path):
+        return f"a header: headers are found through {include_dirs}"
+    known = ", ".join(sorted(SOURCE_SUFFIXES))
+    return f"not a C++ or CUDA source (expected one of {known})"
+
+
+def first_duplicate(names: Sequence[str]) -> tuple[int, int] | None:
+    """(index of the first use, index of the second) of the first name given twice, or None;
+    two extensions of one name would write one artifact."""
+    first: dict[str, int] = {}
+    for index, name in enumerate(names):
+        if name in first:
+            return first[name], index
+        first[name] = index
+    return None
 
 
 @dataclass(frozen=True)
@@ -91,45 +116,45 @@ class ExtensionSpec:
         parts = self.name.split(".")
         if not self.name or not all(p.isidentifier() and not keyword.iskeyword(p) for p in parts):
             raise ConfigError(
-                f"{self.name!r} is not a valid module name (dotted Python identifiers)", "name"
+                f"{self.name!r} is not a valid module name (dotted Python identifiers)",
+                self.key_of("name"),
             )
         if not self.sources:
-            raise ConfigError(f"extension {self.name!r} has no sources", "sources")
-        for source in self.sources:
-            if source.suffix not in SOURCE_SUFFIXES:
-                known = ", ".join(sorted(SOURCE_SUFFIXES))
-                raise ConfigError(
-                    f"{source}: unknown source suffix {source.suffix!r} (expected one of {known};"
-                    " headers are found through include-dirs)",
-                    "sources",
-                )
+            raise ConfigError(f"extension {self.name!r} has no sources", self.key_of("sources"))
+        for index, source in enumerate(self.sources):
+            problem = source_problem(source, self.key_of("include_dirs"))
+            if problem:
+                raise ConfigError(f"{source} is {problem}", self.key_of("sources", index))
         if self.with_cuda is False and any(map(is_cuda_source, self.sources)):
             raise ConfigError(
-                f"extension {self.name!r} has CUDA sources but with-cuda = false", "with-cuda"
+                f"extension {self.name!r} has CUDA sources, but CUDA is off for it",
+                self.key_of("with_cuda"),
             )
         if self.device_link:
+            field_name = "dlink" if self.dlink else "dlink_libraries"
             if self.with_cuda is False:
                 raise ConfigError(
-                    f"extension {self.name!r} asks for device linking but with-cuda = false",
-                    "dlink",
+                    f"extension {self.name!r} asks for device linking, but CUDA is off for it",
+                    self.key_of(field_name),
                 )
             if not any(map(is_cuda_source, self.sources)):
                 raise ConfigError(
                     f"extension {self.name!r} asks for device linking but has no .cu source to"
                     " device-link",
-                    "dlink",
+                    self.key_of(field_name),
                 )
         elif self.extra_dlink_flags:
             raise ConfigError(
-                f"extension {self.name!r} has device-link flags but no device link (dlink)",
-                "extra-dlink-flags",
+                f"extension {self.name!r} has device-link flags but no device link",
+                self.key_of("extra_dlink_flags"),
             )
 
     def key_of(self, name: str, index: int | None = None) -> str:
-        """Where field ``name`` (or its entry ``index``) was given; default: the field's name."""
+        """Where field ``name`` (or its entry ``index``) was given, in the words of the face
+        that made the spec; default: the field's own name."""
         recorded = dict(self.keys)
         item = f"{name}[{index}]" if index is not None else name
-        return recorded.get(item) or recorded.get(name) or item.replace("_", "-")
+        return recorded.get(item) or recorded.get(name) or item
 
     @property
     def module_name(self) -> str:
@@ -156,7 +181,6 @@ class BuildOptions:
     verbose: bool = False
     compiler_launcher: str = "auto"  # "auto" | "none" | a command
     cuda_arch_list: tuple[str, ...] | None = None  # -C/env value for every spec; None: per spec
-    cuda_arch_list_key: str = "cuda-arch-list"  # where that value came from, for error messages
     allow_cuda_version_mismatch: bool = False
     pch: bool = True
     source_root: Path | None = None  # mapped to "." in __FILE__ and debug info (reproducibility)
@@ -168,3 +192,10 @@ class BuildOptions:
     pch_cache_dir: Path | None = None
     pch_cache_size: int = DEFAULT_PCH_CACHE_BYTES
     pch_eager: bool = False  # build a torch header's PCH even if no TU would wait (the JIT)
+    # The face's name for a field, for messages: where its value came from or where a user of
+    # that face sets it (a TOML key, an environment variable). Not part of what is built.
+    keys: tuple[tuple[str, str], ...] = field(default=(), compare=False)
+
+    def key_of(self, name: str) -> str | None:
+        """The face's name for field ``name``; None: that face gives no way to set it."""
+        return dict(self.keys).get(name)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import ast
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,9 +18,6 @@ from ..project_tree import require_inside
 
 TorchPinMode = Literal["minor", "exact", "none"]
 
-VERSION_FILE_KEY = "tool.torch-ext.version.file"
-VERSION_PATTERN_KEY = "tool.torch-ext.version.pattern"
-VERSION_SUFFIX_KEY = "tool.torch-ext.version.suffix-env"
 
 
 @dataclass(frozen=True)
@@ -220,84 +215,3 @@ def _tightest(specifiers: SpecifierSet) -> SpecifierSet:
 
 def _copy(requirement: Requirement) -> Requirement:
     return Requirement(str(requirement))
-
-
-def read_version(file: Path, pattern: str | None = None, suffix: str | None = None) -> str:
-    """Read a version from ``file`` without importing it, append ``suffix``, normalise.
-
-    With ``pattern``, the version is the single group of the first match (multiline mode);
-    without, it is the string of a module-level ``__version__ = "..."`` assignment.
-    """
-    try:
-        text = file.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        raise ConfigError(f"cannot read {file}: {error}", VERSION_FILE_KEY) from None
-    if pattern is not None:
-        found = _version_by_pattern(text, pattern, file)
-    else:
-        found = _version_by_ast(text, file)
-    try:
-        Version(found)
-    except InvalidVersion:
-        message = f"{found!r} read from {file} is not a valid PEP 440 version"
-        raise ConfigError(message, VERSION_FILE_KEY) from None
-    return append_suffix(found, suffix, f"from {file}")
-
-
-def append_suffix(version: str, suffix: str | None, origin: str) -> str:
-    """``version`` + ``suffix``, normalised; a result that is not PEP 440 names the suffix key."""
-    if not suffix:
-        return str(Version(version))
-    try:
-        return str(Version(version + suffix))
-    except InvalidVersion:
-        raise ConfigError(
-            f"version {version!r} {origin} plus suffix {suffix!r} is {version + suffix!r}, "
-            "which is not a valid PEP 440 version (a local label starts with '+', e.g. '+cu130')",
-            VERSION_SUFFIX_KEY,
-        ) from None
-
-
-def _version_by_pattern(text: str, pattern: str, file: Path) -> str:
-    try:
-        regex = re.compile(pattern, re.MULTILINE)
-    except re.error as error:
-        message = f"{pattern!r} is not a valid regular expression: {error}"
-        raise ConfigError(message, VERSION_PATTERN_KEY) from None
-    if regex.groups != 1:
-        message = f"{pattern!r} must have exactly one group, the version"
-        raise ConfigError(message, VERSION_PATTERN_KEY)
-    match = regex.search(text)
-    if match is None:
-        raise ConfigError(f"{pattern!r} does not match anything in {file}", VERSION_PATTERN_KEY)
-    return match.group(1).strip()
-
-
-def _version_by_ast(text: str, file: Path) -> str:
-    try:
-        tree = ast.parse(text, filename=str(file))
-    except SyntaxError as error:
-        raise ConfigError(f"{file} is not valid Python: {error}", VERSION_FILE_KEY) from None
-    found: ast.expr | None = None
-    for statement in tree.body:
-        if isinstance(statement, ast.Assign):
-            targets, value = statement.targets, statement.value
-        elif isinstance(statement, ast.AnnAssign) and statement.value is not None:
-            targets, value = [statement.target], statement.value
-        else:
-            continue
-        if any(isinstance(target, ast.Name) and target.id == "__version__" for target in targets):
-            found = value  # the last assignment wins, as when the module runs
-    if found is None:
-        raise ConfigError(
-            f'{file} has no module-level __version__ = "..." assignment; set '
-            f"{VERSION_PATTERN_KEY} to read it another way",
-            VERSION_FILE_KEY,
-        )
-    if not (isinstance(found, ast.Constant) and isinstance(found.value, str)):
-        raise ConfigError(
-            f"__version__ in {file} is not a string literal, and the file is never imported; "
-            f"set {VERSION_PATTERN_KEY} or a static project.version",
-            VERSION_FILE_KEY,
-        )
-    return found.value.strip()

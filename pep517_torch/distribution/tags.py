@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import re
 import sys
 import sysconfig
 
 from packaging import tags
 
 from ..errors import ConfigError
+from ..limited_api import problem as limited_api_problem
 
 PURE_TAG = "py3-none-any"
 
-_LIMITED_API = re.compile(r"cp3(\d+)")
 
 
 def python_tag() -> str:
@@ -45,7 +44,8 @@ def wheel_tag(has_native_code: bool, limited_api: str | None = None) -> str:
 
 
 def _check_limited_api(limited_api: str) -> None:
-    if not _LIMITED_API.fullmatch(limited_api):
-        raise ConfigError(f"limited API version {limited_api!r} is not of the form 'cp310'")
+    problem = limited_api_problem(limited_api)
+    if problem:
+        raise ConfigError(problem)
     if sys.implementation.name != "cpython" or sysconfig.get_config_var("Py_GIL_DISABLED"):
         raise ConfigError("the limited API (abi3) needs a CPython build without free threading")

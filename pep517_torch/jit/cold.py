@@ -12,9 +12,21 @@ from ..core import build as core_build
 from ..core import inputs as core_inputs
 from ..core.lock import build_lock
 from ..core.spec import BuildOptions, ExtensionSpec, Kind
-from ..config.settings import environment_options
+from ..config.layers import environment_options
 from . import stamp
 from .request import JitRequest
+
+# The compile core's spec field -> the argument of load() it comes from: the core's errors
+# name those (the environment's settings are named by environment_options).
+SPEC_ARGUMENTS = (
+    ("name", "name"),
+    ("sources", "sources"),
+    ("include_dirs", "extra_include_paths"),
+    ("extra_cflags", "extra_cflags"),
+    ("extra_cuda_cflags", "extra_cuda_cflags"),
+    ("extra_ldflags", "extra_ldflags"),
+    ("with_cuda", "with_cuda"),
+)
 
 
 def _spec(request: JitRequest, target: str) -> ExtensionSpec:
@@ -28,7 +40,7 @@ def _spec(request: JitRequest, target: str) -> ExtensionSpec:
         with_cuda=request.with_cuda,
         kind=Kind(request.kind),
         python_abi_suffix=False,
-        keys=(("extra_cuda_cflags", "extra_cuda_cflags"),),
+        keys=SPEC_ARGUMENTS,
     )
 
 
@@ -71,7 +83,7 @@ def build(
         **environment_options(env),  # MAX_JOBS etc. mean here what they mean for wheels
     )
     with build_lock(build_dir, f"'{target}'", say=say or (lambda line: None)):
-        if stamp.is_fresh(stamp_file, key, request.artifact(build_dir, target)):
+        if stamp.is_fresh(stamp_file, key, request.artifact(build_dir, target), env):
             return  # another process built it while we waited
         stamp.invalidate(stamp_file)
         _build(spec, options, key, stamp_file, say)
@@ -93,7 +105,8 @@ def _build(
     elapsed = time.perf_counter() - started
     recorded = core_inputs.recorded_inputs(plan.build_dir)  # sources and project headers
     mine = (paths for obj, paths in recorded.items() if obj.startswith(f"obj/{spec.name}/"))
-    stamp.write(stamp_file, key, [*spec.sources, *(p for paths in mine for p in paths)])
+    inputs = [*spec.sources, *(p for paths in mine for p in paths)]
+    stamp.write(stamp_file, key, inputs, options.env)
     if say is not None and run.steps:
         extra = f", {run.precompiled} header precompiled" if run.precompiled else ""
         log = f" (log: {run.log_file})" if run.log_file else ""

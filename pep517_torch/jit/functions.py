@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from ..core.ninja_syntax import unwritable_character
-from ..core.suffixes import CUDA_HEADER_SUFFIXES, SOURCE_SUFFIXES
+from ..core.suffixes import CUDA_HEADER_SUFFIXES, is_header
 from ..errors import ConfigError
 from .request import ArtifactKind, JitRequest
 from .warm import extensions_root, jit_load
@@ -25,9 +25,6 @@ CXX_KEYWORDS = frozenset("""
     thread_local throw true try typedef typeid typename union unsigned using virtual void
     volatile wchar_t while xor xor_eq
 """.split())
-# torch accepts headers among the sources (a .cuh even turns CUDA on); they are not compiled,
-# and ninja's depfiles track them like any other included header.
-HEADER_SUFFIXES = frozenset({".h", ".hh", ".hpp", ".hxx", ".inl"}) | CUDA_HEADER_SUFFIXES
 
 
 def _one_line(values: Iterable[str], argument: str) -> None:
@@ -140,20 +137,14 @@ def load(
         sources = [sources]
     if not sources:
         raise ConfigError(f"extension {name!r}: sources is empty", "sources")
+    # torch accepts headers among the sources (a .cuh even turns CUDA on); they are not
+    # compiled, and ninja's depfiles track them like any other included header. The compile
+    # core checks that the rest exist and are sources.
     paths, headers = [], []
     for source in sources:
         path = os.path.abspath(os.path.expanduser(os.fspath(source)))
         _one_line([path], "sources")
-        if not os.path.isfile(path):
-            raise ConfigError(f"source file {source} does not exist", "sources")
-        suffix = os.path.splitext(path)[1]
-        if suffix in HEADER_SUFFIXES:
-            headers.append(path)
-            continue
-        if suffix not in SOURCE_SUFFIXES:
-            known = ", ".join(sorted(SOURCE_SUFFIXES | HEADER_SUFFIXES))
-            raise ConfigError(f"{source}: unknown source suffix (expected one of {known})", "sources")
-        paths.append(path)
+        (headers if is_header(path) else paths).append(path)
     if not paths:
         raise ConfigError(f"extension {name!r}: sources holds only headers", "sources")
     if with_cuda is None and any(os.path.splitext(h)[1] in CUDA_HEADER_SUFFIXES for h in headers):

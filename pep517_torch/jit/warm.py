@@ -83,13 +83,14 @@ def jit_load(
     base = request.name
     if (base, key) in _loaded:
         target, result = _loaded[(base, key)]
-        if stamp.is_fresh(stamp.stamp_path(build_dir, target), key, request.artifact(build_dir, target)):
+        stamp_file = stamp.stamp_path(build_dir, target)
+        if stamp.is_fresh(stamp_file, key, request.artifact(build_dir, target), env):
             return result
     version = _versions[base] + 1 if base in _versions else 0
     target = f"{base}_v{version}" if version else base
     artifact = request.artifact(build_dir, target)
     stamp_file = stamp.stamp_path(build_dir, target)
-    if not stamp.is_fresh(stamp_file, key, artifact):
+    if not stamp.is_fresh(stamp_file, key, artifact, env):
         from . import cold
 
         cold.build(request, target, build_dir, key, stamp_file, verbose=verbose, pch=pch, env=env)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from .. import limited_api
 from ..core.flags import OPENMP_DEFINE
 
 LIMITED_API_DEFINE = "Py_LIMITED_API"
@@ -38,11 +39,7 @@ def macro_value(value: Any) -> str | int | bool:
 
 def limited_api_tag(hex_value: Any) -> str | None:
     """``0x030A0000`` -> ``cp310``."""
-    try:
-        number = int(str(hex_value), 0)
-    except ValueError:
-        return None
-    return f"cp{number >> 24}{(number >> 16) & 0xFF}" if number >> 24 == 3 else None
+    return limited_api.target_of_macro(hex_value)
 
 
 def _without_openmp(flags: list[str]) -> list[str]:

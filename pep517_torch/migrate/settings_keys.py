@@ -18,7 +18,7 @@ from ..config.model import (
     toml_key,
 )
 from ..config.parse import fields_by_key, partial_keys, type_hints, union_members
-from ..config.settings import PASSTHROUGH_ENV, env_fields
+from ..config.layers import PASSTHROUGH_ENV, env_fields
 
 EXTENSION_NAME_KEY = "name"
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from ..config.model import DEFAULT_BUILD_DIR
 from ..config.resolve import format_build_dir
-from ..config.settings import environment_options, passthrough_env
+from ..config.layers import environment_options, passthrough_env
 from ..core.spec import BuildOptions, BuildType
 from ..core.toolchain import TorchInstall
 from ..distribution import tags
@@ -73,7 +73,7 @@ def command_options(command: Any) -> CommandOptions:
 
 
 def build_options(command: Any, build_dir: Path, root: Path) -> BuildOptions:
-    from_env = {"cuda_arch_list_key": "TORCH_CUDA_ARCH_LIST", **environment_options(os.environ)}
+    from_env = environment_options(os.environ)
     parallel = command.parallel  # build_ext -j N; True means "the default"
     if type(parallel) is int and parallel > 0:
         from_env["jobs"] = parallel

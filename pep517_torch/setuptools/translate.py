@@ -14,22 +14,30 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .. import limited_api
 from ..core.flags import torch_libraries
-from ..core.spec import (
-    CUDA_HEADER_SUFFIXES, SOURCE_SUFFIXES, BuildType, ExtensionSpec, is_cuda_source,
-)  # fmt: skip
+from ..core.spec import BuildType, ExtensionSpec, is_cuda_source
 from ..core.toolchain import TorchInstall
 from ..errors import ConfigError
 from .extension import CUDART, DLINK_ATTRIBUTE, DLINK_LIBRARIES_ATTRIBUTE, cuda_directories
 
 COMPILE_ARGS_KEYS = ("cxx", "nvcc", "nvcc_dlink")
-LIMITED_API = "cp310"  # torch's min_supported_cpython, 0x030A0000
 LANGUAGES = (None, "c", "c++")
-SPEC_KEYS = {  # an ExtensionSpec error's key -> the setuptools argument it comes from
+SPEC_ARGUMENTS = {  # an ExtensionSpec field -> the Extension argument it comes from
     "name": "name",
     "sources": "sources",
-    "dlink": "dlink",
-    "extra-dlink-flags": "extra_compile_args['nvcc_dlink']",
+    "include_dirs": "include_dirs",
+    "define_macros": "define_macros",
+    "extra_cflags": "extra_compile_args",
+    "extra_cuda_cflags": "extra_compile_args['nvcc']",
+    "extra_ldflags": "extra_link_args",
+    "libraries": "libraries",
+    "library_dirs": "library_dirs",
+    "runtime_library_dirs": "runtime_library_dirs",
+    "py_limited_api": "py_limited_api",
+    "dlink": DLINK_ATTRIBUTE,
+    "dlink_libraries": DLINK_LIBRARIES_ATTRIBUTE,
+    "extra_dlink_flags": "extra_compile_args['nvcc_dlink']",
 }
 
 
@@ -56,8 +64,11 @@ class _Arguments:
         self.extension = extension
         self.name = name
 
+    def key(self, argument: str) -> str:
+        return f"Extension {self.name!r} {argument}"
+
     def error(self, argument: str, message: str) -> ConfigError:
-        return ConfigError(message, f"Extension {self.name!r} {argument}")
+        return ConfigError(message, self.key(argument))
 
     def strings(self, argument: str, value: Any = None) -> list[str]:
         value = getattr(self.extension, argument, None) if value is None else value
@@ -99,21 +110,6 @@ def _absolute(paths: Iterable[str], root: Path) -> list[Path]:
 def _without(paths: Iterable[Path], dropped: Iterable[str | Path]) -> tuple[Path, ...]:
     known = {Path(p).resolve() for p in dropped}
     return tuple(dict.fromkeys(p for p in paths if p.resolve() not in known))
-
-
-def _sources(arguments: _Arguments, root: Path) -> tuple[Path, ...]:
-    sources = _absolute(arguments.strings("sources"), root)
-    for source in sources:
-        if source.suffix in SOURCE_SUFFIXES:
-            if not source.is_file():
-                raise arguments.error("sources", f"{source} does not exist")
-            continue
-        why = "a header: headers are found through include_dirs"
-        if source.suffix not in CUDA_HEADER_SUFFIXES and source.suffix not in (".h", ".hpp"):
-            known = ", ".join(sorted(SOURCE_SUFFIXES))
-            why = f"not a C++ or CUDA source ({known})"
-        raise arguments.error("sources", f"{source} is {why}")
-    return tuple(sources)
 
 
 def _unsupported(arguments: _Arguments) -> None:
@@ -177,7 +173,7 @@ def extension_spec(
     """The spec for one ``setuptools.Extension`` (``full_name``: with build_ext's package)."""
     arguments = _Arguments(extension, full_name)
     _unsupported(arguments)
-    sources = _sources(arguments, root)
+    sources = tuple(_absolute(arguments.strings("sources"), root))
     cuda_dirs = cuda_directories() if any(map(is_cuda_source, sources)) else ([], [])
     compile_args = arguments.compile_args()
     macros, undefined = _macros(arguments, command)
@@ -198,19 +194,15 @@ def extension_spec(
         libraries=(*arguments.strings("libraries"), *command.libraries),
         library_dirs=_without(library_dirs, [torch.library_dir, *cuda_dirs[1]]),
         runtime_library_dirs=(*arguments.strings("runtime_library_dirs"), *command.rpath),
-        py_limited_api=LIMITED_API if getattr(extension, "py_limited_api", False) else None,
+        py_limited_api=limited_api.DEFAULT if getattr(extension, "py_limited_api", False) else None,
         python_abi_suffix=command.python_abi_suffix,
         build_type=command.build_type,
         dlink=dlink,
         dlink_libraries=dlink_libraries,
         extra_dlink_flags=dlink_flags,
-        keys=(("extra_cuda_cflags", f"Extension {full_name!r} extra_compile_args['nvcc']"),),
+        keys=tuple((name, arguments.key(argument)) for name, argument in SPEC_ARGUMENTS.items()),
     )
-    try:
-        spec = ExtensionSpec(**values)
-    except ConfigError as exc:  # the spec's own checks, keyed by spec field
-        argument = SPEC_KEYS.get(exc.key or "", "sources")
-        raise arguments.error(argument, str(exc).removeprefix(f"{exc.key}: ")) from None
+    spec = ExtensionSpec(**values)  # its own checks name the arguments (keys)
     own = {*torch_libraries(spec, torch), *([CUDART] if spec.uses_cuda else [])}
     return dataclasses.replace(
         spec, libraries=tuple(lib for lib in spec.libraries if lib not in own)

@@ -2,6 +2,9 @@
 
 Precedence: ``-C`` > environment > pyproject (after overrides). Each layer maps a project
 field name to a :class:`LayerValue` remembering the -C key or variable it came from.
+
+This module owns every environment variable pep517_torch reads for a build: the settings'
+(from the model's ``env`` metadata) and the tools' (passed to the compile core unparsed).
 """
 
 from __future__ import annotations
@@ -13,15 +16,13 @@ from dataclasses import dataclass
 from typing import Any, Literal, get_args, get_origin
 
 from ..errors import ConfigError
-from .checks import parse_size
 from .model import ProjectSettings, toml_key
 from .parse import convert, describe_type, one_line_problem, type_hints, union_members
 
-PASSTHROUGH_ENV = (
-    "CXX", "CC", "CUDA_HOME", "CUDA_PATH", "PATH", "CUDA_VISIBLE_DEVICES", "DISTCC_HOSTS",
-    "PEP517_TORCH_CACHE_DIR", "XDG_CACHE_HOME",
-)
 TOOL_ENV = ("CXX", "CC", "CUDA_HOME", "CUDA_PATH")  # their values end up in build.ninja
+# Where tools, GPUs, distcc hosts and the PCH cache are found; not written into build.ninja.
+SEARCH_ENV = ("PATH", "CUDA_VISIBLE_DEVICES", "DISTCC_HOSTS", "PEP517_TORCH_CACHE_DIR", "XDG_CACHE_HOME")
+PASSTHROUGH_ENV = TOOL_ENV + SEARCH_ENV  # copied into BuildOptions.env for the compile core
 TRUE_WORDS = frozenset({"true", "1", "yes", "on"})
 FALSE_WORDS = frozenset({"false", "0", "no", "off"})
 
@@ -42,9 +43,23 @@ def config_setting_fields() -> dict[str, dataclasses.Field[Any]]:
 
 
 def env_fields() -> dict[str, dataclasses.Field[Any]]:
+    """Environment variable -> project field, for the fields marked ``env``."""
     return {
         f.metadata["env"]: f for f in dataclasses.fields(ProjectSettings) if "env" in f.metadata
     }
+
+
+def artifact_env() -> tuple[str, ...]:
+    """The variables whose values change what a build makes: the tools' and the settings' not
+    marked ``runs_only`` (the JIT's warm check compares them)."""
+    settings = (name for name, f in env_fields().items() if not f.metadata.get("runs_only"))
+    return (*TOOL_ENV, *settings)
+
+
+def option_value(fld: dataclasses.Field[Any], value: Any) -> Any:
+    """A setting's value as the BuildOptions field of the same name holds it."""
+    convert = fld.metadata.get("option")
+    return convert(value) if convert else value
 
 
 def _from_string(tp: Any, text: str, key: str) -> Any:
@@ -149,17 +164,12 @@ def passthrough_env(env: Mapping[str, str]) -> dict[str, str]:
 
 def environment_options(env: Mapping[str, str]) -> dict[str, Any]:
     """The BuildOptions fields the environment sets, for the faces without a pyproject (the JIT,
-    setup.py): MAX_JOBS, TORCH_CUDA_ARCH_LIST, PEP517_TORCH_COMPILER_LAUNCHER and
-    PEP517_TORCH_PCH_CACHE_SIZE mean there what they mean for wheels."""
-    layer = environment_layer(env)
-    options: dict[str, Any] = {}
-    if "jobs" in layer:
-        options["jobs"] = layer["jobs"].value
-    if "cuda_arch_list" in layer:
-        arch = layer["cuda_arch_list"]
-        options.update(cuda_arch_list=(arch.value,), cuda_arch_list_key=arch.key)
-    if "compiler_launcher" in layer:
-        options["compiler_launcher"] = layer["compiler_launcher"].value
-    if "pch_cache_size" in layer:
-        options["pch_cache_size"] = parse_size(layer["pch_cache_size"].value)
+    setup.py): each setting's variable (MAX_JOBS, TORCH_CUDA_ARCH_LIST, ...) means there what
+    it means for wheels, and is the name those faces' messages give the field (``keys``)."""
+    fields = {f.name: f for f in env_fields().values()}
+    options: dict[str, Any] = {
+        name: option_value(fields[name], layered.value)
+        for name, layered in environment_layer(env).items()
+    }
+    options["keys"] = tuple((f.name, variable) for variable, f in env_fields().items())
     return options

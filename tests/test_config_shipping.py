@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pep517_torch.distribution.files import package_files
+from pep517_torch.config.shipping import package_files
 from pep517_torch.errors import ConfigError
 from tests.conftest import write
 
@@ -33,7 +33,7 @@ def test_package_files(tree: Path) -> None:
     pyc = pkg / "__pycache__" / "core.cpython-311.pyc"
     files = package_files(
         tree.parent,
-        {"pkg": pkg, "pkg.sub": pkg / "sub"},
+        {"pkg": pkg, "pkg.sub": pkg / "sub", "pkg.sub.deep": pkg / "sub" / "deep"},
         {"single": tree / "single.py"},
         {"pkg": (pkg / "data" / "table.json", pkg / "py.typed", pkg / "_C.so", pyc)},
         exclude={tree.parent / "build" / "_C.so"},  # the artifact; the in-tree link resolves to it
@@ -69,5 +69,31 @@ def test_package_data_errors(tree: Path) -> None:
 
 
 def test_conflicting_sources_for_one_name(tree: Path) -> None:
-    with pytest.raises(ConfigError, match="pkg/__init__.py"):
-        package_files(tree.parent, {"pkg": tree / "pkg", "pkg.sub": tree / "pkg"}, {}, {}, exclude=set())
+    data = {"pkg": (tree / "pkg" / "sub" / "__init__.py",)}  # pkg.sub's directory is another
+    with pytest.raises(ConfigError, match="pkg/sub/__init__.py would be shipped from both"):
+        package_files(tree.parent, {"pkg": tree / "pkg", "pkg.sub": tree / "pkg"}, {}, data, exclude=set())
+
+
+def test_one_rule_for_packages_and_the_files_they_ship(tmp_path: Path) -> None:
+    """The layout's walk is the only one: every file shipped from a package directory is in a
+    package the layout lists (stub-only and symlinked subpackages included), and nothing is
+    shipped from a directory that is no package (__pycache__, a non-identifier, the build
+    directory)."""
+    from pep517_torch.config import Facts, resolve_project
+
+    root = tmp_path / "project"
+    for name in ["pkg/__init__.py", "pkg/a.py", "pkg/stubs/__init__.pyi", "pkg/stubs/s.pyi",
+                 "pkg/__pycache__/__init__.py", "pkg/not-a-pkg/__init__.py", "pkg/plain/x.py",
+                 "real/__init__.py", "real/r.py", "pkg/build/__init__.py", "pkg/build/b.py"]:  # fmt: skip
+        write(root / name)
+    (root / "pkg" / "linked").symlink_to(root / "real")
+    (root / "pkg" / "loop").symlink_to(root / "pkg")  # not a package again: a loop
+    pyproject = {"project": {"name": "pkg", "version": "1"},
+                 "tool": {"torch-ext": {"packages": ["pkg"], "build-dir": "pkg/build"}}}
+    vars = {"wheel_tag": "cp311-cp311-linux_x86_64", "python_tag": "cp311", "torch_version": "x"}
+    resolved = resolve_project(root, pyproject, None, Facts(env={}), vars)
+    assert sorted(resolved.layout.packages) == ["pkg", "pkg.linked", "pkg.stubs"]
+    assert [name for name, _ in resolved.files] == [
+        "pkg/__init__.py", "pkg/a.py", "pkg/linked/__init__.py", "pkg/linked/r.py",
+        "pkg/stubs/__init__.pyi", "pkg/stubs/s.pyi",
+    ]
