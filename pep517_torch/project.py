@@ -17,12 +17,13 @@ from typing import TYPE_CHECKING
 from packaging.requirements import Requirement
 
 from . import config
+from .atomic import writing
 from .core import toolchain
 from .core.graph import artifact_name
 from .core.spec import ExtensionSpec, Kind
 from .distribution import metadata as dist_metadata
 from .distribution import tags
-from .distribution.reproducible import source_date_epoch, writing
+from .distribution.reproducible import source_date_epoch
 from .errors import ConfigError, ToolchainError
 from .project_tree import require_inside
 

@@ -20,8 +20,9 @@ from packaging.tags import parse_tag
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
+from ..atomic import AtomicFile
 from .metadata import ProjectMetadata
-from .reproducible import AtomicFile, archive_epoch
+from .reproducible import archive_epoch
 from .tags import PURE_TAG
 
 _CHUNK = 1 << 20

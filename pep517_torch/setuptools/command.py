@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 from setuptools.command.build_ext import build_ext
 from setuptools.errors import CompileError, ExecError, SetupError
 
+from ..atomic import temporary_name
 from ..errors import BuildError, ConfigError, Pep517TorchError
 from .pin import APPLIED, MARKER
 
@@ -133,7 +134,7 @@ _NO_PLUGIN = (
 def _place(built: Path, target: Path) -> None:
     """Copy an artifact where setuptools expects it, atomically (a reader never sees half)."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    tmp = temporary_name(target)
     try:
         shutil.copy2(built, tmp)
         os.replace(tmp, target)
