@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
+import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -87,6 +88,9 @@ def _build(
     say: Callable[[str], None] | None,
 ) -> None:  # fmt: skip
     plan = core_build.prepare([spec], options)
+    if say is None:  # unwatched: what a build note warns of still reaches the caller, as torch's do
+        for note in plan.notes:
+            warnings.warn(f"pep517_torch: {note}", stacklevel=5)
     started = time.perf_counter()
     run = core_build.run(
         plan, options, log=say or _stderr, what=f"Error building extension '{spec.name}'",
