@@ -8,11 +8,19 @@ from __future__ import annotations
 
 import importlib.machinery
 import json
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from packaging.utils import canonicalize_name
+
+from ..atomic import symlink_atomic
+from ..errors import ConfigError
+
+if TYPE_CHECKING:
+    from .wheel import WheelWriter
 
 _TEMPLATE = Path(__file__).with_name("_editable_hook.py")
 PROGRESS_SUFFIX = "_progress"  # the hook imports <its own name>_progress (see the template)
@@ -85,3 +93,48 @@ def editable_members(
     if rebuild is not None:  # imported only when a rebuild runs: nothing more at startup
         members.append((f"{module}{PROGRESS_SUFFIX}.py", rebuild.progress_source.encode("utf-8")))
     return members
+
+
+def add_editable(
+    wheel: WheelWriter,
+    project_name: str,
+    *,
+    packages: Mapping[str, Path],
+    py_modules: Mapping[str, Path],
+    extensions: Mapping[str, tuple[Path, Path]],
+    rebuild: RebuildCommand | None,
+    torch_version: str | None,
+) -> None:
+    """Link each extension into the source tree and add the editable members to ``wheel``.
+
+    ``packages`` and ``py_modules`` map dotted names to their directory or file;
+    ``extensions`` maps each extension's dotted name to (its build output, its in-tree path).
+    """
+    roots = {name: directory for name, directory in packages.items() if "." not in name}
+    roots.update(py_modules)
+    for name, (built, link) in extensions.items():
+        link_into_tree(link, built)
+        if "." not in name:
+            roots[name] = link
+    members = editable_members(
+        project_name,
+        package_roots=roots,
+        artifacts=list(extensions.values()),
+        rebuild=rebuild,
+        torch_version=torch_version,
+    )
+    for arcname, data in members:
+        wheel.add_bytes(arcname, data)
+
+
+def link_into_tree(link: Path, built: Path) -> None:
+    """Make the in-tree path ``link`` a symlink to the build output ``built``."""
+    if link.is_symlink() and os.readlink(link) == str(built):
+        return
+    link.parent.mkdir(parents=True, exist_ok=True)  # an operator library's own folder
+    if link.exists() and not link.is_symlink():
+        raise ConfigError(
+            f"{link} exists and is not a link to the built extension; remove it (a stale"
+            " in-place build?) before an editable install"
+        )
+    symlink_atomic(link, built)

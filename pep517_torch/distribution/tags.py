@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import sys
 import sysconfig
+from collections.abc import Sequence
 
 from packaging import tags
 
@@ -42,6 +43,22 @@ def wheel_tag(has_native_code: bool, limited_api: str | None = None) -> str:
         return f"{limited_api}-abi3-{platform_tag()}"
     first = next(iter(tags.sys_tags()))
     return f"{first.interpreter}-{first.abi}-{platform_tag()}"
+
+
+def extensions_wheel_tag(limited_apis: Sequence[str | None]) -> str:
+    """The tag of a wheel holding extensions built with these limited-API minimums (None: a
+    full-API build): pure without extensions, abi3 for the highest minimum when every one is
+    limited, the interpreter's own tag otherwise."""
+    if not limited_apis:
+        return wheel_tag(False)
+    if all(limited_apis):
+        return wheel_tag(True, max(limited_apis, key=_limited_api_minor))  # type: ignore[arg-type]
+    return wheel_tag(True)
+
+
+def _limited_api_minor(limited_api: str | None) -> int:
+    _check_limited_api(limited_api or "")
+    return int(limited_api[3:])  # type: ignore[index]
 
 
 def _check_limited_api(limited_api: str) -> None:
