@@ -29,6 +29,7 @@ from .project_tree import require_inside
 
 if TYPE_CHECKING:
     from .core.build import BuildResult
+    from .distribution.editable import RebuildCommand
     from .distribution.wheel import WheelWriter
 
 ConfigSettings = Mapping[str, "str | list[str]"] | None
@@ -223,7 +224,7 @@ def build_wheel(root: Path, out_dir: Path, config_settings: ConfigSettings, *, e
         tag = tags.extensions_wheel_tag([spec.py_limited_api for spec in project.extensions])
         with WheelWriter(out_dir, meta.name, meta.version, tag, source_date_epoch=source_date_epoch()) as wheel:
             if editable:
-                _add_editable(wheel, loaded, result, in_tree)
+                _add_editable(wheel, loaded, result, in_tree, config_settings)
             else:
                 for arcname, path in files:
                     wheel.add_file(arcname, path)
@@ -306,22 +307,19 @@ def _module_of(arcname: str) -> str | None:
 
 
 def _add_editable(
-    wheel: WheelWriter, loaded: Loaded, result: BuildResult | None, in_tree: dict[str, Path]
+    wheel: WheelWriter, loaded: Loaded, result: BuildResult | None, in_tree: dict[str, Path],
+    config_settings: ConfigSettings,
 ) -> None:
-    from .distribution.editable import RebuildCommand, add_editable
+    from .distribution.editable import add_editable
 
     project = loaded.project
     rebuild = None
     if result is not None:
-        plan = result.plan
-        if isolation.is_isolated(plan.torch):
+        if isolation.is_isolated(result.plan.torch):
             log("pep517_torch: editable install from an isolated build environment: extensions"
                 " will not rebuild on import (use pip install -e . --no-build-isolation)")
         else:
-            from .core import progress
-
-            source = Path(progress.__file__).read_text(encoding="utf-8")
-            rebuild = RebuildCommand(plan.ninja, plan.build_dir, tuple(plan.targets.values()), source)
+            rebuild = _record_editable(loaded, result, in_tree, config_settings, None)
     add_editable(
         wheel,
         loaded.metadata.name,
@@ -334,6 +332,62 @@ def _add_editable(
         rebuild=rebuild,
         torch_version=loaded.torch.version if (loaded.torch and project.extensions) else None,
     )
+
+
+def _record_editable(
+    loaded: Loaded, result: BuildResult, in_tree: dict[str, Path],
+    config_settings: ConfigSettings, state_file: Path | None,
+) -> RebuildCommand:
+    """Write the editable install's state (what its import hook re-plans from); the hook's
+    rebuild command."""
+    import sys
+
+    from .config.settings import PASSTHROUGH_ENV, TOOL_ENV, env_fields
+    from .core import progress
+    from .distribution import editable
+    from .project_tree import is_build_dir
+
+    project, plan = loaded.project, result.plan
+    state_file = state_file or plan.build_dir / editable.STATE_NAME
+    rebuild = editable.RebuildCommand(
+        plan.ninja, plan.build_dir, tuple(plan.targets.values()),
+        Path(progress.__file__).read_text(encoding="utf-8"),
+        editable.Replan(sys.executable, state_file),
+    )
+    names = {*PASSTHROUGH_ENV, *TOOL_ENV, *env_fields(), project.version.suffix_env or ""} - {""}
+    sources = [source for spec in project.extensions for source in spec.sources]
+    folders = editable.watched_folders(project.root, sources, is_build_dir)
+    editable.write_state(state_file, editable.EditableState(
+        root=project.root,
+        config_settings=dict(config_settings or {}),
+        env={name: loaded.env.get(name) for name in sorted(names)},
+        artifacts=[(result.artifacts[spec.name], in_tree[spec.name]) for spec in project.extensions],
+        rebuild=rebuild,
+        watched=[project.root / "pyproject.toml", *folders],
+    ))
+    return rebuild
+
+
+def rebuild_editable(
+    root: Path, config_settings: ConfigSettings, env: Mapping[str, str], state_file: Path
+) -> None:
+    """An editable install's import hook re-plans (pyproject.toml or a sources folder
+    changed): build as the install did, link the extensions into the tree again, and record
+    the new state. A config error leaves the old state, so the next import tries again."""
+    from .distribution.editable import link_into_tree
+
+    loaded = load(root, config_settings, env)
+    project = loaded.project
+    in_tree = {spec.name: in_tree_path(project, spec) for spec in project.extensions}
+    _check_module_collisions(project, _package_files(project, exclude=set(in_tree.values())))
+    with _build_dir_lock(loaded, editable=True):
+        result = _compile(loaded)
+        if result is None:
+            raise ConfigError("the project no longer has extensions to build; reinstall:"
+                              " pip install -e . --no-build-isolation", "tool.torch-ext.extension")
+        for spec in project.extensions:
+            link_into_tree(in_tree[spec.name], result.artifacts[spec.name])
+        _record_editable(loaded, result, in_tree, config_settings, state_file)
 
 
 def build_sdist(root: Path, out_dir: Path, config_settings: ConfigSettings) -> str:

@@ -99,6 +99,70 @@ def check_torch(config):
 
 
 def rebuild(config):
+    replan = config["rebuild"].get("replan")
+    if replan is not None:
+        if _load_state(config, replan) and _changed(config["watched"]):
+            _replan(config, replan)
+            _load_state(config, replan)
+            return
+    run_ninja(config)
+
+
+def _load_state(config, replan):
+    """The plan's state as the last install or re-plan wrote it (artifacts, ninja command,
+    watched folders); whether there was one."""
+    try:
+        with open(replan["state"], encoding="utf-8") as file:
+            state = json.load(file)
+    except (OSError, ValueError):
+        return False
+    config["artifacts"] = state["artifacts"]
+    config["rebuild"] = dict(state["rebuild"], replan=replan)
+    config["watched"] = state["watched"]
+    return True
+
+
+def _changed(watched):
+    for path, mtime in watched.items():
+        try:
+            now = os.stat(path).st_mtime_ns
+        except OSError:
+            now = None
+        if now != mtime:
+            return True
+    return False
+
+
+def _replan(config, replan):
+    """pyproject.toml or a sources folder changed: the recorded interpreter plans the build
+    again through pep517_torch (new files, flags, extensions) and runs it."""
+    import subprocess
+    import time
+
+    project, started = config["project"], time.monotonic()
+    _say(f"{project}: pyproject.toml or a sources folder changed; planning the build again")
+    environment = dict(os.environ)
+    environment[_REBUILD_VARIABLE] = "0"
+    arguments = [replan["python"], "-m", "pep517_torch.editable_rebuild", replan["state"]]
+    try:
+        process = subprocess.Popen(arguments, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                   stderr=subprocess.STDOUT, env=environment, text=True,
+                                   errors="replace")
+    except OSError as error:
+        raise ImportError(_failure_message(project, f"cannot run {replan['python']}: {error}")) from None
+    lines = []
+    with process:
+        for line in process.stdout:
+            if not line.startswith("pep517_torch: error:"):  # the ImportError says it
+                _print(line.rstrip("\n"))
+            lines.append(line)
+    if process.returncode != 0:
+        errors = [line for line in lines if line.startswith("pep517_torch: error:")]
+        raise ImportError(_failure_message(project, "".join(errors or lines[-20:])))
+    _say(f"rebuilt {project} in {time.monotonic() - started:.1f} s")
+
+
+def run_ninja(config):
     import shutil
     import time
 
