@@ -6,8 +6,10 @@ packages and modules to the source tree (nothing else there becomes importable) 
 time one of them is imported in a process, checks the installed torch and brings the compiled
 extensions up to date with ninja, followed by the compile core's progress module (shipped
 beside this file as ``<this module>_progress.py``): a line as each step starts and ends, a
-heartbeat for long steps, and build.log in the build directory. Set
-PEP517_TORCH_EDITABLE_REBUILD=0 to skip the rebuild.
+heartbeat for long steps, and build.log in the build directory. When pyproject.toml or a
+folder of sources changed since the last plan (the state file in the build directory records
+their mtimes), the interpreter that installed the project plans the build again instead
+(``-m pep517_torch.editable_rebuild``). Set PEP517_TORCH_EDITABLE_REBUILD=0 to skip the rebuild.
 """
 
 import _thread
