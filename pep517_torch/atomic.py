@@ -14,7 +14,8 @@ import contextlib
 import io
 import os
 import secrets
-from collections.abc import Iterator
+import shutil
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -58,10 +59,19 @@ def write_if_changed(path: Path, data: str) -> bool:
 
 def symlink_atomic(link: Path, target: Path) -> None:
     """Make ``link`` a symlink to ``target``, replacing whatever link or file was there."""
-    temporary = temporary_name(link)
+    _place(link, lambda temporary: os.symlink(target, temporary))
+
+
+def copy_atomic(source: Path, destination: Path) -> None:
+    """Copy ``source`` (with its mode and times) over ``destination``."""
+    _place(destination, lambda temporary: shutil.copy2(source, temporary))
+
+
+def _place(destination: Path, make: Callable[[Path], object]) -> None:
+    temporary = temporary_name(destination)
     try:
-        os.symlink(target, temporary)
-        os.replace(temporary, link)
+        make(temporary)
+        os.replace(temporary, destination)
     finally:
         temporary.unlink(missing_ok=True)
 

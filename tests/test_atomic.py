@@ -87,3 +87,17 @@ def test_symlink_replaces_a_link_or_a_file(tmp_path: Path) -> None:
     atomic.symlink_atomic(link, second)
     assert os.readlink(link) == str(second)
     assert sorted(os.listdir(tmp_path)) == ["_C.so"]
+
+
+def test_copy_replaces_the_destination_with_mode_and_times(tmp_path: Path) -> None:
+    source, destination = tmp_path / "built.so", tmp_path / "pkg" / "_C.so"
+    source.write_bytes(b"\x7fELF new")
+    source.chmod(0o755)
+    os.utime(source, ns=(2_000_000_000, 2_000_000_000))
+    destination.parent.mkdir()
+    destination.write_bytes(b"old")
+    atomic.copy_atomic(source, destination)
+    assert destination.read_bytes() == b"\x7fELF new"
+    assert destination.stat().st_mode & 0o777 == 0o755
+    assert destination.stat().st_mtime_ns == 2_000_000_000
+    assert os.listdir(destination.parent) == ["_C.so"]
