@@ -5,6 +5,7 @@ works. Each step compiles one or two ~1 s CPython C-API sources (no torch header
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -80,3 +81,20 @@ def test_new_source_define_and_extension_reach_the_next_import(tmp_path: Path, v
     # nothing changed: no re-plan, plain ninja
     quiet = run(python, "import replan; print(replan.extra())", tmp_path)
     assert quiet.stdout.split() == ["9"] and "planning the build again" not in quiet.stderr
+
+
+def test_an_edit_with_an_older_mtime_reaches_the_next_import(tmp_path: Path, venv: Path) -> None:  # noqa: F811
+    """The hook sees the core's record of its inputs change and builds through the core, which
+    compares contents: plain ninja would keep the stale object."""
+    project = write_project(tmp_path / "oldmtime", "oldmtime")
+    python = venv / "bin" / "python"
+    install(project, python)
+    value = project / "csrc" / "value.cpp"
+    before = value.stat().st_mtime_ns
+    value.write_text("int value() { return 5; }\n")
+    os.utime(value, ns=(before - 10**10, before - 10**10))  # `cp -p` of an older file
+    edited = run(python, "import oldmtime; print(oldmtime.value())", tmp_path)
+    assert edited.stdout.split() == ["5"], edited.stderr
+    assert "planning the build again" not in edited.stderr
+    again = run(python, "import oldmtime; print(oldmtime.value())", tmp_path)
+    assert again.stdout.split() == ["5"] and "rebuilding" not in again.stderr, again.stderr
