@@ -18,6 +18,7 @@ import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from ..atomic import write_atomic
 from ..config.layers import artifact_env
 from ..core.identity import compiler_identity
 
@@ -71,9 +72,7 @@ def write(stamp: Path, key: str, inputs: Iterable[Path]) -> None:
         "key": key,
         "inputs": [_state(str(p)) for p in sorted(set(inputs))],
     }
-    tmp = stamp.with_name(f"{stamp.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=1))
-    os.replace(tmp, stamp)
+    write_atomic(stamp, json.dumps(data, indent=1))
 
 
 def invalidate(stamp: Path) -> None:
