@@ -16,17 +16,19 @@ from typing import TYPE_CHECKING
 
 from packaging.requirements import Requirement
 
-from . import config, limited_api
-from .core import toolchain
+from . import config
+from .atomic import writing
+from .core import isolation, toolchain
 from .core.graph import artifact_name
 from .core.spec import ExtensionSpec, Kind
 from .distribution import metadata as dist_metadata
 from .distribution import tags
-from .distribution.reproducible import source_date_epoch, writing
+from .distribution.reproducible import source_date_epoch
 from .errors import ConfigError, ToolchainError
 
 if TYPE_CHECKING:
     from .core.build import BuildResult
+    from .distribution.editable import RebuildCommand
     from .distribution.wheel import WheelWriter
 
 ConfigSettings = Mapping[str, "str | list[str]"] | None
@@ -41,6 +43,7 @@ class Loaded:
     project: config.ResolvedProject
     torch: toolchain.TorchInstall | None
     metadata: dist_metadata.ProjectMetadata
+    env: Mapping[str, str]  # the caller's environment (the build passes only part of it on)
 
 
 def _torch_or_none() -> toolchain.TorchInstall | None:
@@ -85,10 +88,18 @@ def resolve_document(
     build_dir_vars = {
         "wheel_tag": tags.wheel_tag(True),
         "python_tag": tags.python_tag(),
-        "torch_version": torch.version if torch else "none",
+        "torch_version": _torch_key(torch),
     }
     facts = _facts(env, torch)
     return config.resolve_project(root, pyproject, config_settings, facts, build_dir_vars), torch
+
+
+def _torch_key(torch: toolchain.TorchInstall | None) -> str:
+    """``{torch_version}``: an isolated build's throwaway torch never shares the folder (and
+    build.ninja) of the torch the user runs with, which editable installs rebuild against."""
+    if torch is None:
+        return "none"
+    return torch.version + (isolation.BUILD_DIR_SUFFIX if isolation.is_isolated(torch) else "")
 
 
 def load(
@@ -113,41 +124,7 @@ def load(
         {"project": project.project_table}, project.root,
         version=config.version_string(project, env), extra_requirements=pin,
     )  # fmt: skip
-    return Loaded(project, torch, metadata)
-
-
-def _wheel_tag(specs: tuple[ExtensionSpec, ...]) -> str:
-    if not specs:
-        return tags.wheel_tag(False)
-    minimums = [s.py_limited_api for s in specs]
-    if all(minimums):
-        return tags.wheel_tag(True, limited_api.newest(minimums))  # type: ignore[arg-type]
-    return tags.wheel_tag(True)
-
-
-ISOLATED_ENV_MARKERS = ("pip-build-env-", "build-env-", "builds-v0")  # pip, build, uv
-
-
-def _isolated(torch: toolchain.TorchInstall) -> bool:
-    """Whether torch comes from a frontend's throwaway build environment."""
-    return any(part.startswith(ISOLATED_ENV_MARKERS) for part in torch.root.parts)
-
-
-def _isolation_note(torch: toolchain.TorchInstall, env: Mapping[str, str]) -> str | None:
-    if not _isolated(torch):
-        return None
-    note = (
-        f"building against torch {torch.version} from an isolated build environment; the wheel"
-        " will require it. To build against the torch you run with, use --no-build-isolation"
-        " (or `python -m pep517_torch wheel`)"
-    )
-    venv = env.get("VIRTUAL_ENV")
-    if venv:
-        for candidate in Path(venv).glob("lib/python*/site-packages/torch/version.py"):
-            installed = toolchain.find_torch(candidate.parent).version
-            if installed.split("+")[0] != torch.version.split("+")[0]:
-                note = f"WARNING: your environment {venv} has torch {installed}, but " + note
-    return note
+    return Loaded(project, torch, metadata, env)
 
 
 def _compile(loaded: Loaded) -> BuildResult | None:
@@ -159,7 +136,7 @@ def _compile(loaded: Loaded) -> BuildResult | None:
     if not project.extensions:
         return None
     assert loaded.torch is not None
-    note = _isolation_note(loaded.torch, project.options.env or os.environ)
+    note = isolation.isolation_note(loaded.torch, loaded.env)
     if note:
         log(f"pep517_torch: {note}")
     result = core_build.build(list(project.extensions), project.options, log=log)
@@ -167,29 +144,12 @@ def _compile(loaded: Loaded) -> BuildResult | None:
     return result
 
 
-def _dist_info_files(metadata: dist_metadata.ProjectMetadata) -> dict[str, bytes]:
-    files = {"METADATA": metadata.metadata_bytes()}
-    entry_points = metadata.entry_points_text()
-    if entry_points:
-        files["entry_points.txt"] = entry_points.encode()
-    for relative, path in metadata.license_files:
-        files[f"licenses/{relative}"] = path.read_bytes()
-    return files
-
-
 def prepare_metadata(root: Path, metadata_directory: Path, config_settings: ConfigSettings) -> str:
-    loaded = load(root, config_settings, for_build=False)
-    meta = loaded.metadata
-    dist_info = f"{meta.distribution_name}-{meta.version}.dist-info"
-    for name, data in _dist_info_files(meta).items():
-        target = metadata_directory / dist_info / name
-        with writing(target):
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(data)
-    return dist_info
+    return load(root, config_settings, for_build=False).metadata.write_dist_info(metadata_directory)
 
 
 def build_wheel(root: Path, out_dir: Path, config_settings: ConfigSettings, *, editable: bool = False) -> str:
+    from .distribution.import_guard import add_artifact
     from .distribution.wheel import WheelWriter
 
     started = time.perf_counter()
@@ -202,15 +162,16 @@ def build_wheel(root: Path, out_dir: Path, config_settings: ConfigSettings, *, e
         artifacts = result.artifacts if result else {}
         with writing(out_dir):
             out_dir.mkdir(parents=True, exist_ok=True)
-        tag = _wheel_tag(project.extensions)
+        tag = tags.extensions_wheel_tag([spec.py_limited_api for spec in project.extensions])
         with WheelWriter(out_dir, meta.name, meta.version, tag, source_date_epoch=source_date_epoch()) as wheel:
             if editable:
-                _add_editable(wheel, loaded, result, in_tree)
+                _add_editable(wheel, loaded, result, in_tree, config_settings)
             else:
                 for arcname, path in files:
                     wheel.add_file(arcname, path)
                 for spec in project.extensions:
-                    _add_artifact(wheel, loaded, spec, artifacts[spec.name])
+                    guard = _guard_torch(loaded, spec)
+                    add_artifact(wheel, artifact_name(spec), spec.name, artifacts[spec.name], guard)
             wheel.finish(meta)
     ninja = result.run.seconds if result else 0.0
     overhead = time.perf_counter() - started - ninja
@@ -228,78 +189,95 @@ def _build_dir_lock(loaded: Loaded, editable: bool) -> contextlib.AbstractContex
     return build_lock(loaded.project.options.build_dir, f"{kind} of {meta.name} {meta.version}")
 
 
-def _add_artifact(wheel: WheelWriter, loaded: Loaded, spec: ExtensionSpec, built: Path) -> None:
-    """The built file at its module path; behind a torch-version guard shim when asked."""
-    from .distribution.import_guard import native_filename, render_import_guard
-
-    arcname = artifact_name(spec)
+def _guard_torch(loaded: Loaded, spec: ExtensionSpec) -> str | None:
+    """The torch version a module's import guard checks (torch-import-check), or None."""
     if not (loaded.project.torch_import_check and spec.kind is Kind.MODULE):
-        wheel.add_file(arcname, built)
-        return
+        return None
     assert loaded.torch is not None
-    directory, _, filename = arcname.rpartition("/")
-    native = native_filename(spec.name, filename[len(spec.module_name):])
-    prefix = f"{directory}/" if directory else ""
-    wheel.add_bytes(f"{prefix}{spec.module_name}.py",
-                    render_import_guard(spec.name, native, loaded.torch.version))
-    wheel.add_file(f"{prefix}{native}", built)
+    return loaded.torch.version
 
 
 def _add_editable(
-    wheel: WheelWriter, loaded: Loaded, result: BuildResult | None, in_tree: Mapping[str, Path]
+    wheel: WheelWriter, loaded: Loaded, result: BuildResult | None, in_tree: Mapping[str, Path],
+    config_settings: ConfigSettings,
 ) -> None:
-    from .distribution.editable import RebuildCommand, editable_members
+    from .distribution.editable import add_editable
 
     project = loaded.project
-    roots: dict[str, Path] = {}
-    for name, directory in project.layout.packages.items():
-        if "." not in name:
-            roots[name] = directory
-    for name, path in project.layout.py_modules.items():
-        roots[name] = path
-    links = []
-    for spec in project.extensions:
-        assert result is not None
-        built, link = result.artifacts[spec.name], in_tree[spec.name]
-        _symlink(link, built)
-        links.append((built, link))
-        if "." not in spec.name:
-            roots[spec.name] = link
     rebuild = None
     if result is not None:
-        plan = result.plan
-        if _isolated(plan.torch):
+        if isolation.is_isolated(result.plan.torch):
             log("pep517_torch: editable install from an isolated build environment: extensions"
                 " will not rebuild on import (use pip install -e . --no-build-isolation)")
         else:
-            from .core import progress
-
-            source = Path(progress.__file__).read_text(encoding="utf-8")
-            rebuild = RebuildCommand(plan.ninja, plan.build_dir, tuple(plan.targets.values()), source)
-    members = editable_members(
-        project.project_table["name"],  # type: ignore[arg-type]
-        package_roots=roots,
-        artifacts=links,
+            rebuild = _record_editable(loaded, result, in_tree, config_settings, None)
+    add_editable(
+        wheel,
+        loaded.metadata.name,
+        packages=project.layout.packages,
+        py_modules=project.layout.py_modules,
+        extensions={
+            spec.name: (result.artifacts[spec.name], in_tree[spec.name])  # type: ignore[union-attr]
+            for spec in project.extensions
+        },
         rebuild=rebuild,
         torch_version=loaded.torch.version if (loaded.torch and project.extensions) else None,
     )
-    for arcname, data in members:
-        wheel.add_bytes(arcname, data)
 
 
-def _symlink(link: Path, target: Path) -> None:
-    if link.is_symlink() and os.readlink(link) == str(target):
-        return
-    link.parent.mkdir(parents=True, exist_ok=True)  # an operator library's own folder
-    if link.exists() and not link.is_symlink():
-        raise ConfigError(
-            f"{link} exists and is not a link to the built extension; remove it (a stale"
-            " in-place build?) before an editable install"
-        )
-    tmp = link.with_name(f".{link.name}.{os.getpid()}.tmp")
-    tmp.unlink(missing_ok=True)
-    os.symlink(target, tmp)
-    os.replace(tmp, link)
+def _record_editable(
+    loaded: Loaded, result: BuildResult, in_tree: Mapping[str, Path],
+    config_settings: ConfigSettings, state_file: Path | None,
+) -> RebuildCommand:
+    """Write the editable install's state (what its import hook re-plans from); the hook's
+    rebuild command."""
+    import sys
+
+    from .config.layers import PASSTHROUGH_ENV, TOOL_ENV, env_fields
+    from .core import progress
+    from .distribution import editable
+    from .project_tree import is_build_dir
+
+    project, plan = loaded.project, result.plan
+    state_file = state_file or plan.build_dir / editable.STATE_NAME
+    rebuild = editable.RebuildCommand(
+        plan.ninja, plan.build_dir, tuple(plan.targets.values()),
+        Path(progress.__file__).read_text(encoding="utf-8"),
+        editable.Replan(sys.executable, state_file),
+    )
+    names = {*PASSTHROUGH_ENV, *TOOL_ENV, *env_fields(), project.version.suffix_env or ""} - {""}
+    sources = [source for spec in project.extensions for source in spec.sources]
+    folders = editable.watched_folders(project.root, sources, is_build_dir)
+    editable.write_state(state_file, editable.EditableState(
+        root=project.root,
+        config_settings=dict(config_settings or {}),
+        env={name: loaded.env.get(name) for name in sorted(names)},
+        artifacts=[(result.artifacts[spec.name], in_tree[spec.name]) for spec in project.extensions],
+        rebuild=rebuild,
+        watched=[project.root / "pyproject.toml", *folders],
+    ))
+    return rebuild
+
+
+def rebuild_editable(
+    root: Path, config_settings: ConfigSettings, env: Mapping[str, str], state_file: Path
+) -> None:
+    """An editable install's import hook re-plans (pyproject.toml or a sources folder
+    changed): build as the install did, link the extensions into the tree again, and record
+    the new state. A config error leaves the old state, so the next import tries again."""
+    from .distribution.editable import link_into_tree
+
+    loaded = load(root, config_settings, env)
+    project = loaded.project
+    in_tree = project.in_tree
+    with _build_dir_lock(loaded, editable=True):
+        result = _compile(loaded)
+        if result is None:
+            raise ConfigError("the project no longer has extensions to build; reinstall:"
+                              " pip install -e . --no-build-isolation", "tool.torch-ext.extension")
+        for spec in project.extensions:
+            link_into_tree(in_tree[spec.name], result.artifacts[spec.name])
+        _record_editable(loaded, result, in_tree, config_settings, state_file)
 
 
 def build_sdist(root: Path, out_dir: Path, config_settings: ConfigSettings) -> str:

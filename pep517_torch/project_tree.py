@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from .atomic import write_atomic
 from .errors import ConfigError
 
 CACHEDIR_TAG = "CACHEDIR.TAG"
@@ -56,9 +57,7 @@ def mark_build_dir(directory: Path) -> None:
     tag = directory / CACHEDIR_TAG
     if tag.is_file():
         return
-    temporary = directory / f".{CACHEDIR_TAG}.{os.getpid()}.tmp"
-    temporary.write_bytes(CACHEDIR_TAG_TEXT)
-    os.replace(temporary, tag)
+    write_atomic(tag, CACHEDIR_TAG_TEXT)
 
 
 def is_build_dir(directory: Path) -> bool:

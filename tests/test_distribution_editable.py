@@ -248,3 +248,32 @@ def test_import_after_fixing_a_failed_rebuild_retries(project: Project) -> None:
         "import myproj\nprint(myproj.VALUE)\n"
     )
     assert (result.returncode, result.stdout) == (0, "failed\nfixed\n"), result.stderr
+
+
+def test_link_into_tree_replaces_a_link_and_refuses_a_real_file(tmp_path: Path) -> None:
+    from pep517_torch.distribution.editable import link_into_tree
+    from pep517_torch.errors import ConfigError
+
+    built_1, built_2 = tmp_path / "b1.so", tmp_path / "b2.so"
+    link = tmp_path / "pkg" / "lib" / "ops.so"  # an operator library's own folder is made
+    link_into_tree(link, built_1)
+    link_into_tree(link, built_2)
+    assert os.readlink(link) == str(built_2)
+    stale = tmp_path / "pkg" / "_C.so"
+    stale.write_bytes(b"an in-place build")
+    with pytest.raises(ConfigError, match="_C.so exists and is not a link to the built extension"):
+        link_into_tree(stale, built_1)
+    assert stale.read_bytes() == b"an in-place build"
+
+
+def test_watched_folders_hold_sources_their_subfolders_and_parents(tmp_path: Path) -> None:
+    from pep517_torch.distribution.editable import watched_folders
+
+    root = tmp_path / "proj"
+    for folder in ("src/pkg/csrc/kernels/deep", "src/pkg/csrc/.git", "src/pkg/csrc/build",
+                   "src/pkg/csrc/__pycache__", "docs"):
+        (root / folder).mkdir(parents=True)
+    sources = [root / "src/pkg/csrc/a.cpp"]
+    watched = watched_folders(root, sources, lambda path: path.name == "build")
+    assert watched == [root, root / "src", root / "src/pkg", root / "src/pkg/csrc",
+                       root / "src/pkg/csrc/kernels", root / "src/pkg/csrc/kernels/deep"]

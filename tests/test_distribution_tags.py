@@ -9,7 +9,7 @@ import pytest
 from packaging.tags import parse_tag, sys_tags
 
 from pep517_torch.core.toolchain import ext_suffix
-from pep517_torch.distribution.tags import platform_tag, python_tag, wheel_tag
+from pep517_torch.distribution.tags import extensions_wheel_tag, platform_tag, python_tag, wheel_tag
 from pep517_torch.errors import ConfigError
 
 CPYTHON = f"cp{sys.version_info.major}{sys.version_info.minor}"
@@ -53,3 +53,11 @@ def test_ext_suffixes() -> None:
 def test_bad_limited_api_is_a_config_error(bad: str) -> None:
     with pytest.raises(ConfigError, match="cp310"):
         wheel_tag(True, limited_api=bad)
+
+
+def test_the_tag_of_a_set_of_extensions() -> None:
+    assert extensions_wheel_tag([]) == "py3-none-any"
+    assert extensions_wheel_tag([None, "cp39"]) == wheel_tag(True)
+    assert extensions_wheel_tag(["cp39", "cp310", "cp38"]) == wheel_tag(True, limited_api="cp310")
+    with pytest.raises(ConfigError, match="'3.10' is not a supported limited-API target"):
+        extensions_wheel_tag(["cp39", "3.10"])

@@ -251,3 +251,18 @@ def test_record_mismatch_is_detected(tmp_path: Path, project: Built) -> None:
     result = subprocess.run([*unpack, tmp_path / "u2", tampered], capture_output=True, text=True)
     assert result.returncode != 0
     assert "Hash mismatch for file 'demo_pkg/__init__.py'" in result.stderr + result.stdout
+
+
+def test_prepare_metadata_writes_what_the_wheel_holds(tmp_path: Path, project: Built) -> None:
+    """One list of .dist-info files for prepare_metadata_for_build_wheel and the wheel: pip
+    compares the two, and a difference fails the install."""
+    root, metadata = project
+    name = metadata.write_dist_info(tmp_path / "prepared")
+    prepared = {p.relative_to(tmp_path / "prepared").as_posix(): p.read_bytes()
+                for p in (tmp_path / "prepared").rglob("*") if p.is_file()}
+    with zipfile.ZipFile(build(tmp_path / "out", root, metadata)) as archive:
+        packed = {n: archive.read(n) for n in archive.namelist() if n.startswith(f"{name}/")}
+    del packed[f"{name}/WHEEL"], packed[f"{name}/RECORD"]
+    assert prepared == packed
+    assert sorted(prepared) == [f"{name}/METADATA", f"{name}/entry_points.txt",
+                                f"{name}/licenses/LICENSE"]

@@ -15,7 +15,7 @@ from tests.conftest import run_python, write
 WARM_PATH_MODULES = {
     f"pep517_torch{suffix}"
     for suffix in (
-        "", "._version", ".errors", ".core", ".core.identity", ".core.ninja_syntax",
+        "", "._version", ".atomic", ".errors", ".core", ".core.identity", ".core.ninja_syntax",
         ".core.suffixes", ".jit", ".jit.functions", ".jit.request", ".jit.stamp", ".jit.warm",
     )
 }

@@ -325,7 +325,9 @@ class ProjectSettings:
     build_dir: str = setting(
         DEFAULT_BUILD_DIR,
         help="Build directory, relative to the root or absolute. Placeholders: `{wheel_tag}`,"
-        " `{python_tag}`, `{torch_version}`, `{cuda}` (e.g. `cu130` or `cpu`), `{build_type}`.",
+        " `{python_tag}`, `{torch_version}` (`2.13.0+cpu`; `2.13.0+cpu-isolated` when torch"
+        " comes from an isolated build environment), `{cuda}` (e.g. `cu130` or `cpu`),"
+        " `{build_type}`.",
         config_setting=True,
     )
     cuda_arch_list: list[str] | str | None = setting(

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..atomic import write_if_changed
 from ..errors import BuildError, ConfigError, ToolchainError
 from ..project_tree import mark_build_dir
 from . import flags as flags_mod
@@ -311,7 +312,7 @@ def prepare(
         nvcc_dlink=[str(cuda.toolkit.nvcc)] if cuda else None,
     )
     ninja_file = build_dir / "build.ninja"
-    if graph.write_if_changed(ninja_file, text) or not (build_dir / COMPDB).exists():
+    if write_if_changed(ninja_file, text) or not (build_dir / COMPDB).exists():
         _write_compile_commands(ninja, build_dir)
     inputs.discard_changed(build_dir)  # ninja rebuilds what an edit with an old mtime changed
     return BuildPlan(
@@ -369,7 +370,7 @@ def _write_compile_commands(ninja: Path, build_dir: Path) -> None:
         capture_output=True, text=True, check=False, errors="replace",
     )
     if result.returncode == 0:
-        graph.write_if_changed(build_dir / COMPDB, result.stdout)
+        write_if_changed(build_dir / COMPDB, result.stdout)
 
 
 def run(

@@ -281,19 +281,3 @@ def _compile_edge(
     rule = "nvcc" if unit.nvcc else "cxx"
     w.build([unit.object], rule, [str(unit.source)], implicit=implicit, order_only=order_only,
             variables=variables)
-
-
-def write_if_changed(path: Path, content: str) -> bool:
-    """Rewrite only on change: ninja re-reads an untouched file for free."""
-    data = content.encode()
-    try:
-        if path.read_bytes() == data:
-            return False
-    except OSError:
-        pass
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
-    return True
-

@@ -21,6 +21,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..atomic import write_atomic
+
 STATE_NAME = ".pep517_torch_inputs.json"
 STATE_VERSION = 1
 _PRECOMPILED = (".gch", ".pch")  # outputs of our own graphs (possibly a shared cache's)
@@ -63,10 +65,7 @@ def _load(build_dir: Path) -> State | None:
 
 
 def _save(build_dir: Path, state: State) -> None:
-    path = build_dir / STATE_NAME
-    tmp = path.with_name(f"{STATE_NAME}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(state, sort_keys=True))
-    os.replace(tmp, path)
+    write_atomic(build_dir / STATE_NAME, json.dumps(state, sort_keys=True))
 
 
 def _output_path(build_dir: Path, target: str) -> Path | None:

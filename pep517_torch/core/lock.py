@@ -19,6 +19,7 @@ from pathlib import Path
 
 import filelock
 
+from ..atomic import write_atomic
 from ..errors import ToolchainError
 from ..project_tree import mark_build_dir
 
@@ -36,10 +37,7 @@ def _describe_owner(build_dir: Path, fallback: str) -> tuple[str, str]:
 
 
 def _write_owner(build_dir: Path, what: str) -> None:
-    owner = build_dir / OWNER_NAME
-    tmp = owner.with_name(f"{OWNER_NAME}.{os.getpid()}.tmp")
-    tmp.write_text(f"{os.getpid()} {what}\n")
-    os.replace(tmp, owner)  # a waiter never reads half a line
+    write_atomic(build_dir / OWNER_NAME, f"{os.getpid()} {what}\n")  # never half a line
 
 
 def _stderr(line: str) -> None:

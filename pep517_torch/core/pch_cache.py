@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
+from ..atomic import write_if_changed
+
 ENV_DIR = "PEP517_TORCH_CACHE_DIR"
 LOCK = "lock"
 INFO = "entry.json"
@@ -109,16 +111,7 @@ def entries(root: Path) -> list[Entry]:
 
 
 def write_info(directory: Path, info: Mapping[str, object]) -> None:
-    data = json.dumps(dict(info), indent=1, sort_keys=True)
-    path = directory / INFO
-    try:
-        if path.read_text() == data:
-            return
-    except OSError:
-        pass
-    tmp = directory / f"{INFO}.{os.getpid()}.tmp"
-    tmp.write_text(data)
-    os.replace(tmp, path)
+    write_if_changed(directory / INFO, json.dumps(dict(info), indent=1, sort_keys=True))
 
 
 class Hold:

@@ -6,8 +6,11 @@ packages and modules to the source tree (nothing else there becomes importable) 
 time one of them is imported in a process, checks the installed torch and brings the compiled
 extensions up to date with ninja, followed by the compile core's progress module (shipped
 beside this file as ``<this module>_progress.py``): a line as each step starts and ends, a
-heartbeat for long steps, and build.log in the build directory. Set
-PEP517_TORCH_EDITABLE_REBUILD=0 to skip the rebuild.
+heartbeat for long steps, and build.log in the build directory. When pyproject.toml or a
+folder of sources changed since the last plan (the state file in the build directory records
+their mtimes), or a source or header the last build read did (the compile core's record of
+them, which may hold an older mtime plain ninja would miss), the interpreter that installed
+the project builds through pep517_torch instead (``-m pep517_torch.editable_rebuild``). Set PEP517_TORCH_EDITABLE_REBUILD=0 to skip the rebuild.
 """
 
 import _thread
@@ -99,6 +102,97 @@ def check_torch(config):
 
 
 def rebuild(config):
+    replan = config["rebuild"].get("replan")
+    if replan is not None and _load_state(config, replan):
+        planning = _changed(config["watched"])
+        if planning or _inputs_changed(config["rebuild"]["build_dir"]):
+            _replan(config, replan, planning)
+            _load_state(config, replan)
+            return
+    run_ninja(config)
+
+
+def _load_state(config, replan):
+    """The plan's state as the last install or re-plan wrote it (artifacts, ninja command,
+    watched folders); whether there was one."""
+    try:
+        with open(replan["state"], encoding="utf-8") as file:
+            state = json.load(file)
+    except (OSError, ValueError):
+        return False
+    config["artifacts"] = state["artifacts"]
+    config["rebuild"] = dict(state["rebuild"], replan=replan)
+    config["watched"] = state["watched"]
+    return True
+
+
+def _changed(watched):
+    for path, mtime in watched.items():
+        try:
+            now = os.stat(path).st_mtime_ns
+        except OSError:
+            now = None
+        if now != mtime:
+            return True
+    return False
+
+
+# The compile core's record of each input's identity and content (pep517_torch.core.inputs).
+_INPUTS_NAME = ".pep517_torch_inputs.json"
+
+
+def _inputs_changed(build_dir):
+    """Whether a source or header the last build read changed since (any mtime, even an older
+    one, which plain ninja would miss): then the core builds, comparing contents."""
+    try:
+        with open(os.path.join(build_dir, _INPUTS_NAME), encoding="utf-8") as file:
+            files = json.load(file)["files"]
+        for path, record in files.items():
+            try:
+                st = os.stat(path)
+            except OSError:
+                return True
+            if record[4] is None or [st.st_mtime_ns, st.st_size, st.st_ctime_ns, st.st_ino] != record[:4]:
+                return True
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError):
+        return False
+    return False
+
+
+def _replan(config, replan, planning):
+    """The recorded interpreter builds through pep517_torch: planning again when
+    pyproject.toml or a sources folder changed (new files, flags, extensions), comparing the
+    contents of the inputs in any case."""
+    import subprocess
+    import time
+
+    project, started = config["project"], time.monotonic()
+    if planning:
+        _say(f"{project}: pyproject.toml or a sources folder changed; planning the build again")
+    else:
+        _say(f"rebuilding {project} (editable install)...")
+    environment = dict(os.environ)
+    environment[_REBUILD_VARIABLE] = "0"
+    arguments = [replan["python"], "-m", "pep517_torch.editable_rebuild", replan["state"]]
+    try:
+        process = subprocess.Popen(arguments, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                   stderr=subprocess.STDOUT, env=environment, text=True,
+                                   errors="replace")
+    except OSError as error:
+        raise ImportError(_failure_message(project, f"cannot run {replan['python']}: {error}")) from None
+    lines = []
+    with process:
+        for line in process.stdout:
+            if not line.startswith("pep517_torch: error:"):  # the ImportError says it
+                _print(line.rstrip("\n"))
+            lines.append(line)
+    if process.returncode != 0:
+        errors = [line for line in lines if line.startswith("pep517_torch: error:")]
+        raise ImportError(_failure_message(project, "".join(errors or lines[-20:])))
+    _say(f"rebuilt {project} in {time.monotonic() - started:.1f} s")
+
+
+def run_ninja(config):
     import shutil
     import time
 

@@ -8,11 +8,19 @@ from __future__ import annotations
 
 import importlib.machinery
 import json
-from collections.abc import Mapping, Sequence
+import os
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from packaging.utils import canonicalize_name
+
+from ..atomic import symlink_atomic, write_atomic
+from ..errors import ConfigError
+
+if TYPE_CHECKING:
+    from .wheel import WheelWriter
 
 _TEMPLATE = Path(__file__).with_name("_editable_hook.py")
 PROGRESS_SUFFIX = "_progress"  # the hook imports <its own name>_progress (see the template)
@@ -31,6 +39,26 @@ class RebuildCommand:
     build_dir: Path
     targets: tuple[str, ...]
     progress_source: str
+    replan: Replan | None = None
+
+
+@dataclass(frozen=True)
+class Replan:
+    """How the hook re-plans once an input of the plan changed (pyproject.toml, a folder a
+    ``sources`` glob walks): ``python -m pep517_torch.editable_rebuild state_file``, with
+    the recorded interpreter; the state file holds what the hook reads and what the re-plan
+    needs (:func:`write_state`)."""
+
+    python: str
+    state_file: Path
+
+
+def _rebuild_json(rebuild: RebuildCommand) -> dict[str, object]:
+    return {
+        "ninja": str(rebuild.ninja),
+        "build_dir": str(rebuild.build_dir),
+        "targets": list(rebuild.targets),
+    }
 
 
 def hook_module_name(project_name: str) -> str:
@@ -65,9 +93,11 @@ def editable_members(
         "modules": modules,
         "artifacts": [[str(built), str(in_tree)] for built, in_tree in artifacts],
         "rebuild": None if rebuild is None else {
-            "ninja": str(rebuild.ninja),
-            "build_dir": str(rebuild.build_dir),
-            "targets": list(rebuild.targets),
+            **_rebuild_json(rebuild),
+            "replan": None if rebuild.replan is None else {
+                "python": rebuild.replan.python,
+                "state": str(rebuild.replan.state_file),
+            },
         },
         "torch_version": torch_version,
     }
@@ -85,3 +115,118 @@ def editable_members(
     if rebuild is not None:  # imported only when a rebuild runs: nothing more at startup
         members.append((f"{module}{PROGRESS_SUFFIX}.py", rebuild.progress_source.encode("utf-8")))
     return members
+
+
+def add_editable(
+    wheel: WheelWriter,
+    project_name: str,
+    *,
+    packages: Mapping[str, Path],
+    py_modules: Mapping[str, Path],
+    extensions: Mapping[str, tuple[Path, Path]],
+    rebuild: RebuildCommand | None,
+    torch_version: str | None,
+) -> None:
+    """Link each extension into the source tree and add the editable members to ``wheel``.
+
+    ``packages`` and ``py_modules`` map dotted names to their directory or file;
+    ``extensions`` maps each extension's dotted name to (its build output, its in-tree path).
+    """
+    roots = {name: directory for name, directory in packages.items() if "." not in name}
+    roots.update(py_modules)
+    for name, (built, link) in extensions.items():
+        link_into_tree(link, built)
+        if "." not in name:
+            roots[name] = link
+    members = editable_members(
+        project_name,
+        package_roots=roots,
+        artifacts=list(extensions.values()),
+        rebuild=rebuild,
+        torch_version=torch_version,
+    )
+    for arcname, data in members:
+        wheel.add_bytes(arcname, data)
+
+
+def link_into_tree(link: Path, built: Path) -> None:
+    """Make the in-tree path ``link`` a symlink to the build output ``built``."""
+    if link.is_symlink() and os.readlink(link) == str(built):
+        return
+    link.parent.mkdir(parents=True, exist_ok=True)  # an operator library's own folder
+    if link.exists() and not link.is_symlink():
+        raise ConfigError(
+            f"{link} exists and is not a link to the built extension; remove it (a stale"
+            " in-place build?) before an editable install"
+        )
+    symlink_atomic(link, built)
+
+
+STATE_NAME = ".pep517_torch_editable.json"
+_MAX_WATCHED = 5000  # folders; a tree bigger than this needs a reinstall for new sources deep down
+
+
+@dataclass(frozen=True)
+class EditableState:
+    """What an editable install's plan was made from, and what it made: the hook reads
+    ``artifacts``, ``rebuild`` and ``watched`` (path -> mtime_ns, None: absent) and re-plans
+    with ``root``, ``config_settings`` and ``env`` (the variables the configuration reads;
+    None: unset) once a watched mtime differs."""
+
+    root: Path
+    config_settings: Mapping[str, str | list[str]]
+    env: Mapping[str, str | None]
+    artifacts: Sequence[tuple[Path, Path]]
+    rebuild: RebuildCommand
+    watched: Sequence[Path]
+
+
+def write_state(state_file: Path, state: EditableState) -> None:
+    watched: dict[str, int | None] = {}
+    for path in state.watched:
+        try:
+            watched[str(path)] = path.stat().st_mtime_ns
+        except OSError:
+            watched[str(path)] = None
+    document = {
+        "root": str(state.root),
+        "config_settings": dict(state.config_settings),
+        "env": dict(state.env),
+        "artifacts": [[str(built), str(in_tree)] for built, in_tree in state.artifacts],
+        "rebuild": _rebuild_json(state.rebuild),
+        "watched": watched,
+    }
+    write_atomic(state_file, json.dumps(document, indent=1, sort_keys=True))
+
+
+def read_state(state_file: Path) -> dict[str, Any]:
+    """The recorded state (its JSON); ConfigError when it cannot be read."""
+    try:
+        document = json.loads(state_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot read the editable install's state {state_file}: {exc};"
+                          " reinstall: pip install -e . --no-build-isolation") from None
+    return document  # type: ignore[no-any-return]
+
+
+def watched_folders(root: Path, sources: Iterable[Path], skip: Callable[[Path], bool]) -> list[Path]:
+    """The folders whose listing a re-plan depends on: those holding sources and every folder
+    below them (a new file matching a ``**`` glob), skipping hidden folders and those ``skip``
+    refuses (build directories), and their parents up to ``root`` (a new folder)."""
+    holding = {source.parent for source in sources}
+    found: set[Path] = set()
+    for folder in holding:
+        while folder.is_relative_to(root) and folder not in found:
+            found.add(folder)
+            folder = folder.parent
+    for top in sorted(holding):
+        for current, subfolders, _ in os.walk(top):
+            kept = []
+            for name in sorted(subfolders):
+                path = Path(current, name)
+                if name.startswith(".") or name == "__pycache__" or skip(path):
+                    continue
+                kept.append(name)
+                found.add(path)
+            subfolders[:] = kept if len(found) < _MAX_WATCHED else []
+    return sorted(found)

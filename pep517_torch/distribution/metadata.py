@@ -13,6 +13,7 @@ from packaging.specifiers import Specifier, SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from ..atomic import writing
 from ..errors import ConfigError, ToolchainError
 from ..project_tree import require_inside
 
@@ -65,6 +66,30 @@ class ProjectMetadata:
         """(posix path relative to the root, absolute path) of each PEP 639 license file."""
         relative = sorted(set(self.standard.license_files or ()))
         return [(path.as_posix(), self.root / path) for path in relative]
+
+    @property
+    def dist_info_name(self) -> str:
+        return f"{self.distribution_name}-{self.version}.dist-info"
+
+    def dist_info_files(self) -> list[tuple[str, bytes | Path]]:
+        """The ``.dist-info`` members the metadata makes (names relative to it): METADATA,
+        entry_points.txt, licenses/...; a wheel adds WHEEL and RECORD."""
+        files: list[tuple[str, bytes | Path]] = [("METADATA", self.metadata_bytes())]
+        entry_points = self.entry_points_text()
+        if entry_points is not None:
+            files.append(("entry_points.txt", entry_points.encode()))
+        files.extend((f"licenses/{relative}", absolute) for relative, absolute in self.license_files)
+        return files
+
+    def write_dist_info(self, directory: Path) -> str:
+        """Write the ``.dist-info`` folder into ``directory`` (prepare_metadata_for_build_wheel);
+        its name."""
+        for name, content in self.dist_info_files():
+            target = directory / self.dist_info_name / name
+            with writing(target):
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(content if isinstance(content, bytes) else content.read_bytes())
+        return self.dist_info_name
 
     @property
     def referenced_files(self) -> list[Path]:

@@ -12,10 +12,11 @@ import tarfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path, PurePosixPath
 
+from ..atomic import AtomicFile
 from ..errors import ConfigError
 from ..project_tree import is_build_dir, is_inside, require_inside
 from .metadata import ProjectMetadata
-from .reproducible import AtomicFile, archive_epoch
+from .reproducible import archive_epoch
 
 VCS_DIRS = frozenset({".git", ".hg", ".svn", ".bzr"})
 # Directories left out by default; include globs can bring their files back.

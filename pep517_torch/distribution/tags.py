@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import sys
 import sysconfig
+from collections.abc import Sequence
 
 from packaging import tags
 
 from ..errors import ConfigError
-from ..limited_api import problem as limited_api_problem
+from .. import limited_api
 
 PURE_TAG = "py3-none-any"
-
 
 
 def python_tag() -> str:
@@ -43,8 +43,21 @@ def wheel_tag(has_native_code: bool, limited_api: str | None = None) -> str:
     return f"{first.interpreter}-{first.abi}-{platform_tag()}"
 
 
-def _check_limited_api(limited_api: str) -> None:
-    problem = limited_api_problem(limited_api)
+def extensions_wheel_tag(limited_apis: Sequence[str | None]) -> str:
+    """The tag of a wheel holding extensions built with these limited-API minimums (None: a
+    full-API build): pure without extensions, abi3 for the highest minimum when every one is
+    limited, the interpreter's own tag otherwise."""
+    if not limited_apis:
+        return wheel_tag(False)
+    if all(limited_apis):
+        for target in limited_apis:
+            _check_limited_api(target)  # type: ignore[arg-type]
+        return wheel_tag(True, limited_api.newest(limited_apis))  # type: ignore[arg-type]
+    return wheel_tag(True)
+
+
+def _check_limited_api(target: str) -> None:
+    problem = limited_api.problem(target)
     if problem:
         raise ConfigError(problem)
     if sys.implementation.name != "cpython" or sysconfig.get_config_var("Py_GIL_DISABLED"):

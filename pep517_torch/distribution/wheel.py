@@ -20,8 +20,9 @@ from packaging.tags import parse_tag
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
+from ..atomic import AtomicFile
 from .metadata import ProjectMetadata
-from .reproducible import AtomicFile, archive_epoch
+from .reproducible import archive_epoch
 from .tags import PURE_TAG
 
 _CHUNK = 1 << 20
@@ -97,15 +98,12 @@ class WheelWriter:
             )
         if self._finished:
             raise RuntimeError("WheelWriter.finish() called twice")
+        made = metadata.dist_info_files()
+        made.insert(1, ("WHEEL", self._wheel_file()))  # after METADATA, as wheels always had it
         dist_info: list[tuple[str, Path | tuple[bytes, bool]]] = [
-            (f"{self.dist_info}/METADATA", (metadata.metadata_bytes(), False)),
-            (f"{self.dist_info}/WHEEL", (self._wheel_file(), False)),
+            (f"{self.dist_info}/{name}", content if isinstance(content, Path) else (content, False))
+            for name, content in made
         ]
-        entry_points = metadata.entry_points_text()
-        if entry_points is not None:
-            dist_info.append((f"{self.dist_info}/entry_points.txt", (entry_points.encode(), False)))
-        for relative, absolute in metadata.license_files:
-            dist_info.append((f"{self.dist_info}/licenses/{relative}", absolute))
         for arcname, _ in dist_info:
             _check_arcname(arcname)
 

@@ -8,6 +8,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
+from ..atomic import write_if_changed
 from ..core.ninja_syntax import unwritable_character
 from ..core.suffixes import CUDA_HEADER_SUFFIXES, is_header
 from ..errors import ConfigError
@@ -162,15 +163,6 @@ def load(
     return jit_load(request, _build_directory(name, build_directory), verbose=verbose, pch=use_pch)
 
 
-def _write_if_changed(path: Path, text: str) -> None:
-    try:
-        if path.read_text() == text:
-            return  # keep the mtime: the stamp and ninja see an unchanged source
-    except OSError:
-        pass
-    path.write_text(text)
-
-
 def _bindings(functions: str | Sequence[str] | Mapping[str, str], with_error_handling: bool) -> str:
     if isinstance(functions, str):
         functions = [functions]
@@ -243,14 +235,14 @@ def load_inline(
         cpp.append(_bindings(functions, with_pytorch_error_handling))
     build_dir.mkdir(parents=True, exist_ok=True)
     main = build_dir / "main.cpp"
-    _write_if_changed(main, "\n".join(cpp) + "\n")
+    write_if_changed(main, "\n".join(cpp) + "\n")
     sources = [str(main)]
     if cuda_sources:
         cuda = [cuda_sources] if isinstance(cuda_sources, str) else list(cuda_sources)
         if not no_implicit_headers:
             cuda[:0] = ["#include <torch/types.h>", "#include <cuda.h>", "#include <cuda_runtime.h>"]
         kernel = build_dir / "cuda.cu"
-        _write_if_changed(kernel, "\n".join(cuda) + "\n")
+        write_if_changed(kernel, "\n".join(cuda) + "\n")
         sources.append(str(kernel))
     return load(
         name,

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .._version import __version__
+from ..atomic import write_atomic
 from ..core.identity import compiler_identity
 
 if TYPE_CHECKING:
@@ -84,9 +85,7 @@ def write(stamp: Path, key: str, inputs: Iterable[Path], env: Mapping[str, str])
         "env": recorded_env(env),
         "inputs": [_state(str(p)) for p in sorted(set(inputs))],
     }
-    tmp = stamp.with_name(f"{stamp.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=1))
-    os.replace(tmp, stamp)
+    write_atomic(stamp, json.dumps(data, indent=1))
 
 
 def invalidate(stamp: Path) -> None:

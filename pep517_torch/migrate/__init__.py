@@ -11,11 +11,11 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..atomic import write_atomic
 from ..config.pyproject import tomllib
 from ..cli import PROG
 from ..errors import MigrateError
@@ -120,10 +120,7 @@ def write(migration: Migration, *, force: bool = False) -> Path:
     if migration.existing_text is not None:
         text = splice(migration.existing_text, migration.text)
     target = migration.pyproject
-    with tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=target.parent, delete=False,
-                                     prefix=".pyproject.", suffix=".tmp") as handle:  # fmt: skip
-        handle.write(text)
-    os.replace(handle.name, target)
+    write_atomic(target, text, durable=True)  # the user's own file
     return target
 
 

@@ -9,14 +9,13 @@ as with any ``build_ext``.
 
 from __future__ import annotations
 
-import os
-import shutil
 from pathlib import Path
 from typing import Any, ClassVar
 
 from setuptools.command.build_ext import build_ext
 from setuptools.errors import CompileError, ExecError, SetupError
 
+from ..atomic import copy_atomic
 from ..errors import BuildError, ConfigError, Pep517TorchError
 from .pin import APPLIED, MARKER
 
@@ -133,9 +132,4 @@ _NO_PLUGIN = (
 def _place(built: Path, target: Path) -> None:
     """Copy an artifact where setuptools expects it, atomically (a reader never sees half)."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    try:
-        shutil.copy2(built, tmp)
-        os.replace(tmp, target)
-    finally:
-        tmp.unlink(missing_ok=True)
+    copy_atomic(built, target)
