@@ -156,7 +156,7 @@ def _settings_epilog() -> str:
 
 
 def _parser() -> argparse.ArgumentParser:
-    from . import __version__
+    from ._version import __version__
 
     parser = argparse.ArgumentParser(
         prog=PROG, description="Build PyTorch C++/CUDA extensions from pyproject.toml."

@@ -24,15 +24,14 @@ def _torch() -> tuple[str, str]:
 
 
 def _compiler() -> tuple[str, str]:
-    from .core.toolchain import find_compiler
+    from .core.toolchain import find_compiler, minimum_versions_text
 
     compiler = find_compiler(os.environ)
     via = f" via {compiler.launcher}" if compiler.launcher else ""
     origin = "CXX" if os.environ.get("CXX") else "c++ on PATH"
     text = f"C++ compiler ({origin}): {compiler.path} = {compiler.family} {compiler.version_text}{via}"
-    minimum = {"gcc": (9,), "clang": (10,)}.get(compiler.family)
-    if minimum is None or compiler.version < minimum:
-        return "warn", text + " (torch extensions need gcc >= 9 or clang >= 10)"
+    if not compiler.supported:
+        return "warn", text + f" (torch extensions need {minimum_versions_text()})"
     return "ok", text
 
 
@@ -196,7 +195,7 @@ def _project(path: Path) -> Check:
 
 
 def run_checks(path: Path) -> int:
-    from . import __version__
+    from ._version import __version__
 
     print(f"pep517_torch {__version__} on Python {sys.version.split()[0]} ({sys.executable})")
     checks: list[Check] = [

@@ -12,6 +12,10 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+import pytest
+
+from pep517_torch.core import toolchain
+
 REAL_ROOT = Path("/usr/local/cuda-13.0")
 REAL_NVCC = REAL_ROOT / "bin" / "nvcc"
 # A PATH with a host compiler (nvcc -dryrun needs one) but no nvcc (that lives in /usr/local/bin).
@@ -124,3 +128,23 @@ def fatbin_contents(cuobjdump: Path, obj: Path) -> tuple[set[str], set[str]]:
     elf = set(re.findall(r"^ELF file\s+\d+: .*\.(sm_\w+)\.cubin$", out, re.MULTILINE))
     ptx = re.findall(r"^PTX file\s+\d+: .*\.sm_(\w+)\.ptx$", out, re.MULTILINE)
     return elf, {f"compute_{arch}" for arch in ptx}
+
+
+def fake_torch(
+    monkeypatch: pytest.MonkeyPatch,
+    root: Path,
+    version: str,
+    cuda_version: str | None,
+    *,
+    cuda_runtime: bool = False,
+) -> toolchain.TorchInstall:
+    """Make the compile core see another torch (a directory with only what is asked for)."""
+    (root / "lib").mkdir(parents=True, exist_ok=True)
+    if cuda_runtime:
+        macros = root / "include" / "c10" / "cuda" / "impl" / "cuda_cmake_macros.h"
+        macros.parent.mkdir(parents=True)
+        macros.write_text("")
+        (root / "lib" / "libc10_cuda.so").write_text("")
+    torch = toolchain.TorchInstall(root, version, cuda_version, None)
+    monkeypatch.setattr(toolchain, "find_torch", lambda *a: torch)
+    return torch

@@ -248,7 +248,7 @@ def test_disabled_wins_over_a_failing_condition(root: Path) -> None:
 
 def test_the_docs_example_means_what_it_says(root: Path) -> None:
     import re
-    import tomllib
+    from pep517_torch.config.pyproject import tomllib
 
     text = (Path(__file__).parent.parent / "docs" / "configuration.md").read_text()
     [example] = [e for e in re.findall(r"```toml\n(.*?)```", text, re.S) if "torch-cuda" in e]

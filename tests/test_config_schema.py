@@ -6,7 +6,6 @@ import copy
 import dataclasses
 import json
 import re
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,7 @@ from validate_pyproject.plugins import PluginWrapper
 
 from pep517_torch.config import parse_settings
 from pep517_torch.config.model import MODEL_CLASSES, toml_key
+from pep517_torch.config.pyproject import tomllib
 from pep517_torch.config.schema import (
     BEGIN_MARKER,
     DOCS_FILE,
@@ -29,11 +29,6 @@ from pep517_torch.config.schema import (
     tool_schema,
 )
 from pep517_torch.errors import ConfigError
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 FULL_EXAMPLE: dict[str, Any] = {
     "build-system": {"requires": ["pep517_torch"], "build-backend": "pep517_torch"},

@@ -136,3 +136,22 @@ def test_unguarded_cuda_include_is_refused_before_compiling(tmp_path: Path) -> N
     )
     assert "Extension 'unguarded' needs a CUDA build of torch" in str(failure.value)
     assert not (tmp_path / "b").exists()
+
+
+def test_scan_finds_first_include_and_torch_cuda_headers(tmp_path: Path) -> None:
+    (tmp_path / "h.h").write_text('#pragma once\n#include <ATen/cuda/CUDAContext.h>\n')
+    source = tmp_path / "a.cpp"
+    source.write_text('// comment\n/* block\n comment */\n#pragma once\n#include <torch/extension.h>\n#include "h.h"\n')
+    assert scan.first_directive_include(source) == "torch/extension.h"
+    found = scan.walk_includes([source], [])
+    assert scan.uses_torch_headers(found)
+    [cuda] = scan.torch_cuda_includes(found)
+    assert (cuda.file.name, cuda.line) == ("h.h", 2)
+
+
+def test_cpu_torch_refuses_torch_cuda_headers_before_compiling(tmp_path: Path) -> None:
+    source = tmp_path / "a.cpp"
+    source.write_text("#include <c10/cuda/CUDAGuard.h>\n")
+    with pytest.raises(ToolchainError, match=r"a\.cpp:1 includes <c10/cuda/CUDAGuard\.h>.*CPU build"):
+        prepare([ExtensionSpec("m", (source,))], BuildOptions(build_dir=tmp_path / "b"))
+    assert not (tmp_path / "b" / "obj").exists()

@@ -24,12 +24,12 @@ from pathlib import Path
 import pytest
 
 import pep517_torch
-from pep517_torch.core import arch, arch_list, cuda, flags, toolchain
+from pep517_torch.core import arch, arch_list, cuda, toolchain
 from pep517_torch.core import build as core_build
 from pep517_torch.core.spec import BuildOptions, ExtensionSpec, Kind
 from pep517_torch.errors import BuildError, ConfigError, ToolchainError
 from tests.conftest import FIXTURES, run_python, write_tree
-from tests.cuda_tools import fatbin_contents, find_cuobjdump
+from tests.cuda_tools import fake_torch, fatbin_contents, find_cuobjdump
 from tests.tiny_project import c_api_module
 
 TORCH = toolchain.find_torch()
@@ -504,27 +504,6 @@ def test_unknown_arch_is_a_config_error_naming_its_source(
         )
     assert not list(tmp_path.glob("**/obj/**/*.o"))
 
-
-def fake_torch(
-    monkeypatch: pytest.MonkeyPatch,
-    root: Path,
-    version: str,
-    cuda_version: str | None,
-    *,
-    cuda_runtime: bool = False,
-) -> toolchain.TorchInstall:
-    """Make the compile core see another torch (a directory with only what is asked for)."""
-    (root / "lib").mkdir(parents=True, exist_ok=True)
-    if cuda_runtime:
-        macros = root / "include" / "c10" / "cuda" / "impl" / "cuda_cmake_macros.h"
-        macros.parent.mkdir(parents=True)
-        macros.write_text("")
-        (root / "lib" / "libc10_cuda.so").write_text("")
-    torch = toolchain.TorchInstall(root, version, cuda_version, None)
-    monkeypatch.setattr(toolchain, "find_torch", lambda *a: torch)
-    return torch
-
-
 @needs_nvcc
 def test_nvcc_and_torch_cuda_major_mismatch(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -683,77 +662,6 @@ def test_cu_source_with_cuda_disabled(tmp_path: Path) -> None:
             with_cuda=False,
             build_directory=str(tmp_path / "b"),
         )
-
-
-# ------------------------------------------------------------ flags: one argument at a time
-
-
-def toolchain_for(torch: toolchain.TorchInstall, **changes: object) -> flags.Toolchain:
-    compiler = toolchain.find_compiler(os.environ)
-    arguments: dict[str, object] = dict(
-        compiler=compiler,
-        torch=torch,
-        python_include=Path("/py/include"),
-        cuda_include_dirs=(Path("/cuda/include"), Path("/wheels/nvidia/cu13/include")),
-        cuda_library_dirs=(Path("/cuda/lib64"),),
-        host_compiler_for_nvcc="/opt/gcc-12/bin/gcc",
-    )
-    arguments.update(changes)
-    return flags.Toolchain(**arguments)  # type: ignore[arg-type]
-
-
-def test_nvcc_flags_torch_defaults_host_compiler_and_per_language_flags(tmp_path: Path) -> None:
-    torch = toolchain.TorchInstall(tmp_path, "2.13.0+cpu", None, None)
-    spec = fixture_spec(
-        FIXTURE,
-        extra_cflags=("-DONLY_CXX", "-O1"),
-        extra_cuda_cflags=("-DONLY_NVCC", "--use_fast_math"),
-    )
-    arch_flags = ("-gencode=arch=compute_80,code=sm_80",)
-    out = flags.compute(spec, toolchain_for(torch), source_root=None, arch_flags=arch_flags)
-    nvcc, cxx = list(out.nvcc), list(out.cxx)
-    assert nvcc[:2] == ["-ccbin", "/opt/gcc-12/bin/gcc"]
-    for flag in (*flags.TORCH_NVCC_FLAGS, "-Xcompiler=-fPIC", *arch_flags, "-std=c++20"):
-        assert nvcc.count(flag) == 1, flag
-    assert nvcc[-2:] == ["-DONLY_NVCC", "--use_fast_math"]  # the user's last: they win
-    assert "-DONLY_CXX" not in nvcc and "-O1" not in nvcc
-    assert "-DONLY_NVCC" not in cxx and "--use_fast_math" not in cxx and cxx[-1] == "-O1"
-    for include in ("/cuda/include", "/wheels/nvidia/cu13/include"):  # wheels' headers after ours
-        assert nvcc[nvcc.index(include) - 1] == "-isystem" and include in cxx
-    assert nvcc.index("/cuda/include") < nvcc.index("/wheels/nvidia/cu13/include")
-    # A user -std replaces ours for nvcc only; no CC: nvcc picks its own host compiler.
-    spec17 = fixture_spec(FIXTURE, extra_cuda_cflags=("-std=c++17",))
-    out = flags.compute(spec17, toolchain_for(torch, host_compiler_for_nvcc=None), source_root=None)
-    assert "-std=c++20" not in out.nvcc and "-std=c++20" in out.cxx and "-ccbin" not in out.nvcc
-
-
-def test_link_flags_cpu_and_cuda_torch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    spec = fixture_spec(FIXTURE)
-    cpu = toolchain.TorchInstall(tmp_path / "cpu", "2.13.0+cpu", None, None)
-    ld = list(flags.compute(spec, toolchain_for(cpu), source_root=None).ld)
-    assert "-lc10_cuda" not in ld and "-ltorch_cuda" not in ld
-    assert ld[ld.index("-L/cuda/lib64") + 1] == "-lcudart"
-    cu = fake_torch(monkeypatch, tmp_path / "cu", "2.13.0+cu130", "13.0", cuda_runtime=True)
-    assert cu.has_cuda_runtime
-    ld = list(flags.compute(spec, toolchain_for(cu), source_root=None).ld)
-    torch_libs = [f for f in ld if f.startswith("-l") and f != "-lcudart"]
-    assert torch_libs == [
-        "-lc10",
-        "-lc10_cuda",
-        "-ltorch_cpu",
-        "-ltorch_cuda",
-        "-ltorch",
-        "-ltorch_python",
-    ]
-    assert "-lcudart" in ld
-    # A C++-only extension never links CUDA, whatever torch is.
-    plain = ExtensionSpec("plain", (FIXTURE / "csrc" / "module.cpp",))
-    ld = flags.compute(plain, toolchain_for(cu), source_root=None).ld
-    assert not {"-lc10_cuda", "-ltorch_cuda", "-lcudart", "-L/cuda/lib64"} & set(ld)
-    # The nvidia-cuda-runtime wheel ships libcudart.so.13 only.
-    (tmp_path / "wheel_lib").mkdir()
-    (tmp_path / "wheel_lib" / "libcudart.so.13").write_text("")
-    assert flags.cudart_flag((tmp_path / "wheel_lib",)) == "-l:libcudart.so.13"
 
 
 @needs_nvcc

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -55,9 +56,9 @@ def dlink_spec(root: Path = FIXTURE, **changes: Any) -> ExtensionSpec:
     return ExtensionSpec(**arguments)
 
 
-def tools(torch_root: Path) -> flags.Toolchain:
+def tools(torch_root: Path) -> flags.ResolvedTools:
     compiler = toolchain.Compiler(("/usr/bin/c++",), Path("/usr/bin/g++"), "gcc", (12, 2, 0), None)
-    return flags.Toolchain(
+    return flags.ResolvedTools(
         compiler=compiler,
         torch=toolchain.TorchInstall(torch_root, "2.13.0+cpu", None, None),
         python_include=Path("/py/include"),
@@ -138,6 +139,42 @@ def test_graph_device_links_the_cuda_objects_only(tmp_path: Path) -> None:
         [str(plan.ninja), "-C", str(build_dir), "-n"], capture_output=True, text=True
     )
     assert dry.returncode == 0 and "device-linking dlinkops._C" in dry.stdout, dry.stdout
+
+
+FAKE_NVCC = """#!/bin/sh
+out= previous=
+for argument in "$@"; do [ "$previous" = -o ] && out=$argument; previous=$argument; done
+echo "$out" >> "$RECORD" && touch "$out"
+"""
+
+
+@needs_nvcc
+def test_device_link_writes_a_per_process_temporary(tmp_path: Path) -> None:
+    """Two builders of one output (one build directory, its lock not taken) never write the
+    same temporary: ``nvcc -dlink`` writes <out>.<shell pid>.tmp and renames it into place, as
+    every other rule does. The command is ninja's own, run with a stand-in nvcc."""
+    build_dir = tmp_path / "build"
+    options = BuildOptions(build_dir=build_dir, env=build_env(), cuda_arch_list=("8.0",))
+    plan = core_build.prepare([dlink_spec()], options)
+    output = "obj/dlinkops._C/dlink.o"
+    commands = subprocess.run(
+        [str(plan.ninja), "-C", str(build_dir), "-t", "commands", output],
+        capture_output=True, text=True, check=True,
+    ).stdout.splitlines()  # fmt: skip
+    assert TOOLKIT is not None and commands[-1].startswith(f"{TOOLKIT.nvcc} -dlink ")
+    fake = tmp_path / "nvcc"
+    fake.write_text(FAKE_NVCC)
+    fake.chmod(0o755)
+    command = str(fake) + commands[-1][len(str(TOOLKIT.nvcc)):]
+    record = tmp_path / "record"
+    (build_dir / output).parent.mkdir(parents=True, exist_ok=True)
+    for _ in range(2):
+        env = {**os.environ, "RECORD": str(record)}
+        subprocess.run(["/bin/sh", "-c", command], cwd=build_dir, env=env, check=True)
+    first, second = record.read_text().split()
+    assert first != second, "both builders wrote the same temporary"
+    assert re.fullmatch(re.escape(output) + r"\.\d+\.tmp", first), first
+    assert (build_dir / output).is_file() and not list((build_dir / output).parent.glob("*.tmp"))
 
 
 # --------------------------------------------------------------------- TOML keys

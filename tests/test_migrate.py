@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-import tomllib
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pep517_torch.config import parse_settings
+from pep517_torch.config.pyproject import tomllib
 from pep517_torch.migrate import MigrateError, check_text, main, migrate
 from pep517_torch.migrate.pyproject_file import splice, split_blocks
 from pep517_torch.migrate.toml_writer import Table, render, value

@@ -6,8 +6,6 @@ override that the config parser accepts and that says exactly that key.
 
 from __future__ import annotations
 
-import ast
-from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
 
 import pytest
@@ -26,8 +24,6 @@ from pep517_torch.migrate.settings_keys import (
     extension_default,
 )
 from pep517_torch.migrate.plan import Override, Plan
-
-MIGRATE = Path(__file__).resolve().parent.parent / "pep517_torch" / "migrate"
 
 
 def other_value(cls: type, key: str, default: Any) -> Any:
@@ -114,28 +110,3 @@ def test_migrate_error_is_a_pep517_torch_error() -> None:
     import pep517_torch.migrate as migrate
 
     assert migrate.MigrateError is MigrateError
-
-
-def _imports(module: Path) -> set[str]:
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(module.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.level == 1:
-            found.add(node.module or "")
-    return found
-
-
-def test_migrate_modules_import_no_circle() -> None:
-    graph = {path.stem: _imports(path) for path in MIGRATE.glob("*.py")}
-
-    def reaches(start: str, goal: str, seen: frozenset[str] = frozenset()) -> bool:
-        return any(n == goal or (n not in seen and reaches(n, goal, seen | {n}))
-                   for n in graph.get(start, ()))  # fmt: skip
-
-    circles = sorted(name for name in graph if name != "__init__" and reaches(name, name))
-    assert circles == []
-
-
-def test_one_tomllib_shim() -> None:
-    offenders = [path.name for path in MIGRATE.glob("*.py") if "import tomli" in path.read_text()]
-    assert offenders == []
-

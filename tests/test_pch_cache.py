@@ -110,7 +110,7 @@ def umbrella_key(tmp_path: Path, torch: toolchain.TorchInstall, compiler: toolch
     source = write(project / "csrc" / "a.cpp", '#include "ops.h"\n')
     write(project / "csrc" / "ops.h", "#pragma once\n#include <torch/extension.h>\n")
     spec = ExtensionSpec("m", (source,), **spec_args)  # type: ignore[arg-type]
-    tools = flags.Toolchain(compiler, torch, toolchain.python_include_dir())
+    tools = flags.ResolvedTools(compiler, torch, toolchain.python_include_dir())
     computed = flags.compute(spec, tools, source_root=project)
     plans: dict[str, pch.PchPlan] = {}
     [entry] = pch.plan(spec, [source], computed, compiler, torch, plans, cache_dir=tmp_path / "c",

@@ -552,7 +552,7 @@ def test_an_agreeing_py_limited_api_define_is_not_doubled(tmp_path: Path) -> Non
         extra-cflags = ["-DPy_LIMITED_API=0x030A0000"]
         """)
     (spec,) = glue.load(project, None, env=clean_env()).project.extensions
-    tools = flags_mod.Toolchain(toolchain.find_compiler(os.environ), TORCH,
+    tools = flags_mod.ResolvedTools(toolchain.find_compiler(os.environ), TORCH,
                                 toolchain.python_include_dir())
     cxx = flags_mod.compute(spec, tools, source_root=project).cxx
     assert [f for f in cxx if "Py_LIMITED_API" in f] == ["-DPy_LIMITED_API=0x030A0000"]

@@ -104,3 +104,28 @@ def test_probe_runs_with_the_given_environment() -> None:
     result = toolchain.run_probe(["/bin/sh", "-c", "echo $PROBE_VALUE"], timeout=60,
                                  env={**os.environ, "PROBE_VALUE": "42"})  # fmt: skip
     assert (result.returncode, result.stdout) == (0, "42\n")
+
+
+def test_compiler_version_parsing() -> None:
+    parse = toolchain.parse_compiler_version
+    assert parse("g++ (Debian 12.2.0-14+deb12u1) 12.2.0\nCopyright") == ("gcc", (12, 2, 0))
+    assert parse("Debian clang version 14.0.6\nTarget: x86_64") == ("clang", (14, 0, 6))
+    assert parse("Apple clang version 15.0.0 (clang-1500.1.0.2.5)") == ("clang", (15, 0, 0))
+
+
+@pytest.mark.parametrize(
+    ("family", "version", "supported"),
+    [
+        ("gcc", (8, 5), False),
+        ("gcc", (9,), True),
+        ("clang", (9, 0, 1), False),
+        ("clang", (10, 0, 0), True),
+        ("unknown", (99,), False),
+    ],
+)
+def test_one_compiler_minimum_table(
+    family: toolchain.CompilerFamily, version: tuple[int, ...], supported: bool
+) -> None:
+    compiler = toolchain.Compiler(("c++",), Path("/usr/bin/c++"), family, version, None)
+    assert compiler.supported is supported
+    assert toolchain.minimum_versions_text() == "gcc >= 9 or clang >= 10"

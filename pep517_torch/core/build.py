@@ -176,7 +176,7 @@ class _Planner:
     """What planning every extension shares: tools, options, PCH registry, notes."""
 
     options: BuildOptions
-    tools: flags_mod.Toolchain
+    tools: flags_mod.ResolvedTools
     toolkit: Any
     build_dir: Path
     output_dir: Path
@@ -259,7 +259,7 @@ def prepare(
     if launcher_name == launchers.DISTCC:
         distributed = launchers.distcc_slots((launcher or compiler.command)[0], tool_env)
     notes: list[str] = []
-    tools = flags_mod.Toolchain(compiler, torch, toolchain.python_include_dir())
+    tools = flags_mod.ResolvedTools(compiler, torch, toolchain.python_include_dir())
     cuda = None
     if any(s.uses_cuda for s in specs):
         cuda = _cuda_setup(specs, options, compiler, torch, notes)

@@ -1,4 +1,4 @@
-"""Compile and link arguments for one extension: a pure function of spec and toolchain.
+"""Compile and link arguments for one extension: a pure function of spec and resolved tools.
 
 Order matters and is fixed: our defaults first, the user's flags last, so the user wins; a
 user ``-std=`` replaces ours per language rather than fighting it.
@@ -37,8 +37,9 @@ def heavy_tuning(compiler: Compiler) -> tuple[str, ...]:
 
 
 @dataclass(frozen=True)
-class Toolchain:
-    """Everything the flags depend on besides the spec, resolved once per build."""
+class ResolvedTools:
+    """Everything the flags depend on besides the spec, resolved once per build from what
+    ``toolchain.py`` and ``cuda.py`` found: the compiler, torch, Python's and CUDA's directories."""
 
     compiler: Compiler
     torch: TorchInstall
@@ -106,7 +107,7 @@ def build_dir_map_flags(source_root: Path | None, build_dir: Path | None) -> lis
 
 def compute(
     spec: ExtensionSpec,
-    tools: Toolchain,
+    tools: ResolvedTools,
     *,
     source_root: Path | None,
     arch_flags: tuple[str, ...] = (),
@@ -173,7 +174,7 @@ def has_rdc(flags: tuple[str, ...]) -> bool:
 
 
 def _device_link_flags(
-    spec: ExtensionSpec, tools: Toolchain, arch_flags: tuple[str, ...]
+    spec: ExtensionSpec, tools: ResolvedTools, arch_flags: tuple[str, ...]
 ) -> list[str]:
     """``nvcc -dlink`` arguments: the compile's architectures (nvcc would otherwise link for its
     default arch only), position-independent host code for the shared library, the library
@@ -215,7 +216,7 @@ def torch_libraries(spec: ExtensionSpec, torch: TorchInstall) -> list[str]:
     return libraries
 
 
-def _link_flags(spec: ExtensionSpec, tools: Toolchain) -> list[str]:
+def _link_flags(spec: ExtensionSpec, tools: ResolvedTools) -> list[str]:
     torch = tools.torch
     executable = spec.kind is Kind.EXECUTABLE
     ld = [] if executable else ["-shared"]

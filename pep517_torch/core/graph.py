@@ -174,7 +174,7 @@ def render(
     if dlinking:
         w.rule(
             "dlink",
-            command="$nvcc_dlink $dlinkflags $in -o $out.tmp && mv -f $out.tmp $out",
+            command="$nvcc_dlink $dlinkflags $in -o $out.$$$$.tmp && mv -f $out.$$$$.tmp $out",
             description="device-linking $desc",
         )
     w.newline()

@@ -14,14 +14,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import ConfigError
+from .suffixes import (  # re-exported: spec users find the suffixes here too
+    CUDA_HEADER_SUFFIXES,
+    CUDA_SUFFIXES,
+    SOURCE_SUFFIXES,
+    is_cuda_source,
+    is_header,
+)
 
-CXX_SUFFIXES = frozenset({".cpp", ".cc", ".cxx", ".c++", ".cp", ".C", ".c"})
-CUDA_SUFFIXES = frozenset({".cu"})
-CUDA_HEADER_SUFFIXES = frozenset({".cuh"})
-SOURCE_SUFFIXES = CXX_SUFFIXES | CUDA_SUFFIXES
-# Headers: found through the include directories, never compiled (torch's load() accepts them
-# among the sources, and a .cuh there turns CUDA on).
-HEADER_SUFFIXES = frozenset({".h", ".hh", ".hpp", ".hxx", ".inl"}) | CUDA_HEADER_SUFFIXES
 DEFAULT_PCH_CACHE_BYTES = 5 * 1024**3  # ~6 torch/extension.h PCHs (~790 MB per flag set)
 
 
@@ -48,14 +48,6 @@ BUILD_TYPE_FLAGS: dict[BuildType, tuple[str, ...]] = {
     BuildType.DEBUG: ("-O0", "-g"),
     BuildType.RELWITHDEBINFO: ("-O2", "-g", "-DNDEBUG"),
 }
-
-
-def is_cuda_source(path: str | os.PathLike[str]) -> bool:
-    return Path(path).suffix in CUDA_SUFFIXES
-
-
-def is_header(path: str | os.PathLike[str]) -> bool:
-    return Path(path).suffix in HEADER_SUFFIXES
 
 
 def source_problem(path: str | os.PathLike[str], include_dirs: str = "include_dirs") -> str | None:

@@ -22,7 +22,16 @@ from typing import Literal
 
 from ..errors import ToolchainError
 from .identity import LAUNCHERS, torch_flavour, which
+
 CompilerFamily = Literal["gcc", "clang", "unknown"]
+# The oldest compilers torch 2.x extensions build with: its headers need C++17 (C++20 from
+# torch 2.10) and its binaries use the C++11 ABI (torch's own table still says gcc >= 5).
+MINIMUM_VERSIONS: dict[CompilerFamily, tuple[int, ...]] = {"gcc": (9,), "clang": (10,)}
+
+
+def minimum_versions_text() -> str:
+    """``gcc >= 9 or clang >= 10``: the table above, for messages."""
+    return " or ".join(f"{f} >= {'.'.join(map(str, v))}" for f, v in MINIMUM_VERSIONS.items())
 
 
 @dataclass(frozen=True)
@@ -38,6 +47,17 @@ class Compiler:
     @property
     def version_text(self) -> str:
         return ".".join(map(str, self.version))
+
+    @property
+    def minimum_version(self) -> tuple[int, ...] | None:
+        """The oldest version of this compiler's family torch extensions build with; None for
+        a family torch was not built with (neither gcc nor clang)."""
+        return MINIMUM_VERSIONS.get(self.family)
+
+    @property
+    def supported(self) -> bool:
+        minimum = self.minimum_version
+        return minimum is not None and self.version >= minimum
 
 
 @dataclass(frozen=True)

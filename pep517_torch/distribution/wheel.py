@@ -188,9 +188,7 @@ def _check_arcname(arcname: str) -> None:
 
 
 def _generator_version() -> str:
-    try:
-        from .. import __version__  # type: ignore[attr-defined]
-    except ImportError:
-        return "0"
-    return str(__version__)
+    from .._version import __version__
+
+    return __version__
 

@@ -14,7 +14,7 @@ from ..core.lock import build_lock
 from ..core.spec import BuildOptions, ExtensionSpec, Kind
 from ..config.layers import environment_options
 from . import stamp
-from .api import artifact_path
+from .request import JitRequest
 
 # The compile core's spec field -> the argument of load() it comes from: the core's errors
 # name those (the environment's settings are named by environment_options).
@@ -29,22 +29,16 @@ SPEC_ARGUMENTS = (
 )
 
 
-def _spec(request: Mapping[str, object], target: str) -> ExtensionSpec:
-    def paths(key: str) -> tuple[Path, ...]:
-        return tuple(Path(p) for p in request[key])  # type: ignore[attr-defined]
-
-    def strings(key: str) -> tuple[str, ...]:
-        return tuple(request[key])  # type: ignore[arg-type]
-
+def _spec(request: JitRequest, target: str) -> ExtensionSpec:
     return ExtensionSpec(
         name=target,
-        sources=paths("sources"),
-        include_dirs=paths("include_dirs"),
-        extra_cflags=strings("cflags"),
-        extra_cuda_cflags=strings("cuda_cflags"),
-        extra_ldflags=strings("ldflags"),
-        with_cuda=request["with_cuda"],  # type: ignore[arg-type]
-        kind=Kind(request["kind"]),
+        sources=tuple(map(Path, request.sources)),
+        include_dirs=tuple(map(Path, request.include_dirs)),
+        extra_cflags=request.cflags,
+        extra_cuda_cflags=request.cuda_cflags,
+        extra_ldflags=request.ldflags,
+        with_cuda=request.with_cuda,
+        kind=Kind(request.kind),
         python_abi_suffix=False,
         keys=SPEC_ARGUMENTS,
     )
@@ -66,7 +60,7 @@ def _stderr(line: str) -> None:
 
 
 def build(
-    request: Mapping[str, object],
+    request: JitRequest,
     target: str,
     build_dir: Path,
     key: str,
@@ -89,7 +83,7 @@ def build(
         **environment_options(env),  # MAX_JOBS etc. mean here what they mean for wheels
     )
     with build_lock(build_dir, f"'{target}'", say=say or (lambda line: None)):
-        if stamp.is_fresh(stamp_file, key, artifact_path(build_dir, target, spec.kind.value)):
+        if stamp.is_fresh(stamp_file, key, request.artifact(build_dir, target), env):
             return  # another process built it while we waited
         stamp.invalidate(stamp_file)
         _build(spec, options, key, stamp_file, say)
@@ -111,7 +105,8 @@ def _build(
     elapsed = time.perf_counter() - started
     recorded = core_inputs.recorded_inputs(plan.build_dir)  # sources and project headers
     mine = (paths for obj, paths in recorded.items() if obj.startswith(f"obj/{spec.name}/"))
-    stamp.write(stamp_file, key, [*spec.sources, *(p for paths in mine for p in paths)])
+    inputs = [*spec.sources, *(p for paths in mine for p in paths)]
+    stamp.write(stamp_file, key, inputs, options.env)
     if say is not None and run.steps:
         extra = f", {run.precompiled} header precompiled" if run.precompiled else ""
         log = f" (log: {run.log_file})" if run.log_file else ""

@@ -10,9 +10,10 @@ from pathlib import Path
 
 from ..atomic import write_if_changed
 from ..core.ninja_syntax import unwritable_character
-from ..core.spec import is_header
+from ..core.suffixes import CUDA_HEADER_SUFFIXES, is_header
 from ..errors import ConfigError
-from .api import extensions_root, jit_load
+from .request import ArtifactKind, JitRequest
+from .warm import extensions_root, jit_load
 
 _CXX_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 CXX_KEYWORDS = frozenset("""
@@ -35,10 +36,10 @@ def _one_line(values: Iterable[str], argument: str) -> None:
             raise ConfigError(f"{value!r} contains {problem}: it cannot reach a command line", argument)
 
 
-def _split_flags(flags: Sequence[str] | None, what: str) -> list[str]:
+def _split_flags(flags: Sequence[str] | None, what: str) -> tuple[str, ...]:
     """torch joins flag strings with spaces for a shell; we split them the same way, safely."""
     if not flags:
-        return []
+        return ()
     import shlex  # only when there are flags: the warm path of a flag-less load() stays light
 
     out: list[str] = []
@@ -48,11 +49,11 @@ def _split_flags(flags: Sequence[str] | None, what: str) -> list[str]:
         except ValueError as exc:
             raise ConfigError(f"cannot parse flag {flag!r}: {exc}", what) from None
     _one_line(out, what)
-    return out
+    return tuple(out)
 
 
-def _include_dirs(paths: Sequence[str] | None) -> list[str]:
-    dirs = [os.path.abspath(os.path.expanduser(p)) for p in paths or ()]
+def _include_dirs(paths: Sequence[str] | None) -> tuple[str, ...]:
+    dirs = tuple(os.path.abspath(os.path.expanduser(p)) for p in paths or ())
     _one_line(dirs, "extra_include_paths")
     return dirs
 
@@ -91,7 +92,7 @@ def _refuse_sycl(sources: object, flags: object, with_sycl: bool | None) -> None
         raise ConfigError("SYCL extensions are not supported by pep517_torch", "with_sycl")
 
 
-def _kind(is_python_module: bool, is_standalone: bool) -> str:
+def _kind(is_python_module: bool, is_standalone: bool) -> ArtifactKind:
     if is_python_module and is_standalone:
         raise ConfigError(
             "is_python_module=True and is_standalone=True are mutually exclusive: a standalone"
@@ -147,18 +148,18 @@ def load(
         (headers if is_header(path) else paths).append(path)
     if not paths:
         raise ConfigError(f"extension {name!r}: sources holds only headers", "sources")
-    if with_cuda is None and any(h.endswith(".cuh") for h in headers):
+    if with_cuda is None and any(os.path.splitext(h)[1] in CUDA_HEADER_SUFFIXES for h in headers):
         with_cuda = True
-    request = {
-        "name": name,
-        "sources": paths,
-        "include_dirs": _include_dirs(extra_include_paths),
-        "cflags": _split_flags(extra_cflags, "extra_cflags"),
-        "cuda_cflags": _split_flags(extra_cuda_cflags, "extra_cuda_cflags"),
-        "ldflags": _split_flags(extra_ldflags, "extra_ldflags"),
-        "with_cuda": with_cuda,
-        "kind": kind,
-    }
+    request = JitRequest(
+        name=name,
+        sources=tuple(paths),
+        include_dirs=_include_dirs(extra_include_paths),
+        cflags=_split_flags(extra_cflags, "extra_cflags"),
+        cuda_cflags=_split_flags(extra_cuda_cflags, "extra_cuda_cflags"),
+        ldflags=_split_flags(extra_ldflags, "extra_ldflags"),
+        with_cuda=with_cuda,
+        kind=kind,
+    )
     return jit_load(request, _build_directory(name, build_directory), verbose=verbose, pch=use_pch)
 
 

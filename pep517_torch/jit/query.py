@@ -13,7 +13,6 @@ from ..errors import ToolchainError
 if TYPE_CHECKING:
     from torch.torch_version import TorchVersion
 
-MINIMUM_VERSIONS = {"gcc": (9,), "clang": (10,)}
 logger = logging.getLogger(__name__)  # torch logs these warnings too (it does not warnings.warn)
 
 
@@ -69,8 +68,8 @@ def get_compiler_abi_compatibility_and_version(compiler: str) -> tuple[bool, Tor
     or is neither gcc nor clang; ``(True, TorchVersion('0.0.0'))`` for a torch built from
     source or with TORCH_DONT_CHECK_COMPILER_ABI set.
 
-    torch 2.x ships C++11-ABI binaries built with gcc and needs C++17/20, so gcc >= 9 and
-    clang >= 10 are compatible (torch says gcc >= 5); ccache/sccache wrappers are looked through.
+    Compatible means at least the version ``core.toolchain.MINIMUM_VERSIONS`` names (gcc >= 9,
+    clang >= 10; torch says gcc >= 5); ccache/sccache wrappers are looked through.
     """
     import torch
     from torch.torch_version import TorchVersion
@@ -84,13 +83,13 @@ def get_compiler_abi_compatibility_and_version(compiler: str) -> tuple[bool, Tor
     except ToolchainError as exc:
         logger.warning("cannot check the ABI compatibility of %s with torch: %s", compiler, exc)
         return False, TorchVersion("0.0.0")
-    minimum = MINIMUM_VERSIONS.get(found.family)
+    minimum = found.minimum_version
     if minimum is None:
         logger.warning("%s is neither gcc nor clang: it may be ABI-incompatible with torch,"
                        " which was built with gcc", compiler)
         return False, TorchVersion("0.0.0")
     version = TorchVersion(found.version_text)
-    if found.version < minimum:
+    if not found.supported:
         wanted = ".".join(map(str, minimum))
         logger.warning("%s %s may be ABI-incompatible with torch: use %s >= %s",
                        compiler, version, found.family, wanted)

@@ -1,7 +1,9 @@
 """The JIT stamp: proof, checkable without a subprocess, that an artifact is up to date.
 
 A stamp records a key (everything the build depends on that is not a file's content: the
-request, environment, compiler identity, torch and Python versions) and the (mtime, size,
+request, compiler identity, torch and Python versions), the environment variables that change
+what a build makes (config's list, recorded by the cold path so that the warm check needs no
+config import) and the (mtime, size,
 ctime, inode) of every user file the build read: sources and the project headers ninja's
 depfiles listed. ctime and inode catch a replaced file whose mtime was set back (``cp -p``,
 ``rsync -t``): the cold path then asks the compile core, which compares content hashes.
@@ -17,22 +19,22 @@ import os
 import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from .._version import __version__
 from ..atomic import write_atomic
-from ..config.layers import artifact_env
 from ..core.identity import compiler_identity
 
-STAMP_VERSION = 2
+if TYPE_CHECKING:
+    from .request import JitRequest
+
+STAMP_VERSION = 3  # 3: the environment's values are recorded, not hashed into the key
 
 
-def fingerprint(request: Mapping[str, object], env: Mapping[str, str], *extra: str) -> str:
-    """A hex digest of all non-file inputs of a JIT build."""
-    from .. import __version__
-
+def fingerprint(request: JitRequest, env: Mapping[str, str], *extra: str) -> str:
+    """A hex digest of the non-file inputs of a JIT build but the environment's values."""
     parts = [
-        json.dumps(request, sort_keys=True),
-        # MAX_JOBS and the like only say how a build runs: read (and checked) when it does
-        repr([(k, env.get(k)) for k in artifact_env()]),
+        request.canonical(),
         repr(compiler_identity(env)),
         sys.version,
         sys.executable,
@@ -54,22 +56,33 @@ def stamp_path(build_dir: Path, target: str) -> Path:
     return build_dir / f"{target}.stamp.json"
 
 
-def is_fresh(stamp: Path, key: str, artifact: Path) -> bool:
+def recorded_env(env: Mapping[str, str]) -> dict[str, str | None]:
+    """The values of the variables that change what a build makes, for the stamp (MAX_JOBS and
+    the like only say how a build runs: read, and checked, when it does). Cold path only."""
+    from ..config.layers import artifact_env
+
+    return {name: env.get(name) for name in artifact_env()}
+
+
+def is_fresh(stamp: Path, key: str, artifact: Path, env: Mapping[str, str]) -> bool:
     try:
         data = json.loads(stamp.read_bytes())
     except (OSError, ValueError):
         return False
     if data.get("version") != STAMP_VERSION or data.get("key") != key:
         return False
+    if any(env.get(name) != value for name, value in data.get("env", {}).items()):
+        return False
     if not artifact.exists():
         return False
     return all(_state(entry[0]) == entry for entry in data.get("inputs", []))
 
 
-def write(stamp: Path, key: str, inputs: Iterable[Path]) -> None:
+def write(stamp: Path, key: str, inputs: Iterable[Path], env: Mapping[str, str]) -> None:
     data = {
         "version": STAMP_VERSION,
         "key": key,
+        "env": recorded_env(env),
         "inputs": [_state(str(p)) for p in sorted(set(inputs))],
     }
     write_atomic(stamp, json.dumps(data, indent=1))

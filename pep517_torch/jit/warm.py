@@ -1,7 +1,8 @@
-"""Build-if-needed and load, shared by ``load()`` and ``load_inline()``.
+"""The JIT's warm path: load what is already built, shared by ``load()`` and ``load_inline()``.
 
-Warm path (already built, any process): one stamp read and a few stats, then the import: no
-subprocess, no ninja, no heavy import. The cold path (``cold.py``) locks, builds, stamps.
+Already built (by any process): one stamp read and a few stats, then the import: no
+subprocess, no ninja, no heavy import. Otherwise the cold path (``cold.py``) locks, builds,
+stamps.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from types import ModuleType
 
 from ..core.identity import torch_flavour
 from . import stamp
+from .request import ArtifactKind, JitRequest
 
 # (name, key) -> (target, what load() returned); name -> the last version handed out.
 _loaded: dict[tuple[str, str], tuple[str, object]] = {}
@@ -47,11 +49,7 @@ def use_pch(requested: bool | None, env: Mapping[str, str]) -> bool:
     return env.get("PEP517_TORCH_PCH", "1").lower() not in ("0", "false", "no", "off")
 
 
-def artifact_path(build_dir: Path, target: str, kind: str) -> Path:
-    return build_dir / (target if kind == "executable" else f"{target}.so")
-
-
-def _import(kind: str, module_name: str, artifact: Path) -> object:
+def _import(kind: ArtifactKind, module_name: str, artifact: Path) -> object:
     if kind == "executable":
         return str(artifact)
     if kind == "library":
@@ -66,7 +64,7 @@ def _import(kind: str, module_name: str, artifact: Path) -> object:
 
 
 def jit_load(
-    request: dict[str, object],
+    request: JitRequest,
     build_dir: Path,
     *,
     verbose: bool,
@@ -82,21 +80,21 @@ def jit_load(
     pch = use_pch(pch, env)
     torch_id = f"{os.path.dirname(torch.__file__)}\0{torch.__version__}"
     key = stamp.fingerprint(request, env, torch_id, f"pch={pch}")
-    base = str(request["name"])
-    kind = str(request["kind"])
+    base = request.name
     if (base, key) in _loaded:
         target, result = _loaded[(base, key)]
-        if stamp.is_fresh(stamp.stamp_path(build_dir, target), key, artifact_path(build_dir, target, kind)):
+        stamp_file = stamp.stamp_path(build_dir, target)
+        if stamp.is_fresh(stamp_file, key, request.artifact(build_dir, target), env):
             return result
     version = _versions[base] + 1 if base in _versions else 0
     target = f"{base}_v{version}" if version else base
-    artifact = artifact_path(build_dir, target, kind)
+    artifact = request.artifact(build_dir, target)
     stamp_file = stamp.stamp_path(build_dir, target)
-    if not stamp.is_fresh(stamp_file, key, artifact):
+    if not stamp.is_fresh(stamp_file, key, artifact, env):
         from . import cold
 
         cold.build(request, target, build_dir, key, stamp_file, verbose=verbose, pch=pch, env=env)
-    result = _import(kind, target, artifact)
+    result = _import(request.kind, target, artifact)
     _loaded[(base, key)] = (target, result)
     _versions[base] = version
     return result

@@ -1,0 +1,36 @@
+"""What one ``load()`` asks for: ``functions.py`` builds it, ``warm.py`` keys and stamps it,
+``cold.py`` turns it into an ExtensionSpec. On the warm path, so standard library only (the
+kind is ``core.spec.Kind``'s value, not the enum: ``core.spec`` stays off the warm path)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+ArtifactKind = Literal["module", "library", "executable"]  # core.spec.Kind's values
+
+
+@dataclass(frozen=True)
+class JitRequest:
+    """A normalised ``load()`` call: absolute paths, flags split into single arguments."""
+
+    name: str
+    sources: tuple[str, ...]
+    include_dirs: tuple[str, ...] = ()
+    cflags: tuple[str, ...] = ()
+    cuda_cflags: tuple[str, ...] = ()
+    ldflags: tuple[str, ...] = ()
+    with_cuda: bool | None = None
+    kind: ArtifactKind = "module"
+
+    def canonical(self) -> str:
+        """Every field as sorted JSON: the request's part of the stamp's key, the same in
+        every process and Python version."""
+        fields = {name: getattr(self, name) for name in self.__dataclass_fields__}
+        return json.dumps(fields, sort_keys=True)
+
+    def artifact(self, build_dir: Path, target: str) -> Path:
+        """Where the build of ``target`` (``name`` or ``name_v1``...) lands."""
+        return build_dir / (target if self.kind == "executable" else f"{target}.so")

@@ -1,0 +1,125 @@
+"""docs/architecture.md against the code: every module listed, the import edges as they are,
+no import circle inside a package, one tomllib shim, no upward import of ``__version__``."""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "pep517_torch"
+DOC = (ROOT / "docs" / "architecture.md").read_text()
+MODULES = sorted(PACKAGE.rglob("*.py"))
+
+
+def _relative_imports(module: Path) -> Iterator[tuple[list[str], ast.ImportFrom]]:
+    """Each ``from .x import y`` (also inside functions) as the absolute module path it names
+    below ``pep517_torch`` (``["core", "spec"]``), with its node; ``from . import a, b`` yields
+    one path per name."""
+    package = list(module.relative_to(PACKAGE).parts[:-1])
+    for node in ast.walk(ast.parse(module.read_text())):
+        if not isinstance(node, ast.ImportFrom) or node.level == 0:
+            continue
+        base = package[: len(package) - (node.level - 1)]
+        if node.module:
+            yield base + node.module.split("."), node
+        else:
+            for alias in node.names:
+                yield base + [alias.name], node
+
+
+def _unit(parts: list[str]) -> str | None:
+    """The doc's name of the part of pep517_torch a module path lies in: ``core/``, ``cli.py``."""
+    if not parts:
+        return "__init__.py"
+    if (PACKAGE / parts[0]).is_dir():
+        return f"{parts[0]}/"
+    return f"{parts[0]}.py" if (PACKAGE / f"{parts[0]}.py").is_file() else None
+
+
+def _code_edges() -> dict[str, set[str]]:
+    edges: dict[str, set[str]] = {}
+    for module in MODULES:
+        source = _unit(list(module.relative_to(PACKAGE).with_suffix("").parts))
+        assert source is not None
+        for parts, _ in _relative_imports(module):
+            target = _unit(parts)
+            if target is not None and target != source:
+                edges.setdefault(source, set()).add(target)
+    return edges
+
+
+def _doc_edges() -> dict[str, set[str]]:
+    section = DOC.split("## Import edges", 1)[1].split("\n## ", 1)[0]
+    rows = [line.split("|")[1:3] for line in section.splitlines() if line.startswith("| `")]
+    return {left.strip().strip("`"): set(re.findall(r"`([^`]+)`", right)) for left, right in rows}
+
+
+def test_every_module_is_in_the_module_table() -> None:
+    """A module is listed by its path (``core/spec.py``) or, inside a package's row, by its
+    file name; a subpackage's ``__init__.py`` is the package itself."""
+    table = DOC.split("## Modules", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in table.splitlines() if line.startswith("| `")]
+    missing = []
+    for module in MODULES:
+        relative = module.relative_to(PACKAGE).as_posix()
+        if module.parent != PACKAGE and module.name == "__init__.py":
+            continue
+        row = next((r for r in rows if r.startswith(f"| `{module.parent.name}/` |")), "")
+        if f"`{relative}`" not in table and f"`{module.name}`" not in row:
+            missing.append(relative)
+    assert missing == [], "docs/architecture.md's module table does not list these"
+
+
+def test_the_import_edges_table_is_the_code() -> None:
+    assert _doc_edges() == _code_edges()
+
+
+@pytest.mark.parametrize("package", sorted({m.parent for m in MODULES}), ids=lambda p: p.name)
+def test_no_import_circle_inside_a_package(package: Path) -> None:
+    names = {module.stem for module in package.glob("*.py")}
+    prefix = list(package.relative_to(PACKAGE).parts)
+    graph = {
+        module.stem: {
+            parts[len(prefix)]
+            for parts, _ in _relative_imports(module)
+            if parts[: len(prefix)] == prefix and len(parts) > len(prefix)
+            and parts[len(prefix)] in names
+        }
+        for module in package.glob("*.py")
+    }
+
+    def reaches(start: str, goal: str, seen: frozenset[str] = frozenset()) -> bool:
+        return any(
+            n == goal or (n not in seen and reaches(n, goal, seen | {n}))
+            for n in graph.get(start, ())
+        )
+
+    circles = sorted(name for name in graph if name != "__init__" and reaches(name, name))
+    assert circles == []
+
+
+def test_one_tomllib_shim() -> None:
+    shim = PACKAGE / "config" / "pyproject.py"
+    offenders = [
+        module.relative_to(PACKAGE).as_posix()
+        for module in MODULES
+        if module != shim and re.search(r"^\s*import tomli|^\s*from tomli", module.read_text(), re.M)
+    ]
+    assert offenders == []
+
+
+def test_nothing_imports_the_version_upward() -> None:
+    """``__version__`` comes from the leaf ``_version.py``, never from a package above."""
+    upward = {
+        module.relative_to(PACKAGE).as_posix()
+        for module in MODULES
+        for _, node in _relative_imports(module)
+        if any(alias.name == "__version__" for alias in node.names)
+        and (node.module or "").split(".")[-1] != "_version"
+    }
+    assert upward == set()

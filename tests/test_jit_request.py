@@ -1,0 +1,66 @@
+"""The JIT's request (jit/request.py) without compiling: its stamp key and the warm path's imports."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import get_args
+
+from pep517_torch.core.spec import Kind
+from pep517_torch.jit.request import ArtifactKind, JitRequest
+from tests.conftest import run_python, write
+
+# The modules `import pep517_torch.jit` may load: what a warm load() runs. No core.spec (its
+# dataclasses), no config, no build planning.
+WARM_PATH_MODULES = {
+    f"pep517_torch{suffix}"
+    for suffix in (
+        "", "._version", ".atomic", ".errors", ".core", ".core.identity", ".core.ninja_syntax",
+        ".core.suffixes", ".jit", ".jit.functions", ".jit.request", ".jit.stamp", ".jit.warm",
+    )
+}
+
+
+def test_the_key_is_the_json_stamps_were_written_with() -> None:
+    """Stamps written before the request was a dataclass stay valid: same JSON, same key."""
+    request = JitRequest("m", ("/s/a.cpp",), ("/inc",), ("-O1",), (), ("-lx",), None, "library")
+    written_before = dict(
+        name="m", sources=["/s/a.cpp"], include_dirs=["/inc"], cflags=["-O1"],
+        cuda_cflags=[], ldflags=["-lx"], with_cuda=None, kind="library",
+    )
+    assert request.canonical() == json.dumps(written_before, sort_keys=True)
+    assert request.artifact(Path("/b"), "m_v1") == Path("/b/m_v1.so")
+    tool = JitRequest("t", ("/s/main.cpp",), kind="executable")
+    assert tool.artifact(Path("/b"), "t") == Path("/b/t")
+
+
+def test_the_request_kinds_are_the_specs() -> None:
+    assert set(get_args(ArtifactKind)) == {kind.value for kind in Kind}
+
+
+def test_the_warm_path_imports_stay_light() -> None:
+    code = (
+        "import json, sys; import pep517_torch.jit; "
+        "print(json.dumps([m for m in sys.modules if m.startswith('pep517_torch')]))"
+    )
+    loaded = set(json.loads(run_python(code).stdout))
+    assert loaded <= WARM_PATH_MODULES, loaded - WARM_PATH_MODULES
+
+
+def test_a_stamp_holds_the_environment_it_was_built_in(tmp_path: Path) -> None:
+    """The variables that change what a build makes (config's list) are recorded by the cold
+    path; the warm check compares them without importing config. MAX_JOBS only says how a
+    build runs: changing it leaves the stamp fresh."""
+    from pep517_torch.jit import stamp
+
+    artifact = write(tmp_path / "m.so")
+    source = write(tmp_path / "m.cpp", "int f() { return 0; }\n")
+    built_in = {"TORCH_CUDA_ARCH_LIST": "8.0", "MAX_JOBS": "2"}
+    stamp_file = stamp.stamp_path(tmp_path, "m")
+    stamp.write(stamp_file, "key", [source], built_in)
+    assert stamp.is_fresh(stamp_file, "key", artifact, built_in)
+    assert stamp.is_fresh(stamp_file, "key", artifact, {**built_in, "MAX_JOBS": "7"})
+    other_arch = {**built_in, "TORCH_CUDA_ARCH_LIST": "9.0"}
+    assert not stamp.is_fresh(stamp_file, "key", artifact, other_arch)
+    assert not stamp.is_fresh(stamp_file, "key", artifact, {"MAX_JOBS": "2"})
+    assert not stamp.is_fresh(stamp_file, "other key", artifact, built_in)
