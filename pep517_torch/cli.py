@@ -170,7 +170,7 @@ def _parser() -> argparse.ArgumentParser:
         sub = commands.add_parser(
             name, help=helptext, description=helptext[0].upper() + helptext[1:] + ".",
             epilog=_settings_epilog(), formatter_class=argparse.RawDescriptionHelpFormatter,
-        )  # fmt: skip
+        )
         sub.add_argument("path", nargs="?", default=".", help="project directory (default: .)")
         sub.add_argument("-o", "--outdir", help="output directory (default: PATH/dist)")
         sub.add_argument(

@@ -123,7 +123,7 @@ def load(
     metadata = dist_metadata.build_metadata(
         {"project": project.project_table}, project.root,
         version=config.version_string(project, env), extra_requirements=pin,
-    )  # fmt: skip
+    )
     return Loaded(project, torch, metadata, env)
 
 

@@ -124,7 +124,7 @@ def fatbin_contents(cuobjdump: Path, obj: Path) -> tuple[set[str], set[str]]:
     out = subprocess.run(
         [str(cuobjdump), "--list-elf", "--list-ptx", str(obj)],
         capture_output=True, text=True, check=True,
-    ).stdout  # fmt: skip
+    ).stdout
     elf = set(re.findall(r"^ELF file\s+\d+: .*\.(sm_\w+)\.cubin$", out, re.MULTILINE))
     ptx = re.findall(r"^PTX file\s+\d+: .*\.sm_(\w+)\.ptx$", out, re.MULTILINE)
     return elf, {f"compute_{arch}" for arch in ptx}

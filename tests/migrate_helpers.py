@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures" / "migrate"
 # Read by the fixtures' setup.py files; the expected output assumes them unset.
 VARIABLES = ("USE_CUDA", "BOTHBR_CPU_ONLY", "BOTHBR_KEEP_SYMBOLS", "SUFFIXED_VERSION_SUFFIX",
-             "P_SUFFIX", "P_STREAMS", "CUDA_HOME", "CUDA_PATH")  # fmt: skip
+             "P_SUFFIX", "P_STREAMS", "CUDA_HOME", "CUDA_PATH")
 
 
 @pytest.fixture(autouse=True)

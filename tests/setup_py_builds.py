@@ -38,7 +38,7 @@ CLEAN_ENV = {k: v for k, v in os.environ.items() if k not in FIXTURE_VARIABLES}
 
 def run(args: list[str], cwd: Path | None = None, env: dict[str, str] | None = None) -> str:
     result = subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=900,
-                            env={**CLEAN_ENV, **(env or {})})  # fmt: skip
+                            env={**CLEAN_ENV, **(env or {})})
     if result.returncode != 0:
         output = f"{result.stdout}\n{result.stderr}"
         raise AssertionError(f"{args} failed ({result.returncode}):\n{output}")

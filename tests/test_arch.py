@@ -92,7 +92,7 @@ def test_entry_forms(text: str, expected: list[ArchEntry]) -> None:
     "value",
     ["8.0;9.0+PTX", "8.0 9.0+PTX", "8.0,9.0+PTX", " 8.0 ;, 9.0+PTX ;", ["8.0", "9.0+PTX"],
      ["8.0;9.0+PTX"], ("8.0", " 9.0+PTX ")],
-)  # fmt: skip
+)
 def test_separators_and_lists(value: str | list[str]) -> None:
     assert parse_arch_list(value, key=KEY) == [ArchEntry(8, 0), ArchEntry(9, 0, ptx=True)]
 
@@ -109,7 +109,7 @@ def test_named_arches_match_torch_2_13() -> None:
         "Volta": "7.0+PTX", "Turing": "7.5+PTX", "Ampere+Tegra": "8.7",
         "Ampere": "8.0;8.6+PTX", "Ada": "8.9+PTX", "Hopper": "9.0+PTX",
         "Blackwell+Tegra": "11.0", "Blackwell": "10.0;10.3;12.0;12.1+PTX",
-    }  # fmt: skip
+    }
     assert {name.lower(): value for name, value in torch_table.items()} == NAMED_ARCHES
     for name, value in torch_table.items():
         entries = parse_arch_list(name, key=KEY)
@@ -172,7 +172,7 @@ def test_flags_are_sorted_numerically_and_deduplicated() -> None:
     assert flags_for("12.0;9.0a;8.0;9.0;9.0+PTX;Ampere;10.0f") == (
         gencode("80") + gencode("86", ptx=True) + gencode("90", ptx=True) + gencode("90a")
         + gencode("100f") + gencode("120")
-    )  # fmt: skip
+    )
 
 
 def test_named_arches_resolve() -> None:
@@ -242,7 +242,7 @@ def test_nvcc_that_lists_nothing_is_not_second_guessed() -> None:
         (["-arch=compute_80", "-code=sm_80,sm_86"], ["-arch=compute_80", "-code=sm_80,sm_86"]),
         (["--gpu-code", "sm_80"], ["--gpu-code=sm_80"]),
     ],
-)  # fmt: skip
+)
 def test_user_arch_flags_found(flags: list[str], found: list[str]) -> None:
     assert user_arch_flags(flags) == found
 
@@ -404,7 +404,7 @@ def test_native_with_gpu_merges_with_explicit_entries(tmp_path: Path) -> None:
     decision = resolve_arch_flags(
         parse_arch_list("native;9.0a", key=KEY), NVCC_13_0, user_nvcc_flags=[],
         env={"PATH": str(tmp_path)},
-    )  # fmt: skip
+    )
     assert decision.flags == gencode("89", ptx=True) + gencode("90a")
     assert decision.note is not None and f"{KEY} has native" in decision.note
 
@@ -444,7 +444,7 @@ def test_object_holds_exactly_the_requested_code(
     subprocess.run(
         [str(real_toolkit.nvcc), "-c", str(source), "-o", str(obj), *decision.flags],
         check=True, env={"PATH": SYSTEM_PATH}, capture_output=True,
-    )  # fmt: skip
+    )
     assert CUOBJDUMP is not None
     assert fatbin_contents(CUOBJDUMP, obj) == (elf, ptx)
 
@@ -480,7 +480,7 @@ def fake_cuda_project(root: Path) -> tuple[Path, dict[str, str]]:
     ("layer", "key"),
     [("env", "TORCH_CUDA_ARCH_LIST"), ("-C", "cuda-arch-list"),
      ("toml", "tool.torch-ext.extension[0].cuda-arch-list")],
-)  # fmt: skip
+)
 def test_a_bad_arch_list_is_refused_before_the_build_dir_exists(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, layer: str, key: str
 ) -> None:

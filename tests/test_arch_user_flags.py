@@ -35,7 +35,7 @@ def key(index: int) -> str:
         (["-arch=sm_89a"], 0, "sm_89a"),  # arch-specific needs 9.0 or newer
         (["-arch=sm_90f"], 0, "sm_90f"),  # family-specific needs 10.0 or newer
     ],
-)  # fmt: skip
+)
 def test_arch_nvcc_13_cannot_build_is_refused(flags: list[str], index: int, named: str) -> None:
     with pytest.raises(ConfigError) as info:
         check_user_arch_flags(flags, NVCC_13_0, key)
@@ -58,7 +58,7 @@ def test_renamed_arch_says_so() -> None:
         ["-arch=all"], ["--gpu-architecture=all-major"], ["-arch=lto_89", "-code=lto_89"],
         ["-arch=something_nvcc_judges"], ["-Xcompiler", "-arch=sm_35"], ["-DSM=sm_35"],
     ],
-)  # fmt: skip
+)
 def test_buildable_or_unknown_archs_pass(flags: list[str]) -> None:
     check_user_arch_flags(flags, NVCC_13_0, key)
 
@@ -72,7 +72,7 @@ def test_older_nvcc_builds_older_archs() -> None:
 def test_resolve_arch_flags_checks_them_and_names_the_key() -> None:
     with pytest.raises(ConfigError) as info:
         resolve_arch_flags(None, NVCC_13_0, user_nvcc_flags=["-O2", "-arch=compute_60"],
-                           env=NO_GPU_ENV)  # fmt: skip
+                           env=NO_GPU_ENV)
     assert info.value.key == "extra_cuda_cflags[1]"  # the core names its field
 
 
@@ -85,7 +85,7 @@ def test_resolve_arch_flags_checks_them_and_names_the_key() -> None:
         ('[[tool.torch-ext.overrides]]\nif = {}\nappend.extension."kern._C".extra-cuda-cflags = ["-arch=sm_61"]\n',
          'tool.torch-ext.overrides[0].append.extension."kern._C".extra-cuda-cflags[0]'),
     ],
-)  # fmt: skip
+)
 def test_a_toml_arch_flag_nvcc_cannot_build_fails_before_the_build_dir_exists(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, toml: str, key: str
 ) -> None:
@@ -127,7 +127,7 @@ def test_the_jit_names_its_argument(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         monkeypatch.setenv(name, value)
     with pytest.raises(ConfigError) as error:
         pep517_torch.load("kern", [str(root / "k.cu")], extra_cuda_cflags=["-arch=compute_60"],
-                          build_directory=str(tmp_path / "b"), is_python_module=False)  # fmt: skip
+                          build_directory=str(tmp_path / "b"), is_python_module=False)
     assert error.value.key == "extra_cuda_cflags"
     assert not (tmp_path / "b" / "build.ninja").exists()
 
@@ -167,14 +167,14 @@ def test_slowest_objects_start_first(
     (csrc / "torch_tu.cpp").write_text(textwrap.dedent("""\
         #include <torch/library.h>
         TORCH_LIBRARY(order_ops, m) { m.def("noop(Tensor x) -> Tensor"); }
-        """))  # fmt: skip
+        """))
     common = dict(kind=Kind.LIBRARY, python_abi_suffix=False, pch=False, with_cuda=True)
     specs = [
         ExtensionSpec("first", (csrc / "light_a.cpp", csrc / "one_arch.cu", csrc / "torch_tu.cpp"),
                       cuda_arch_list=("8.0",), **common),  # type: ignore[arg-type]
         ExtensionSpec("second", (csrc / "light_b.cpp", csrc / "three_targets.cu"),
                       cuda_arch_list=("8.0", "9.0+PTX"), **common),  # type: ignore[arg-type]
-    ]  # fmt: skip
+    ]
     env = {**os.environ, "CUDA_HOME": str(REAL_ROOT)}
     options = BuildOptions(build_dir=tmp_path / "b", jobs=1, env=env, source_root=tmp_path)
     build(specs, options, log=lambda _: None)

@@ -35,7 +35,7 @@ HOOKS = (
     "get_requires_for_build_wheel", "get_requires_for_build_sdist",
     "get_requires_for_build_editable",
     "prepare_metadata_for_build_wheel", "prepare_metadata_for_build_editable",
-)  # fmt: skip
+)
 MULTI_EXTENSIONS = ("multiops._C", "multiops.sub._info", "_multiops_native")
 MULTI_OBJECTS = 4  # module.cpp, ops.cpp, info.cpp twice
 BROKEN = {  # case -> (key path, words of the message)

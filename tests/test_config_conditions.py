@@ -15,7 +15,7 @@ VARS = {"wheel_tag": "py3-none-any", "python_tag": "py3", "torch_version": "2.13
 CPU_TORCH: dict[str, Any] = dict(
     env={}, platform="linux", machine="x86_64", python_version="3.12.1",
     torch_version="2.13.0+cpu", torch_cuda=None, nvcc_available=True, nvcc_version="13.0",
-)  # fmt: skip
+)
 CUDA_TORCH = {**CPU_TORCH, "torch_version": "2.13.0+cu130", "torch_cuda": "13.0"}
 EXT = "tool.torch-ext.extension"
 OV = "tool.torch-ext.overrides"
@@ -59,7 +59,7 @@ def skipped(resolved: ResolvedProject) -> str:
         ({"torch_version": None}, "torch is not installed, so CUDA is off although nvcc 13.0 was"
          " found"),
     ],
-)  # fmt: skip
+)
 def test_cuda_off_reason_names_torch_and_nvcc(
     root: Path, facts: dict[str, Any], why: str
 ) -> None:
@@ -101,7 +101,7 @@ def test_cuda_reason_names_the_key_that_set_it(root: Path) -> None:
         ({"unset": False}, {}, "env.USE_CUDA = {unset = false} does not hold (USE_CUDA is unset)"),
         ({"not": "0", "unset": False}, {}, "env.USE_CUDA = {unset = false} does not hold (USE_CUDA is unset)"),
     ],
-)  # fmt: skip
+)
 def test_env_test_reasons(
     root: Path, test: dict[str, Any], env: dict[str, str], reason: str
 ) -> None:
@@ -156,7 +156,7 @@ def test_bad_env_tests(root: Path, test: dict[str, Any], key: str, fragment: str
         (False, {}, None),
         (">=12.8", CUDA_TORCH, None),
     ],
-)  # fmt: skip
+)
 def test_torch_cuda_condition(
     root: Path, condition: bool | str, facts: dict[str, Any], reason: str | None
 ) -> None:
@@ -176,7 +176,7 @@ def test_torch_cuda_is_not_cuda(root: Path) -> None:
             {"name": "demo._streams", "sources": ["k.cu"], "if": {"cuda": True, "torch-cuda": True}},
         ],
         "overrides": [{"if": {"env": {"FORCE_CUDA": "1"}}, "cuda": True}],
-    }  # fmt: skip
+    }
     resolved = resolve(root, tool, env={"FORCE_CUDA": "1"})
     assert resolved.cuda_enabled
     ((spec,),) = [[s for s in resolved.extensions if s.name == "demo._a"]]
@@ -184,7 +184,7 @@ def test_torch_cuda_is_not_cuda(root: Path) -> None:
     assert resolved.skipped == (
         ("demo._streams", f"{EXT}[1].if.torch-cuda = true does not hold (torch 2.13.0+cpu is a"
          " CPU build)"),
-    )  # fmt: skip
+    )
 
 
 def test_bad_torch_cuda(root: Path) -> None:
@@ -210,7 +210,7 @@ def test_override_turns_an_extension_off(root: Path) -> None:
             {"name": "demo._b", "sources": ["a.cpp"]},
         ],
         "overrides": [{"if": {"env": {"CPU_ONLY": True}}, "extension": {"demo._b": {"enabled": False}}}],
-    }  # fmt: skip
+    }
     assert [s.name for s in resolve(root, tool).extensions] == ["demo._a", "demo._b"]
     resolved = resolve(root, tool, env={"CPU_ONLY": "1"})
     assert [s.name for s in resolved.extensions] == ["demo._a"]
@@ -260,7 +260,7 @@ def test_the_docs_example_means_what_it_says(root: Path) -> None:
     assert resolved.cuda_enabled and resolved.skipped == (
         ("myops._cuda_streams", f"{EXT}[0].if.torch-cuda = true does not hold (torch 2.13.0+cpu"
          " is a CPU build)"),
-    )  # fmt: skip
+    )
     assert resolve(root, tool, **CUDA_TORCH).extensions
     assert resolve(root, tool, **{**CUDA_TORCH, "env": {"USE_CUDA": "OFF"}}).skipped[0][1] == (
         f'{EXT}[0].if.env.USE_CUDA = {{not = ["0", "OFF"]}} does not hold (USE_CUDA is "OFF")'

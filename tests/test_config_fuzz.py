@@ -200,7 +200,7 @@ def override(names: list[str]) -> st.SearchStrategy[dict[str, Any]]:
                 },
             ),
         },
-    )  # fmt: skip
+    )
 
 
 def tool_table(names: list[str]) -> st.SearchStrategy[dict[str, Any]]:
@@ -364,7 +364,7 @@ def wrong_type(case: Case, draw: st.DrawFn) -> str:
                 ("ext", "extra-cflags", [1]), ("ext", "if", True),
             ]
         )
-    )  # fmt: skip
+    )
     if where == "tool":
         case.tool[key] = value
         return f"tool.torch-ext.{key}" + ("" if key != "extra-cflags" else "[0]")
@@ -467,7 +467,7 @@ def line_break(case: Case, draw: st.DrawFn) -> str:
         return variable
     index = _some_extension(case, draw)
     key = draw(st.sampled_from(["extra-cflags", "extra-ldflags", "libraries", "include-dirs",
-                                "runtime-library-dirs"]))  # fmt: skip
+                                "runtime-library-dirs"]))
     case.tool["extension"][index][key] = [broken]
     return f"{EXT}[{index}].{key}[0]"
 
@@ -502,7 +502,7 @@ def bad_env_test(case: Case, draw: st.DrawFn) -> str:
             ({}, ""), ({"not": []}, ".not"), ({"not": 0}, ".not"), ({"not": [True]}, ".not[0]"),
             ({"unset": "yes"}, ".unset"), ({"nott": "0"}, ".nott"), ({"not": {}}, ".not"),
         ])
-    )  # fmt: skip
+    )
     name = draw(st.sampled_from(["A", "FORCE_CUDA", "with space"]))
     if draw(st.booleans()):
         index = _some_extension(case, draw)
@@ -551,7 +551,7 @@ def bad_config_value(case: Case, draw: st.DrawFn) -> str:
                 ("torch-requirement", "any"), ("build-dir", "{nope}"), ("strip", "2"),
             ]
         )
-    )  # fmt: skip
+    )
     case.config_settings[key] = value
     return key
 
@@ -569,7 +569,7 @@ DEFECTS: list[Callable[[Case, st.DrawFn], str]] = [
     override_unknown_extension, override_unknown_condition, bad_limited_api, bad_jobs,
     bad_specifier, bad_env_test, bad_build_dir, package_data_matching_nothing, missing_package,
     unknown_config_setting, bad_config_value, bad_max_jobs, line_break, bad_arch_list,
-]  # fmt: skip
+]
 
 
 # --------------------------------------------------------------------------- random mutation

@@ -14,7 +14,7 @@ VARS = {"wheel_tag": "py3-none-any", "python_tag": "py3", "torch_version": "2.13
 BASE_FACTS: dict[str, Any] = dict(
     env={}, platform="linux", machine="x86_64", python_version="3.12.1",
     torch_version="2.13.0+cu130", torch_cuda=None, nvcc_available=False,
-)  # fmt: skip
+)
 A = {"name": "demo._a", "sources": ["a.cpp"]}
 B = {"name": "demo._b", "sources": ["b.cpp"]}
 

@@ -24,7 +24,7 @@ FACTS = Facts(
 CUDA_FACTS = Facts(
     env={}, platform="linux", machine="x86_64", python_version="3.11.4",
     torch_version="2.13.0+cu130", torch_cuda="13.0", nvcc_available=True,
-)  # fmt: skip
+)
 VARS = {"wheel_tag": "cp311-cp311-linux_x86_64", "python_tag": "cp311", "torch_version": "2.13.0"}
 FILES = (
     "demo/__init__.py",
@@ -146,7 +146,7 @@ def test_project_values_are_extension_defaults(root: Path) -> None:
     first, second = resolve(root, tool).extensions
     assert (first.strip, first.pch, first.pch_header, first.cuda_arch_list) == (
         True, False, root / "include/pch.h", ("7.5",)
-    )  # fmt: skip
+    )
     assert (second.strip, second.pch, second.cuda_arch_list) == (False, True, ("9.0",))
 
 
@@ -307,7 +307,7 @@ def test_torch_condition_without_torch_and_with_prerelease(root: Path) -> None:
         ({"pch-header": "include/missing.h"}, "extension[0].pch-header", "does not exist"),
         ({"cuda": {"sources": ["*.cu"]}, "with-cuda": True}, "extension[0].cuda.sources[0]", "no"),
     ],
-)  # fmt: skip
+)
 def test_bad_paths(root: Path, ext: dict[str, Any], key: str, fragment: str) -> None:
     (root.parent / "outside").mkdir()
     (root.parent / "outside/x.cpp").write_text("")
@@ -456,7 +456,7 @@ def test_version_source(root: Path) -> None:
     version = resolve(root, tool, project=dynamic).version
     assert (version.file, version.pattern, version.suffix_env) == (
         root / "demo/__init__.py", "v = '(.*)'", "S"
-    )  # fmt: skip
+    )
     error = resolve_error(root, {"version": {"file": "../x.py"}}, project=dynamic)
     assert error.key == "tool.torch-ext.version.file"
     error = resolve_error(root, {"version": {"suffix-env": "S"}})

@@ -236,7 +236,7 @@ def test_docs_examples_cover_the_brief() -> None:
         "if.cuda = true", "FORCE_CUDA", "DEBUG", "suffix-env", "openmp = true",
         'py-limited-api = "cp310"', 'dynamic = ["version"]', "sdist-include", "package-data",
         "package-dir", "py-modules",
-    ):  # fmt: skip
+    ):
         assert needle in text, needle
 
 

@@ -44,7 +44,7 @@ def test_config_setting_keys() -> None:
         "build-dir", "cuda-arch-list", "verbose", "jobs", "build-type", "compiler-launcher",
         "pch", "torch-requirement", "torch-import-check", "cuda", "strip",
         "allow-cuda-version-mismatch", "pch-cache-size",
-    }  # fmt: skip
+    }
 
 
 def test_every_config_setting(root: Path) -> None:

@@ -20,7 +20,7 @@ def tree(tmp_path: Path) -> Path:
         "pkg/sub/deep/x.pyi", "pkg/nopkg/loose.py", "pkg/__pycache__/core.cpython-311.pyc",
         "pkg/stale.cpython-311-x86_64-linux-gnu.so", "pkg/__pycache__/a.py",
         "single.py", "tests/__init__.py",
-    ]:  # fmt: skip
+    ]:
         write(src / name)
     (tmp_path / "build").mkdir()
     write(tmp_path / "build" / "_C.so")
@@ -84,7 +84,7 @@ def test_one_rule_for_packages_and_the_files_they_ship(tmp_path: Path) -> None:
     root = tmp_path / "project"
     for name in ["pkg/__init__.py", "pkg/a.py", "pkg/stubs/__init__.pyi", "pkg/stubs/s.pyi",
                  "pkg/__pycache__/__init__.py", "pkg/not-a-pkg/__init__.py", "pkg/plain/x.py",
-                 "real/__init__.py", "real/r.py", "pkg/build/__init__.py", "pkg/build/b.py"]:  # fmt: skip
+                 "real/__init__.py", "real/r.py", "pkg/build/__init__.py", "pkg/build/b.py"]:
         write(root / name)
     (root / "pkg" / "linked").symlink_to(root / "real")
     (root / "pkg" / "loop").symlink_to(root / "pkg")  # not a package again: a loop

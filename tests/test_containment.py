@@ -97,7 +97,7 @@ ESCAPES: dict[str, tuple[Callable[[Path], None], str | None, str]] = {
         lambda root: link(root / "pkg" / "data", outside(root)),
         "tool.torch-ext.package-data.pkg[0]", "secret.py",
     ),
-}  # fmt: skip
+}
 
 
 @pytest.mark.parametrize("escape", sorted(ESCAPES))

@@ -49,7 +49,7 @@ def test_includes_inside_if_blocks_are_conditional(tmp_path: Path) -> None:
         #define EXTRA 1
         #include <debug.h>
         #endif
-        """)  # fmt: skip
+        """)
     assert flags(source) == [
         ("torch/library.h", False),
         ("ATen/cuda/CUDAContext.h", True),
@@ -118,16 +118,16 @@ def test_guarded_cuda_include_builds_on_a_cpu_torch(tmp_path: Path) -> None:
     source compiles (the block is skipped), so it must not be refused before compiling."""
     source = write(tmp_path / "csrc" / "ops.cpp", GUARDED_OP)
     spec = ExtensionSpec("guarded", (source,), kind=Kind.LIBRARY, python_abi_suffix=False,
-                         pch=False)  # fmt: skip
+                         pch=False)
     result = build([spec], BuildOptions(build_dir=tmp_path / "b"), log=lambda _: None)
     code = (f"import torch; torch.ops.load_library({str(result.artifacts['guarded'])!r});"
-            " print(torch.ops.guarded.plus_one(torch.arange(3.0)).tolist())")  # fmt: skip
+            " print(torch.ops.guarded.plus_one(torch.arange(3.0)).tolist())")
     assert run_python(code).stdout.strip() == "[1.0, 2.0, 3.0]"
 
 
 def test_unguarded_cuda_include_is_refused_before_compiling(tmp_path: Path) -> None:
     source = write(tmp_path / "csrc" / "ops.cpp", GUARDED_OP.replace("#ifdef WITH_CUDA", "")
-                   .replace("#endif", ""))  # fmt: skip
+                   .replace("#endif", ""))
     spec = ExtensionSpec("unguarded", (source,), kind=Kind.LIBRARY, python_abi_suffix=False)
     with pytest.raises(ToolchainError) as failure:
         prepare([spec], BuildOptions(build_dir=tmp_path / "b"))

@@ -125,7 +125,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, str]:
         [sys.executable, "-m", "pip", "wheel", "-v", "--no-build-isolation", "--no-deps",
          "-w", str(tmp / "dist"), "-Ccuda-arch-list=8.0;9.0+PTX", str(project)],
         capture_output=True, text=True, env=build_env(), timeout=600,
-    )  # fmt: skip
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     (built,) = (tmp / "dist").glob("cudaops-0.1.0-*.whl")
     unpacked = tmp / "site"
@@ -162,7 +162,7 @@ def test_wheel_builds_links_and_imports_without_a_gpu(wheel: tuple[Path, Path, s
     assert sorted(s.split("] ", 1)[1].split(": done in ")[0] for s in steps) == [
         "compiling csrc/axpy.cu", "compiling csrc/module.cpp",
         "compiling csrc/sum_of_squares.cu", "linking cudaops._C",
-    ]  # fmt: skip
+    ]
     needed = subprocess.run(
         ["readelf", "-d", str(site / so)], capture_output=True, text=True, check=True
     ).stdout
@@ -282,7 +282,7 @@ def test_edited_cuh_rebuilds_only_the_cu_files_that_include_it(tmp_path: Path) -
     assert sorted(first.run.steps) == [
         "compiling csrc/axpy.cu", "compiling csrc/module.cpp",
         "compiling csrc/sum_of_squares.cu", "linking cudaops._C",
-    ]  # fmt: skip
+    ]
     assert build([spec], tmp_path / "b", **options)[0].run.steps == []
 
     # nvcc's depfile is in ninja's log: project headers only (-MMD), no toolkit or system ones.
@@ -300,11 +300,11 @@ def test_edited_cuh_rebuilds_only_the_cu_files_that_include_it(tmp_path: Path) -
     edit(header, header.read_text().replace("fmaf(a, x, y)", "a * x + y"))
     assert build([spec], tmp_path / "b", **options)[0].run.steps == [
         "compiling csrc/axpy.cu", "linking cudaops._C",
-    ]  # fmt: skip
+    ]
     edit(include / "reduce.cuh")
     assert build([spec], tmp_path / "b", **options)[0].run.steps == [
         "compiling csrc/sum_of_squares.cu", "linking cudaops._C",
-    ]  # fmt: skip
+    ]
     edit(include / "launch.h")  # a plain header all three include
     assert len(build([spec], tmp_path / "b", **options)[0].run.steps) == 4
 

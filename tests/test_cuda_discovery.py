@@ -299,7 +299,7 @@ def test_cuda12_per_package_wheel_layout(tmp_path: Path) -> None:
     nvidia = tmp_path / "site-packages" / "nvidia"
     write_fake_nvcc(nvidia / "cuda_nvcc" / "bin" / "nvcc", version="12.8", codes=["sm_90"])
     for layout in ("cuda_nvcc/include/crt", "cuda_runtime/include", "cuda_runtime/lib",
-                   "cublas/include", "cublas/lib", "cu13/include"):  # fmt: skip
+                   "cublas/include", "cublas/lib", "cu13/include"):
         (nvidia / layout).mkdir(parents=True)
     toolkit = require_cuda({"PATH": ""}, search_paths=[], nvidia_dirs=[nvidia])
     assert toolkit.found_via == "nvidia-cuda-nvcc wheel" and toolkit.version == (12, 8)
@@ -318,7 +318,7 @@ def test_nvidia_wheel_dirs(tmp_path: Path) -> None:
     nvidia = make_fake_site(tmp_path / "site-packages")
     includes, libs = nvidia_wheel_dirs(nvidia_dirs=[nvidia])
     assert includes == (nvidia / "cu12" / "include", nvidia / "cu13" / "include",
-                        nvidia / "cudnn" / "include")  # fmt: skip
+                        nvidia / "cudnn" / "include")
     assert libs == (nvidia / "cu13" / "lib", nvidia / "cudnn" / "lib")
     includes_13, _ = nvidia_wheel_dirs(13, nvidia_dirs=[nvidia])
     assert nvidia / "cu12" / "include" not in includes_13
@@ -353,7 +353,7 @@ def test_major_difference_is_an_error_naming_both_and_the_override(tmp_path: Pat
         check_versions(
             fake_toolkit_obj(tmp_path), "12.8", allow_mismatch=False,
             override_key="tool.torch-ext.allow-cuda-version-mismatch",
-        )  # fmt: skip
+        )
     message = str(error.value)
     for expected in (
         "nvcc 13.0",
@@ -384,7 +384,7 @@ def test_host_compiler_limits_from_header(tmp_path: Path) -> None:
         check_host_compiler(toolkit, "gcc", (16, 1, 0), [])
     message = str(error.value)
     for expected in ("gcc 16.1.0", "nvcc 13.0", "gcc 15 at most", "CC=", "-ccbin",
-                     "-allow-unsupported-compiler", "extra_cuda_cflags"):  # fmt: skip
+                     "-allow-unsupported-compiler", "extra_cuda_cflags"):
         assert expected in message, expected
     with pytest.raises(ToolchainError, match=r"clang 21\.0 is newer than nvcc 13\.0"):
         check_host_compiler(toolkit, "clang", (21, 0), [])

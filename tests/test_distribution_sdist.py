@@ -31,7 +31,7 @@ def root(tmp_path: Path) -> Path:
         ".git/config", ".hg/x", "demo/__pycache__/x.cpython-311.pyc", "demo/stale.pyc",
         "dist/old.tar.gz", ".venv/bin/python", ".venv-cuda/lib/x", "build/out/_C.so",
         "build/build.ninja", ".tox/x", "PKG-INFO", "demo/.pytest_cache/x",
-    ]:  # fmt: skip
+    ]:
         write(root / junk)
     outside = write(tmp_path / "elsewhere.txt", "secret\n")
     (root / "demo" / "outside.txt").symlink_to(outside)
@@ -53,7 +53,7 @@ EXPECTED = [
     "LICENSE", "README.md", "csrc/ops.cpp", "csrc/ops.h", "demo/__init__.py", "demo/alias.h",
     "demo/dist/__init__.py", "linked_dir/ops.cpp", "linked_dir/ops.h", "pyproject.toml",
     "tests/test_ops.py", "tools/gen.sh",
-]  # fmt: skip
+]
 
 
 def names(paths: list[Path]) -> list[str]:
@@ -75,7 +75,7 @@ def test_globs_and_explicit_includes(root: Path, metadata: ProjectMetadata) -> N
     assert names(files) == [
         "LICENSE", "README.md", "csrc/ops.cpp", "demo/__init__.py", "demo/dist/__init__.py",
         "dist/old.tar.gz", "linked_dir/ops.cpp", "pyproject.toml", "tools/gen.sh",
-    ]  # fmt: skip
+    ]
 
 
 @pytest.mark.parametrize("glob", ["/etc/*", "../*", "a/../../b"])

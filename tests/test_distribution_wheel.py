@@ -187,7 +187,7 @@ def test_leaving_without_finish_is_a_bug(tmp_path: Path) -> None:
     [
         "/etc/passwd", "../evil.py", "pkg/../../evil.py", "pkg\\evil.py", "pkg//x.py", "./x.py",
         "C:/x.py", "", "pkg/",
-    ],  # fmt: skip
+    ],
 )
 def test_unsafe_arcnames_are_refused(tmp_path: Path, arcname: str) -> None:
     writer = WheelWriter(tmp_path, "demo_pkg", "1.0", PURE, source_date_epoch=None)

@@ -88,7 +88,7 @@ def test_device_link_flags_match_the_compile(tmp_path: Path) -> None:
     # The very architectures the objects were compiled for, the user's own included.
     assert [f for f in dlink if "arch=" in f] == [
         ARCH_80, ARCH_90, "--generate-code=arch=compute_100,code=sm_100"
-    ]  # fmt: skip
+    ]
     assert "-Xcompiler=-fPIC" in dlink  # the device-link object goes into a shared library
     assert "-L/opt/nvshmem/lib" in dlink and "-L/cuda/lib64" in dlink
     assert dlink[-3:] == ["-lnvshmem", "-dlto", "-Xnvlink=--verbose"]
@@ -118,7 +118,7 @@ def test_graph_device_links_the_cuda_objects_only(tmp_path: Path) -> None:
     options = BuildOptions(
         build_dir=build_dir, env=build_env(), cuda_arch_list=("8.0", "9.0"),
         compiler_launcher="/usr/bin/env",  # a launcher in front of c++/nvcc, never -dlink
-    )  # fmt: skip
+    )
     plan = core_build.prepare([dlink_spec(), dlink_spec(name="plain", dlink=False)], options)
     text = plan.ninja_file.read_text()
     assert text.count("rule dlink") == 1 and text.count(": dlink ") == 1
@@ -160,7 +160,7 @@ def test_device_link_writes_a_per_process_temporary(tmp_path: Path) -> None:
     commands = subprocess.run(
         [str(plan.ninja), "-C", str(build_dir), "-t", "commands", output],
         capture_output=True, text=True, check=True,
-    ).stdout.splitlines()  # fmt: skip
+    ).stdout.splitlines()
     assert TOOLKIT is not None and commands[-1].startswith(f"{TOOLKIT.nvcc} -dlink ")
     fake = tmp_path / "nvcc"
     fake.write_text(FAKE_NVCC)
@@ -183,7 +183,7 @@ def test_device_link_writes_a_per_process_temporary(tmp_path: Path) -> None:
 FACTS = Facts(
     env={}, platform="linux", machine="x86_64", python_version="3.11.4",
     torch_version="2.13.0+cpu", torch_cuda=None, nvcc_available=False,
-)  # fmt: skip
+)
 VARS = {"wheel_tag": "cp311-cp311-linux_x86_64", "python_tag": "cp311", "torch_version": "2.13.0"}
 
 
@@ -196,17 +196,17 @@ def resolve(extension: dict[str, Any], **project: Any) -> ExtensionSpec:
 
 def test_toml_keys_in_the_extension_and_cuda_tables() -> None:
     cuda_table = {"sources": ["csrc/*.cu"], "dlink": True, "dlink-libraries": ["nvshmem"],
-                  "extra-dlink-flags": ["-dlto"]}  # fmt: skip
+                  "extra-dlink-flags": ["-dlto"]}
     spec = resolve({"sources": ["csrc/module.cpp"], "with-cuda": True, "cuda": cuda_table})
     assert spec.device_link and spec.dlink_libraries == ("nvshmem",)
     assert spec.extra_dlink_flags == ("-dlto",)
     top = resolve({"sources": ["csrc/*.cpp", "csrc/*.cu"], "dlink": True,
-                   "extra-dlink-flags": ["-dlto"]})  # fmt: skip
+                   "extra-dlink-flags": ["-dlto"]})
     assert top.dlink and top.extra_dlink_flags == ("-dlto",)
     # The cuda table's dlink replaces the extension's; with CUDA off (auto) there is nothing
     # to device-link, and dlink is moot rather than an error.
     off = resolve({"sources": ["csrc/*.cpp", "csrc/*.cu"], "dlink": True,
-                   "cuda": {"dlink": False}}, cuda=True)  # fmt: skip
+                   "cuda": {"dlink": False}}, cuda=True)
     assert not off.device_link
     auto = resolve({"sources": ["csrc/module.cpp"], "dlink": True, "cuda": cuda_table})
     assert not auto.device_link and auto.extra_dlink_flags == ()
@@ -224,7 +224,7 @@ def test_toml_keys_in_the_extension_and_cuda_tables() -> None:
         ({"sources": ["csrc/*.cu"], "dlink": "yes"},
          "tool.torch-ext.extension[0].dlink", "boolean"),
     ],
-)  # fmt: skip
+)
 def test_toml_errors_name_the_key(extension: dict[str, Any], key: str, message: str) -> None:
     with pytest.raises(ConfigError) as caught:
         resolve(extension)
@@ -257,7 +257,7 @@ def test_device_link_is_what_lets_it_link(tmp_path: Path) -> None:
     options = BuildOptions(
         build_dir=tmp_path / "build", env=build_env(), cuda_arch_list=("8.0", "9.0"),
         compiler_launcher="none",
-    )  # fmt: skip
+    )
     # Without relocatable device code the kernel's call cannot be resolved.
     no_rdc = dataclasses.replace(options, build_dir=tmp_path / "no-rdc")
     with pytest.raises(BuildError) as caught:
@@ -268,7 +268,7 @@ def test_device_link_is_what_lets_it_link(tmp_path: Path) -> None:
     artifact = result.artifacts["dlinkops._C"]
     assert result.run.compiled == 3 and "device-linking dlinkops._C" in result.run.steps
     child = subprocess.run([sys.executable, "-c", COMPUTE_CHILD, str(artifact)],
-                           capture_output=True, text=True, check=True)  # fmt: skip
+                           capture_output=True, text=True, check=True)
     value, status = child.stdout.split()
     assert float(value) == 7.0 and int(status) != 0  # no GPU here: cudart's error code
     assert fatbin(artifact) == ({"sm_80", "sm_90"}, set())
@@ -294,7 +294,7 @@ def test_toml_face_wheel_with_a_cuda_table_dlink(tmp_path: Path) -> None:
         [sys.executable, "-m", "pip", "wheel", "-v", "--no-build-isolation", "--no-deps",
          "-w", str(tmp_path / "dist"), "-Ccuda-arch-list=8.0;9.0", str(project)],
         capture_output=True, text=True, env=build_env(), timeout=900,
-    )  # fmt: skip
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "device-linking dlinkops._C" in result.stdout + result.stderr
     (wheel,) = (tmp_path / "dist").glob("dlinkops-0.1.0-*.whl")
@@ -303,5 +303,5 @@ def test_toml_face_wheel_with_a_cuda_table_dlink(tmp_path: Path) -> None:
     (so,) = (site / "dlinkops").glob("_C.*.so")
     assert fatbin(so) == ({"sm_80", "sm_90"}, set())
     child = run_python("import dlinkops; print(dlinkops.scale(3.0, 2.0))",
-                       env={"PYTHONPATH": str(site)}, cwd=tmp_path)  # fmt: skip
+                       env={"PYTHONPATH": str(site)}, cwd=tmp_path)
     assert child.stdout.strip() == "7.0"

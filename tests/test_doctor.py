@@ -50,7 +50,7 @@ def project(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     (root / "csrc" / "streams.cu").write_text(textwrap.dedent("""\
         #include <c10/cuda/CUDAStream.h>
         __global__ void k(float* x) { x[0] = 1.0f; }
-        """))  # fmt: skip
+        """))
     (root / "pyproject.toml").write_text(PYPROJECT)
     cuda_home = make_fake_toolkit(tmp_path / "cuda")  # a fake nvcc 13.0: nothing compiles
     env = {k: v for k, v in os.environ.items() if k not in ("FORCE_CUDA", "CUDA_PATH")}
@@ -63,7 +63,7 @@ def doctor(root: Path, env: dict[str, str]) -> tuple[int, dict[str, str]]:
     result = subprocess.run(
         [sys.executable, "-m", "pep517_torch", "doctor", str(root)],
         capture_output=True, text=True, env=env, timeout=600,
-    )  # fmt: skip
+    )
     [line] = [line for line in result.stdout.splitlines() if " project demo " in line]
     verdict, _, text = line.partition(" ")
     return result.returncode, {"verdict": verdict, "text": text.strip(), "all": result.stdout}
@@ -104,7 +104,7 @@ def test_doctor_reports_an_arch_flag_nvcc_cannot_build(
     (root / "csrc" / "streams.cu").write_text("__global__ void k(float* x) { x[0] = 1.0f; }\n")
     text = PYPROJECT.replace(
         'sources = ["csrc/streams.cu"]', 'sources = ["csrc/streams.cu"]\nextra-cuda-cflags = ["-arch=sm_60"]'
-    )  # fmt: skip
+    )
     (root / "pyproject.toml").write_text(text)
     status, line = doctor(root, {**env, "FORCE_CUDA": "1"})
     assert (status, line["verdict"]) == (1, "fail"), line["all"]
@@ -127,7 +127,7 @@ def test_doctor_reports_an_arch_flag_nvcc_cannot_build(
                                                      "[tool.torch-ext]\ntorch-import-check = true\n"))),
          "tool.torch-ext.extension[0].name", "ships its library as the module demo._C_native"),
     ],
-)  # fmt: skip
+)
 def test_shipping_problems_are_config_errors_before_any_compile(
     project: tuple[Path, dict[str, str]], change: Any, key: str, fragment: str
 ) -> None:
@@ -141,7 +141,7 @@ def test_shipping_problems_are_config_errors_before_any_compile(
     result = subprocess.run(
         [sys.executable, "-m", "pep517_torch", "doctor", str(root)],
         capture_output=True, text=True, env=env, timeout=600,
-    )  # fmt: skip
+    )
     failed = [line for line in result.stdout.splitlines() if line.startswith("fail ")]
     assert result.returncode == 1 and len(failed) == 1, result.stdout
     assert f" {key}: " in failed[0] and fragment in failed[0], failed

@@ -48,7 +48,7 @@ BAD = [
     ({"entry-points": {"g\n": {"a": "pkg:x"}}}, 'project.entry-points."g\\n"', "group name"),
     ({"entry-points": {"console_scripts": {"a": "pkg:x"}}}, "project.entry-points.console_scripts",
      "[project.scripts]"),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(("table", "key", "words"), BAD)

@@ -46,7 +46,7 @@ FAILURES = {
                        "pep517_torch: error: CXX=/bin/true printed no version: not a C/C++"
                        " compiler"),
     "build": ("", BAD_SOURCE, {}, "pep517_torch: error: build: compiling csrc/ops.cpp failed (full log: "),
-}  # fmt: skip
+}
 
 
 def make_project(root: Path, failure: str) -> tuple[Path, dict[str, str]]:
@@ -66,13 +66,13 @@ def frontend_command(frontend: str, project: Path, out: Path) -> list[str]:
     if frontend == "build":
         return [sys.executable, "-m", "build", "--no-isolation", "-o", str(out), str(project)]
     return [str(BIN / "uv"), "build", "--no-build-isolation", "--python", sys.executable,
-            "--out-dir", str(out), str(project)]  # fmt: skip
+            "--out-dir", str(out), str(project)]
 
 
 def run(command: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     full_env = {**os.environ, "UV_OFFLINE": "1", "UV_NO_CONFIG": "1", **env}
     return subprocess.run(command, cwd=cwd, capture_output=True, text=True, env=full_env,
-                          timeout=600)  # fmt: skip
+                          timeout=600)
 
 
 def assert_only_our_words(result: subprocess.CompletedProcess[str], failure: str) -> str:

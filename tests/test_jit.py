@@ -323,7 +323,7 @@ def _load_in_child(name: str, tmp_path: Path, *, verbose: bool, tty: bool) -> tu
     child = subprocess.Popen(
         [sys.executable, "-c", TALK_CHILD, name, str(source), str(build), "1" if verbose else "0"],
         stdout=subprocess.PIPE, stderr=slave if tty else subprocess.PIPE, text=True,
-    )  # fmt: skip
+    )
     stdout, stderr = child.communicate(timeout=600)
     if tty:
         os.close(slave)

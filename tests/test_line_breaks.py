@@ -34,7 +34,7 @@ def root(tmp_path: Path) -> Path:
 
 
 def resolve(root: Path, tool: dict[str, Any], config_settings: dict[str, Any] | None = None,
-            env: dict[str, str] | None = None) -> Any:  # fmt: skip
+            env: dict[str, str] | None = None) -> Any:
     pyproject = {"project": {"name": "demo", "version": "1"}, "tool": {"torch-ext": tool}}
     return resolve_project(root, pyproject, config_settings, Facts(env=env or {}), VARS)
 
@@ -74,7 +74,7 @@ def error_of(root: Path, tool: dict[str, Any], **kwargs: Any) -> ConfigError:
             "extra-cflags": [LF]}}}}]},
          'tool.torch-ext.overrides[0].append.extension."*".extra-cflags[0]'),
     ],
-)  # fmt: skip
+)
 def test_toml_values_are_one_line(root: Path, tool: dict[str, Any], key: str) -> None:
     error = error_of(root, tool)
     assert error.key == key
@@ -125,7 +125,7 @@ def test_the_project_directory_itself(tmp_path: Path) -> None:
 
 def test_strings_that_never_reach_a_command_may_span_lines(root: Path) -> None:
     tool = {**extension(**{"if": {"env": {"BANNER": "two\nlines"}}}),
-            "version": {"pattern": "(?x) version \\s* = \\s* '([^']+)'  # verbose\n"}}  # fmt: skip
+            "version": {"pattern": "(?x) version \\s* = \\s* '([^']+)'  # verbose\n"}}
     pyproject = {"project": {"name": "demo", "dynamic": ["version"]}, "tool": {"torch-ext": tool}}
     resolved = resolve_project(root, pyproject, None, Facts(env={"BANNER": "two\nlines"}), VARS)
     assert [spec.name for spec in resolved.extensions] == ["demo._C"]
@@ -145,7 +145,7 @@ def test_cli_prints_one_line_and_writes_nothing(root: Path, tmp_path: Path) -> N
         'extra-cflags = ["-O2", """-DX=a\nb"""]\n'
     )
     result = subprocess.run([sys.executable, "-m", "pep517_torch", "wheel", str(root), "-o",
-                             str(tmp_path / "out")], capture_output=True, text=True, timeout=300)  # fmt: skip
+                             str(tmp_path / "out")], capture_output=True, text=True, timeout=300)
     assert result.returncode == 2, result.stderr
     assert result.stderr == (
         f'pep517_torch: error: {EXT}.extra-cflags[1]: "-DX=a\\nb" contains a newline: a'

@@ -28,7 +28,7 @@ from pep517_torch.migrate.pyproject_file import splice, split_blocks
 from pep517_torch.migrate.toml_writer import Table, render, value
 from tests.setup_py_builds import (
     COMPUTE, FIXTURE_VARIABLES, FIXTURES, GOOD, per_shape, run, wheel_contents,
-)  # fmt: skip
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -65,7 +65,7 @@ def test_migrate_prints_tables_that_parse(shape: str, capsys: pytest.CaptureFixt
     text = migrated_text(FIXTURES / shape / "setup.py", capsys)
     document = tomllib.loads(text)
     assert document["build-system"] == {"requires": ["pep517_torch", "torch"],
-                                        "build-backend": "pep517_torch"}  # fmt: skip
+                                        "build-backend": "pep517_torch"}
     parse_settings(document)
     assert migrate(FIXTURES / shape).problems == []  # commented suggestions switched on too
     assert not (FIXTURES / shape / "pyproject.toml").exists()
@@ -81,7 +81,7 @@ def test_one_extension_keys(capsys: pytest.CaptureFixture[str]) -> None:
         "name": "tinyop._C", "sources": ["csrc/tinyop.cpp"],
         "define-macros": {"TINYOP_FACTOR": "2", "TINYOP_FAST": True},
         "extra-cflags": ["-O2"], "openmp": True,  # -fopenmp left the flags and ldflags
-    }  # fmt: skip
+    }
 
 
 def test_nested_layout_paths_and_dynamic_version(capsys: pytest.CaptureFixture[str]) -> None:
@@ -109,11 +109,11 @@ def test_cuda_choice_becomes_cuda_table_and_overrides(capsys: pytest.CaptureFixt
     assert extension["cuda"] == {
         "sources": ["csrc/ops_cuda.cu"], "define-macros": {"WITH_CUDA": True},
         "extra-cuda-cflags": ["-O2", "--use_fast_math"],
-    }  # fmt: skip
+    }
     force, debug = tool["overrides"]
     assert force == {"if": {"env": {"FORCE_CUDA": "1"}}, "cuda": True}
     assert debug == {"if": {"env": {"CUDACHOICE_DEBUG": True}},
-                     "extension": {"cudachoice._C": {"extra-cflags": ["-O0", "-g"]}}}  # fmt: skip
+                     "extension": {"cudachoice._C": {"extra-cflags": ["-O0", "-g"]}}}
     assert "torch.cuda.is_available() (... here)" in without_probe_values(text)  # pointed out
     assert "$FORCE_CUDA: unset here" in text
 
@@ -124,7 +124,7 @@ def test_op_library_and_limited_api(capsys: pytest.CaptureFixture[str]) -> None:
     assert extension["python-abi-suffix"] is False and "kind" not in extension
     assert 'say kind = "library"' in flat(text)
     (limited,) = tomllib.loads(migrated_text(FIXTURES / "limited_api" / "setup.py", capsys))[
-        "tool"]["torch-ext"]["extension"]  # fmt: skip
+        "tool"]["torch-ext"]["extension"]
     assert limited["py-limited-api"] == "cp310" and "define-macros" not in limited
 
 
@@ -154,12 +154,12 @@ class Proof:
 def _build_new_and_compute(shape: str, source: Path, work: Path) -> tuple[Path, str]:
     out, site = work / "new_out", work / "site"
     run([sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps",
-         "--no-cache-dir", "-q", "-w", str(out), str(source)])  # fmt: skip
+         "--no-cache-dir", "-q", "-w", str(out), str(source)])
     (wheel,) = out.glob("*.whl")
     run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-cache-dir", "-q",
-         "--target", str(site), str(wheel)])  # fmt: skip
+         "--target", str(site), str(wheel)])
     computed = run([sys.executable, "-c", COMPUTE[shape] + "\nprint('ok')"], cwd=work,
-                   env={"PYTHONPATH": str(site)})  # fmt: skip
+                   env={"PYTHONPATH": str(site)})
     return wheel, computed
 
 
@@ -230,7 +230,7 @@ def test_setup_py_without_extensions(capsys: pytest.CaptureFixture[str]) -> None
     ],
 )
 def test_other_bad_input(source: str | None, expected: str, tmp_path: Path,
-                         capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+                         capsys: pytest.CaptureFixture[str]) -> None:
     if source is not None:
         (tmp_path / "setup.py").write_text(source)
     message = _error([str(tmp_path)], capsys)
@@ -277,7 +277,7 @@ def test_environment_reads_become_overrides(
     main_ext, extra_ext = tool["extension"]
     assert main_ext["extra-cflags"] == ["-march=native", "-ffast-math"]  # MY_FAST=yes here
     assert extra_ext == {"name": "pkg._extra", "sources": ["b.cpp"],
-                         "if": {"env": {"MY_EXTRA": True}}}  # fmt: skip
+                         "if": {"env": {"MY_EXTRA": True}}}
     overrides = tool["overrides"]
     assert {"if": {"env": {"MY_DEBUG": "1"}},
             "append": {"extension": {"pkg._C": {"extra-cflags": ["-g"]}}}} in overrides
@@ -354,7 +354,7 @@ def test_write_merges_existing_project_table(tmp_path: Path) -> None:
     st.text() | st.booleans() | st.integers(-2**63, 2**63 - 1),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
     max_leaves=12,
-))  # fmt: skip
+))
 def test_toml_values_round_trip(item: object) -> None:
     table = Table(("t",))
     table.add(("weird key", "x"), item, "a comment\nwith a newline")
@@ -365,7 +365,7 @@ def test_toml_values_round_trip(item: object) -> None:
 def test_splice_finds_only_real_headers() -> None:
     blocks = split_blocks(EXISTING)
     assert [b.name for b in blocks] == [None, ("build-system",), ("tool", "black"),
-                                        ("tool", "pytest", "ini_options")]  # fmt: skip
+                                        ("tool", "pytest", "ini_options")]
     assert blocks[1].lines[0] == "# how to build it"  # a comment goes with its header
     generated = '[build-system]\nrequires = ["x"]\n'
     assert "setuptools" not in splice(EXISTING, generated)
@@ -387,7 +387,7 @@ def test_running_setup_py_leaves_the_process_as_it_was() -> None:
                 torch.cuda.is_available, cpp_extension.CppExtension, type(cpp_extension),
                 type(os.environ).__dict__.get("__getitem__"), subprocess.run,
                 subprocess.check_output, subprocess.getstatusoutput, os.system, shutil.which,
-                os.path.exists, os.path.isdir, Path.exists, Path.is_dir)  # fmt: skip
+                os.path.exists, os.path.isdir, Path.exists, Path.is_dir)
 
     before = state()
     migrate(FIXTURES / "cuda_choice")
@@ -443,14 +443,14 @@ setup(name="pkg", version="1.0", packages=["pkg"], ext_modules=(e for e in exts)
     _, gpu = document["tool"]["torch-ext"]["extension"]
     assert "is outside the project: it is specific to this machine" in flat(migration.text)
     assert gpu == {"name": "pkg._gpu", "sources": ["gpu.cpp"], "libraries": ["cublas"],
-                   "with-cuda": True, "if": {"cuda": True}}  # fmt: skip
+                   "with-cuda": True, "if": {"cuda": True}}
 
 
 def test_a_setup_that_escapes_interception_builds_nothing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     project = _project(tmp_path, "import setuptools.dist\n"
-                       "setuptools.dist.Distribution({'name': 'x'}).run_commands()\n")  # fmt: skip
+                       "setuptools.dist.Distribution({'name': 'x'}).run_commands()\n")
     assert "could not intercept tried to run commands" in _error([str(project)], capsys)
     assert sorted(p.name for p in project.iterdir()) == ["setup.py"]
 
@@ -474,7 +474,7 @@ setup(name="pkg", version="1.0", ext_modules=[ext], cmdclass={"build_ext": Build
     assert extension["cuda"] == {
         "sources": ["k.cu"], "extra-cuda-cflags": ["-O2"], "dlink": True,
         "dlink-libraries": ["nvshmem"], "extra-dlink-flags": ["-dlto"],
-    }  # fmt: skip
+    }
     assert "device linking" not in migration.text and migration.problems == []
 
 
@@ -482,9 +482,9 @@ def test_a_setup_py_on_pep517_torch_setuptools_migrates_alike(tmp_path: Path) ->
     """After the one-import switch, migrate still reads the setup.py (and our options)."""
     text = (FIXTURES / "op_library" / "setup.py").read_text()
     switched = text.replace("from torch.utils.cpp_extension import",
-                            "from pep517_torch.setuptools import")  # fmt: skip
+                            "from pep517_torch.setuptools import")
     switched = switched.replace("no_python_abi_suffix=True)",
-                                'no_python_abi_suffix=True, torch_requirement="exact")')  # fmt: skip
+                                'no_python_abi_suffix=True, torch_requirement="exact")')
     assert switched != text
     shutil.copytree(FIXTURES / "op_library", tmp_path / "op_library")
     (tmp_path / "op_library" / "setup.py").write_text(switched)

@@ -59,9 +59,9 @@ setup(name="p", version="1.0", packages=["p"], ext_modules=exts)
     tool = tomllib.loads(migration.text)["tool"]["torch-ext"]
     assert tool["extension"][1]["if"] == {"cuda": True}
     assert {"if": {"env": {"P_NO_GPU_EXTRA": True}, "cuda": True},
-            "extension": {"p._gpu_extra": {"enabled": False}}} in tool["overrides"]  # fmt: skip
+            "extension": {"p._gpu_extra": {"enabled": False}}} in tool["overrides"]
     cuda_torch = Facts(env={"P_NO_GPU_EXTRA": "1"}, torch_version="2.13.0+cu130",
-                       torch_cuda="13.0", nvcc_available=True)  # fmt: skip
+                       torch_cuda="13.0", nvcc_available=True)
     resolved = resolve_project(project, tomllib.loads(migration.text), None, cuda_torch, VARS)
     assert [s.name for s in resolved.extensions] == ["p._C"]
     assert resolved.skipped[0][1].endswith('extension."p._gpu_extra".enabled = false')
@@ -84,7 +84,7 @@ def test_force_cuda_on_a_cpu_torch_skips_what_needs_a_cuda_torch(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     project = project_with(tmp_path, FORCED_SETUP, {
-        "k.cu": "__global__ void k() {}\n", "s.cu": "#include <c10/cuda/CUDAStream.h>\n"})  # fmt: skip
+        "k.cu": "__global__ void k() {}\n", "s.cu": "#include <c10/cuda/CUDAStream.h>\n"})
     migration = migrate(project)
     document = tomllib.loads(migration.text)
     tool = document["tool"]["torch-ext"]
@@ -104,7 +104,7 @@ def test_force_cuda_on_a_cpu_torch_skips_what_needs_a_cuda_torch(
 def test_a_guarded_torch_cuda_include_needs_no_condition(tmp_path: Path) -> None:
     guarded = "#ifdef WITH_CUDA\n#include <c10/cuda/CUDAStream.h>\n#endif\n"
     project = project_with(tmp_path, FORCED_SETUP.replace('"s.cu"]))', '"s.cu"]))\nexts.pop()'),
-                           {"k.cu": guarded})  # fmt: skip
+                           {"k.cu": guarded})
     migration = migrate(project)
     (ext,) = tomllib.loads(migration.text)["tool"]["torch-ext"]["extension"]
     assert "if" not in ext and "torch's CUDA API" not in migration.text

@@ -83,7 +83,7 @@ setup(name="p", version="1.0", packages=["p"], ext_modules=exts)
 
 
 def test_a_result_that_fails_here_is_said(tmp_path: Path,
-                                          capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+                                          capsys: pytest.CaptureFixture[str]) -> None:
     project = project_with(tmp_path, """
 from setuptools import setup
 from torch.utils.cpp_extension import CppExtension
@@ -123,7 +123,7 @@ setup(name="p", version="1.0", packages=["p"], ext_modules=[ext])
     assert "Review" not in migration.text  # every run reproduced, -G after -O3 included
     (debug,) = tomllib.loads(migration.text)["tool"]["torch-ext"]["overrides"]
     assert debug == {"if": {"env": {"P_DEBUG": True}, "cuda": True}, "extension": {
-        "p._C": {"cuda": {"sources": ["k.cu"], "extra-cuda-cflags": ["-O3", "-G"]}}}}  # fmt: skip
+        "p._C": {"cuda": {"sources": ["k.cu"], "extra-cuda-cflags": ["-O3", "-G"]}}}}
 
 
 # -- 3. a version from a file, with a suffix ---------------------------------------------
@@ -132,7 +132,7 @@ setup(name="p", version="1.0", packages=["p"], ext_modules=[ext])
 @pytest.mark.parametrize("source", ["package", "VERSION"])
 def test_version_from_a_file_with_a_suffix(source: str, tmp_path: Path) -> None:
     read = ('re.search(r"__version__ = \\"(.*)\\"", open("p/__init__.py").read()).group(1)'
-            if source == "package" else 'open("VERSION").read().strip()')  # fmt: skip
+            if source == "package" else 'open("VERSION").read().strip()')
     project = written(tmp_path, f"""
 import os, re
 from setuptools import setup
@@ -140,11 +140,11 @@ from torch.utils.cpp_extension import CppExtension
 setup(name="p", version={read} + os.environ.get("P_SUFFIX", ""), packages=["p"],
       ext_modules=[CppExtension("p._C", ["a.cpp"])])
 """, {"p/__init__.py": '__version__ = "0.5.1"\n'} if source == "package" else {
-        "VERSION": "0.5.1\n"})  # fmt: skip
+        "VERSION": "0.5.1\n"})
     tool = tomllib.loads((project / "pyproject.toml").read_text())["tool"]["torch-ext"]
     version = tool["version"]
     expected = {"file": "p/__init__.py"} if source == "package" else {
-        "file": "VERSION", "pattern": r"(\S+)"}  # fmt: skip
+        "file": "VERSION", "pattern": r"(\S+)"}
     assert version == {**expected, "suffix-env": "P_SUFFIX"}
     assert metadata_version(project, {"P_SUFFIX": "+cpu"}) == "0.5.1+cpu"
     assert metadata_version(project, {}) == "0.5.1"
@@ -162,7 +162,7 @@ setup(name="p", version={read} + os.environ.get("P_SUFFIX", ""), packages=["p"],
          {"openmp": True, "strip": True, "extra-cflags": ["-DKEEP"]}),
         (["-DAT_PARALLEL_OPENMP=1"], [], {"extra-cflags": ["-DAT_PARALLEL_OPENMP=1"]}),
     ],
-)  # fmt: skip
+)
 def test_flags_with_a_key_of_their_own(compile_args: list[str], link_args: list[str],
                                        expected: dict[str, Any], tmp_path: Path) -> None:
     limited = any("LIMITED" in a for a in compile_args)
@@ -207,7 +207,7 @@ setup(ext_modules=[CppExtension("p._C", ["a.cpp"])])
       "setup.cfg": "[metadata]\nname = p\nversion = attr: p.__version__\n"
       "long_description = file: CHANGES.rst\nkeywords = a, b\n"
       "[options]\npackages = find:\n[options.extras_require]\ntest = pytest\n"
-      "[options.entry_points]\nconsole_scripts =\n    p-run = p:main\n"})  # fmt: skip
+      "[options.entry_points]\nconsole_scripts =\n    p-run = p:main\n"})
     migration = migrate(project)
     document_ = tomllib.loads(migration.text)
     assert document_["project"]["name"] == "p" and document_["project"]["dynamic"] == ["version"]

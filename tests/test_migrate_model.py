@@ -29,7 +29,7 @@ from pep517_torch.migrate.plan import Override, Plan
 def other_value(cls: type, key: str, default: Any) -> Any:
     """A valid value of ``key`` that differs from ``default``, chosen from the field's type."""
     members = [m for m in union_members(type_hints(cls)[fields_by_key(cls)[key].name])
-               if m is not type(None)]  # fmt: skip
+               if m is not type(None)]
     for member in members:
         if get_origin(member) is Literal:
             choices = [a for a in get_args(member) if a != default]
@@ -102,7 +102,7 @@ def test_an_extension_key_left_unset_compares_as_the_project_value(key: str) -> 
     cleared = conversion({}, {})
     changes = diff(on_extension, cleared).changes
     assert {(c.extension, c.key, c.value) for c in changes} == {
-        (None, key, PROJECT_DEFAULTS[key]), ("demo._C", key, PROJECT_DEFAULTS[key])}  # fmt: skip
+        (None, key, PROJECT_DEFAULTS[key]), ("demo._C", key, PROJECT_DEFAULTS[key])}
 
 
 def test_migrate_error_is_a_pep517_torch_error() -> None:

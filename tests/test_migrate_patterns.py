@@ -49,12 +49,12 @@ PATTERNS: dict[str, tuple[dict[str, str], str]] = {
                      "assert smallthings.twice(2.5) == 5.0\n"
                      "assert hex(lim.limited_api()) == '0x30a0000'\n"
                      "assert smallthings.parallel_sum(1000) == 500500"),
-}  # fmt: skip
+}
 
 
 def run(args: list[Any], env: Mapping[str, str] | None = None, cwd: Path | None = None) -> str:
     result = subprocess.run([str(a) for a in args], capture_output=True, text=True, timeout=900,
-                            env=clean_env(**(env or {})), cwd=cwd)  # fmt: skip
+                            env=clean_env(**(env or {})), cwd=cwd)
     assert result.returncode == 0, f"{args} failed:\n{result.stdout}\n{result.stderr}"
     return result.stdout
 
@@ -81,9 +81,9 @@ def _build(pattern: str, project: Path, work: Path) -> Built:
     (wheel,) = (work / "out").glob("*.whl")
     site = work / "site"
     run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "-q", "--target",
-         site, wheel])  # fmt: skip
+         site, wheel])
     output = run([sys.executable, "-c", code + "\nprint('ok')"], env={"PYTHONPATH": str(site)},
-                 cwd=work)  # fmt: skip
+                 cwd=work)
     return Built(project, wheel, output)
 
 
@@ -135,7 +135,7 @@ def test_nvcc_probe_builds_and_computes(built: dict[str, Built | BaseException])
 
 @pytest.mark.compile
 def test_both_branches_builds_stripped(built: dict[str, Built | BaseException],
-                                       tmp_path: Path) -> None:  # fmt: skip
+                                       tmp_path: Path) -> None:
     result = proof(built, "both_branches")
     (native,) = [n for n in wheel_names(result.wheel) if n.endswith(".so")]
     assert native.startswith("bothbr/_C.")  # the CUDA library needs a CUDA torch
@@ -149,14 +149,14 @@ def test_version_suffix_builds_with_the_suffix(built: dict[str, Built | BaseExce
 
 @pytest.mark.compile
 def test_small_things_build_and_compute(built: dict[str, Built | BaseException],
-                                        tmp_path: Path) -> None:  # fmt: skip
+                                        tmp_path: Path) -> None:
     result = proof(built, "small_things")
     archive = zipfile.ZipFile(result.wheel)
     metadata = archive.read("smallthings-0.7.0.dist-info/METADATA").decode()
     for line in ("Summary: Small things a setup.py says", "License-Expression: BSD-3-Clause",
                  "Classifier: Operating System :: POSIX :: Linux", "Requires-Python: >=3.10",
                  "Project-URL: Tracker, https://example.org/smallthings/issues",
-                 "A limited-API module and an OpenMP module"):  # fmt: skip
+                 "A limited-API module and an OpenMP module"):
         assert line in metadata  # from setup.cfg's [metadata] and [options]
     assert not has_symbol_table(result.wheel, "smallthings/_limited.abi3.so", tmp_path)
     omp = next(n for n in archive.namelist() if n.startswith("smallthings/_omp."))
@@ -174,10 +174,10 @@ def test_nvcc_probe_tables() -> None:
     ops, streams = tool["extension"]
     assert ops == {"name": "nvccprobe._C", "sources": ["csrc/ops.cpp"],
                    "cuda": {"sources": ["csrc/ops_cuda.cu"],
-                            "define-macros": {"WITH_CUDA": True}}}  # fmt: skip
+                            "define-macros": {"WITH_CUDA": True}}}
     # always built by setup.py, but it uses c10/cuda: only where a CUDA build is possible
     assert streams == {"name": "nvccprobe._streams", "sources": ["csrc/streams.cu"],
-                       "if": {"cuda": True, "torch-cuda": True}}  # fmt: skip
+                       "if": {"cuda": True, "torch-cuda": True}}
 
 
 # -- 2. variables read in both branches ---------------------------------------------------------
@@ -196,7 +196,7 @@ def test_both_branches_overrides() -> None:
          "extension": {"bothbr._C": {"strip": False}}},
         {"if": {"env": {"BOTHBR_KEEP_SYMBOLS": True}, "cuda": True},
          "extension": {"bothbr._cuda": {"strip": False}}},
-    ]  # fmt: skip
+    ]
 
 
 def here(torch_version: str = "2.13.0") -> Facts:
@@ -214,10 +214,10 @@ def test_both_branches_resolve_like_setup_py_in_every_combination() -> None:
     text = migrate(setup_py).text
     values: dict[str, list[str | None]] = {"USE_CUDA": [None, "0", "1"],
                                            "BOTHBR_CPU_ONLY": [None, "1"],
-                                           "BOTHBR_KEEP_SYMBOLS": [None, "1"]}  # fmt: skip
+                                           "BOTHBR_KEEP_SYMBOLS": [None, "1"]}
     observed = [observe(setup_py, dict(zip(values, combination, strict=True)), cuda)
                 for combination in itertools.product(*values.values())
-                for cuda in (False, True)]  # fmt: skip
+                for cuda in (False, True)]
     assert disagreements(text, setup_py.parent, observed, here()) == []
     # ... and the check sees a table that does not say what setup.py does
     without_keep = text.replace("if.env.BOTHBR_KEEP_SYMBOLS = true\nif.cuda = true\n",

@@ -44,7 +44,7 @@ def resolve(root: Path, name: str) -> Any:
         ("pkg.naïve", "'naïve' is not ASCII"),
         ("pkg.class", "'class' is a Python keyword"),
     ],
-)  # fmt: skip
+)
 def test_extension_names_that_could_never_be_imported(tmp_path: Path, name: str, words: str) -> None:
     with pytest.raises(ConfigError) as error:
         resolve(tmp_path, name)
@@ -62,7 +62,7 @@ def test_jit_names_must_be_ascii_identifiers(tmp_path: Path, name: str) -> None:
     source = tmp_path / "ops.cpp"
     source.write_text("")
     for call in (lambda: pep517_torch.load(name, [str(source)], build_directory=str(tmp_path / "b")),
-                 lambda: pep517_torch.load_inline(name, "", build_directory=str(tmp_path / "b"))):  # fmt: skip
+                 lambda: pep517_torch.load_inline(name, "", build_directory=str(tmp_path / "b"))):
         with pytest.raises(ConfigError) as error:
             call()
         assert error.value.key == "name" and "ASCII" in str(error.value)

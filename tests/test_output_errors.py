@@ -48,14 +48,14 @@ def cli(command: str, project: Path, out: Path) -> subprocess.CompletedProcess[s
     return subprocess.run(
         [sys.executable, "-m", "pep517_torch", command, str(project), "-o", str(out)],
         capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+    )
 
 
 @pytest.mark.parametrize(("command", "artifact"), [("wheel", WHEEL), ("sdist", SDIST)])
 @pytest.mark.parametrize(("size", "read_only", "cause"), [
     ("1m", True, "Read-only file system"),
     ("64k", False, "No space left on device"),
-])  # fmt: skip
+])
 def test_cli_names_the_file_and_the_cause(
     tmpfs, project: Path, command: str, artifact: str, size: str, read_only: bool, cause: str  # type: ignore[no-untyped-def]
 ) -> None:
@@ -85,7 +85,7 @@ def test_hooks_print_the_message_and_exit_1(
         getattr(backend, hook)(str(out))
     assert exit_.value.code == 1 and isinstance(exit_.value.__cause__, OutputError)
     written = {"build_wheel": WHEEL, "build_sdist": SDIST,
-               "prepare_metadata_for_build_wheel": "pkg-1.0.dist-info/METADATA"}[hook]  # fmt: skip
+               "prepare_metadata_for_build_wheel": "pkg-1.0.dist-info/METADATA"}[hook]
     assert capsys.readouterr().err == (
         f"pep517_torch: error: cannot write {out / written}: Read-only file system\n"
     )

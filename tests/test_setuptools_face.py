@@ -65,14 +65,14 @@ def test_cpp_extension_is_torchs(project: Path) -> None:
 
     def arguments() -> dict[str, Any]:  # fresh lists: torch's appends to the caller's
         return {"include_dirs": ["inc"], "libraries": ["m"], "define_macros": [("A", "1")],
-                "extra_compile_args": {"cxx": ["-O2"]}, "extra_link_args": ["-Wl,-z,now"]}  # fmt: skip
+                "extra_compile_args": {"cxx": ["-O2"]}, "extra_link_args": ["-Wl,-z,now"]}
 
     for limited in (False, True):
         ours = CppExtension("pkg._C", ["a.cpp"], py_limited_api=limited, **arguments())
         theirs = cpp_extension.CppExtension("pkg._C", ["a.cpp"], py_limited_api=limited, **arguments())
         assert type(ours) is type(theirs) is setuptools.Extension
         for name in ("name", "sources", "include_dirs", "library_dirs", "define_macros",
-                     "extra_compile_args", "extra_link_args", "language", "py_limited_api"):  # fmt: skip
+                     "extra_compile_args", "extra_link_args", "language", "py_limited_api"):
             assert getattr(ours, name) == getattr(theirs, name), name
         assert sorted(ours.libraries) == sorted(theirs.libraries)
         assert ("torch_python" in ours.libraries) is not limited
@@ -101,7 +101,7 @@ def test_translation_drops_what_the_core_adds_and_keeps_the_rest(project: Path) 
         define_macros=[("A", "1"), ("B", None)], undef_macros=["C"],
         extra_compile_args=["-O2"], extra_link_args=["-Wl,-z,now"],
         extra_objects=["lib/libx.a"], runtime_library_dirs=["$ORIGIN"],
-    )  # fmt: skip
+    )
     ours = spec_of(CppExtension("pkg._C", ["a.cpp"], **arguments), project)
     theirs = spec_of(cpp_extension.CppExtension("pkg._C", ["a.cpp"], **arguments), project)
     plain = spec_of(setuptools.Extension("pkg._C", ["a.cpp"], **arguments), project)
@@ -114,7 +114,7 @@ def test_translation_drops_what_the_core_adds_and_keeps_the_rest(project: Path) 
     assert ours.runtime_library_dirs == ("$ORIGIN",)
     # As distutils reads them: Path objects, numbers as macro values, (name,) undefines.
     loose = spec_of(setuptools.Extension("pkg._C", ["a.cpp"], include_dirs=[project / "inc"],
-                                         define_macros=[("N", 2), ("D",)]), project)  # fmt: skip
+                                         define_macros=[("N", 2), ("D",)]), project)
     assert loose.include_dirs == (project / "inc",) and loose.define_macros == (("N", "2"),)
     assert loose.extra_cflags == ("-UD",)
     assert ours.build_type is BuildType.RELEASE and ours.py_limited_api is None
@@ -122,7 +122,7 @@ def test_translation_drops_what_the_core_adds_and_keeps_the_rest(project: Path) 
     assert limited.py_limited_api == "cp310"  # torch's min_supported_cpython, 0x030A0000
     # build_ext's own -I/-D/-l and --debug apply to every extension.
     command = spec_of(CppExtension("pkg._C", ["a.cpp"]), project, include_dirs=("inc",),
-                      define=(("X", "1"),), libraries=("z",), build_type=BuildType.DEBUG)  # fmt: skip
+                      define=(("X", "1"),), libraries=("z",), build_type=BuildType.DEBUG)
     assert command.include_dirs == (project / "inc",) and ("X", "1") in command.define_macros
     assert command.libraries == ("z",) and command.build_type is BuildType.DEBUG
 
@@ -134,11 +134,11 @@ def test_translation_of_per_compiler_flags_and_device_linking(project: Path) -> 
     assert spec.device_link and spec.extra_dlink_flags == ("-dlto",)  # the core adds -dlink
     assert "cudart" not in spec.libraries and spec.include_dirs == ()
     ours = spec_of(CUDAExtension("pkg._C", ["b.cu"], dlink=True, dlink_libraries=["nvshmem"]),
-                   project)  # fmt: skip
+                   project)
     assert ours.dlink and ours.dlink_libraries == ("nvshmem",) and ours.extra_dlink_flags == ()
     # torch's BuildExtension fills in an empty "sycl" list itself: harmless.
     empty = spec_of(setuptools.Extension("pkg._C", ["a.cpp"], extra_compile_args={"sycl": []}),
-                    project)  # fmt: skip
+                    project)
     assert empty.extra_cflags == () and empty.extra_cuda_cflags == ()
 
 
@@ -161,7 +161,7 @@ def test_translation_of_per_compiler_flags_and_device_linking(project: Path) -> 
         ({"sources": ["a.pyx"]}, "sources", "not a C++ or CUDA source"),
         ({"extra_compile_args": {"nvcc_dlink": []}}, "dlink", "no .cu source to device-link"),
     ],
-)  # fmt: skip
+)
 def test_bad_arguments_name_the_argument(
     project: Path, arguments: dict[str, Any], argument: str, message: str
 ) -> None:
@@ -278,7 +278,7 @@ def test_torch_pin_joins_install_requires(tmp_path: Path, monkeypatch: pytest.Mo
         ('[project]\nname = "demo"\nversion = "1.0"\ndynamic = ["dependencies"]\n'
          '[tool.setuptools.dynamic]\ndependencies = {file = ["requirements.txt"]}\n', False),
     ],
-)  # fmt: skip
+)
 def test_static_dependencies_get_no_pin_and_a_reason(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pyproject: str, pinned: bool
 ) -> None:
@@ -304,7 +304,7 @@ found = sorted(m for m in sys.modules if m.split(".")[0] in ("setuptools", "pkg_
 print(found)
 """
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT / "fixtures" / "minimal",
-                            capture_output=True, text=True, check=True)  # fmt: skip
+                            capture_output=True, text=True, check=True)
     assert result.stdout.strip().splitlines()[-1] == "[]", result.stdout + result.stderr
     assert os.listdir(tmp_path)  # the hooks ran
 
@@ -322,7 +322,7 @@ setup(name="bad", version="1.0",
 
 def setup_py(project: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "setup.py", *args], cwd=project, capture_output=True,
-                          text=True, timeout=900, env={**os.environ, **(env or {})})  # fmt: skip
+                          text=True, timeout=900, env={**os.environ, **(env or {})})
 
 
 def test_errors_reach_the_user_as_one_line(project: Path) -> None:
@@ -369,7 +369,7 @@ def swapped(shape: str, target: Path) -> Path:
 
 def build_log(args: list[str], cwd: Path | None = None, env: dict[str, str] | None = None) -> str:
     result = subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=900,
-                            env={**CLEAN_ENV, **(env or {})})  # fmt: skip
+                            env={**CLEAN_ENV, **(env or {})})
     log = result.stdout + result.stderr
     assert result.returncode == 0, f"{args} failed ({result.returncode}):\n{log}"
     return log
@@ -377,7 +377,7 @@ def build_log(args: list[str], cwd: Path | None = None, env: dict[str, str] | No
 
 def pip_wheel(project: Path, out: Path, env: dict[str, str] | None = None) -> tuple[Path, str]:
     log = build_log([sys.executable, "-m", "pip", "wheel", "-v", "--no-build-isolation",
-                     "--no-deps", "--no-cache-dir", "-w", str(out), str(project)], env=env)  # fmt: skip
+                     "--no-deps", "--no-cache-dir", "-w", str(out), str(project)], env=env)
     (wheel,) = out.glob("*.whl")
     return wheel, log
 
@@ -398,9 +398,9 @@ def requirements(wheel: Path) -> list[str]:
 def computes(shape: str, wheel: Path, work: Path) -> None:
     site = work / f"site-{wheel.stem}"
     build_log([sys.executable, "-m", "pip", "install", "--no-deps", "--no-cache-dir", "-q",
-               "--target", str(site), str(wheel)])  # fmt: skip
+               "--target", str(site), str(wheel)])
     out = build_log([sys.executable, "-c", COMPUTE[shape] + "\nprint('ok')"], cwd=work,
-                    env={"PYTHONPATH": str(site)})  # fmt: skip
+                    env={"PYTHONPATH": str(site)})
     assert out.strip().splitlines()[-1] == "ok"
 
 
@@ -475,7 +475,7 @@ def test_inplace_editable_and_incremental_rebuilds(tmp_path: Path) -> None:
     assert summary(log) == "2 extensions: 3 compiled, 2 linked"
     assert sorted(p.name.split(".")[0] for p in project.glob("src/nestpkg/**/*.so")) == [
         "_core", "_kernels"
-    ]  # fmt: skip
+    ]
     out = build_log([sys.executable, "-c", check], cwd=project / "src")
     assert out.split() == ["6.0", "2.5"]
     build_dirs = list(project.glob("build/temp.*/pep517_torch/*-torch*"))
@@ -485,14 +485,14 @@ def test_inplace_editable_and_incremental_rebuilds(tmp_path: Path) -> None:
     # pip install -e (setuptools' own editable mode) reuses the same build directory.
     prefix = tmp_path / "prefix"
     editable = [sys.executable, "-m", "pip", "install", "-v", "-e", str(project),
-                "--no-build-isolation", "--no-deps", "--prefix", str(prefix)]  # fmt: skip
+                "--no-build-isolation", "--no-deps", "--prefix", str(prefix)]
     assert summary(build_log(editable)) == "2 extensions: 0 compiled, 0 linked"
     times3 = project / "csrc" / "ops" / "times3.cpp"
     times3.write_text(times3.read_text().replace("3 * x", "5 * x"))
     assert summary(build_log(editable)) == "2 extensions: 1 compiled, 1 linked"
     (site,) = prefix.glob("lib/python*/site-packages")
     out = build_log([sys.executable, "-c", f"import site; site.addsitedir({str(site)!r}); {check}"],
-                    cwd=tmp_path)  # fmt: skip
+                    cwd=tmp_path)
     assert out.split() == ["10.0", "2.5"]
     # --debug is the debug build type: every object rebuilds with -O0 -g.
     log = build_log([sys.executable, "setup.py", "build_ext", "--inplace", "--debug"], cwd=project)
@@ -540,13 +540,13 @@ def test_mixed_cpp_and_cu_project_builds_and_links(tmp_path: Path) -> None:
     zipfile.ZipFile(wheel).extractall(site)
     (so,) = (site / "cudaops").glob("_C.cpython-*.so")
     needed = subprocess.run(["readelf", "-d", str(so)], capture_output=True, text=True,
-                            check=True).stdout  # fmt: skip
+                            check=True).stdout
     assert "libcudart.so" in needed
     if not TORCH.has_cuda_runtime:  # a CPU torch has no c10_cuda: CUDAExtension did not add it
         assert "libc10_cuda" not in needed and "is a CPU build" in log
     out = build_log([sys.executable, "-c", "import cudaops; print(cudaops._C.ceil_div(7, 2),"
                      " cudaops.cudart_version() // 1000)"], cwd=tmp_path,
-                    env={"PYTHONPATH": str(site)})  # fmt: skip
+                    env={"PYTHONPATH": str(site)})
     assert TOOLKIT is not None and out.split() == ["4", str(TOOLKIT.version[0])]
 
 
@@ -563,7 +563,7 @@ def test_device_link_through_setup_py(tmp_path: Path) -> None:
     (so,) = (site / "dlinkops").glob("_C.*.so")
     assert CUOBJDUMP is not None and fatbin_contents(CUOBJDUMP, so) == ({"sm_80", "sm_90"}, set())
     out = build_log([sys.executable, "-c", "import dlinkops; print(dlinkops.scale(3.0, 2.0))"],
-                    cwd=tmp_path, env={"PYTHONPATH": str(site)})  # fmt: skip
+                    cwd=tmp_path, env={"PYTHONPATH": str(site)})
     assert out.split() == ["7.0"] and PIN in requirements(wheel)
 
 
@@ -578,7 +578,7 @@ def test_builds_take_the_build_directory_lock(project: Path) -> None:
     (build_dir,) = project.glob("build/temp.*/pep517_torch/*-torch*")
     with build_lock(build_dir, "a test holding the lock"):
         waiting = subprocess.Popen([sys.executable, "setup.py", "build_ext"], cwd=project,
-                                   stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True)  # fmt: skip
+                                   stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         assert waiting.stderr is not None
         line = waiting.stderr.readline()  # blocks until the child reports that it waits
         assert "pep517_torch: waiting for process" in line and "a test holding the lock" in line

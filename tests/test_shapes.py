@@ -588,6 +588,6 @@ def test_every_shape_has_a_docs_example() -> None:
         'py-limited-api = "cp310"',  # 7
         'dynamic = ["version"]', "pattern = ",  # 8
         "sdist-include", "[tool.torch-ext.package-data]",  # 9
-    ):  # fmt: skip
+    ):
         assert needle in examples, needle
     assert "-Cbuild-type=debug" in text

@@ -79,7 +79,7 @@ def nvcc_error(tmp_path: Path, body: str) -> str:
     write_script(tmp_path / "cuda" / "bin" / "nvcc", DRYRUN + body)
     with pytest.raises(ToolchainError) as error:
         cuda.require_cuda({"PATH": "", "CUDA_HOME": str(tmp_path / "cuda")},
-                          search_paths=[], nvidia_dirs=[])  # fmt: skip
+                          search_paths=[], nvidia_dirs=[])
     return str(error.value)
 
 
@@ -102,7 +102,7 @@ def test_an_nvcc_printing_garbage_is_named(tmp_path: Path) -> None:
 
 def test_probe_runs_with_the_given_environment() -> None:
     result = toolchain.run_probe(["/bin/sh", "-c", "echo $PROBE_VALUE"], timeout=60,
-                                 env={**os.environ, "PROBE_VALUE": "42"})  # fmt: skip
+                                 env={**os.environ, "PROBE_VALUE": "42"})
     assert (result.returncode, result.stdout) == (0, "42\n")
 
 

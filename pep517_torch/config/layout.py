@@ -22,7 +22,7 @@ FLAT_LAYOUT_EXCLUDE = frozenset(
         "scripts", "site_scons", "tasks", "test", "tests", "testing", "third_party", "tools",
         "unit_test", "unit_tests", "util", "utils", "venv",
     }
-)  # fmt: skip
+)
 
 
 @dataclass(frozen=True)

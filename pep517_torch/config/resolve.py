@@ -157,7 +157,7 @@ def resolve_project(
     files = package_files(
         root, layout.packages, layout.py_modules, layout.package_data,
         exclude=set(in_tree.values()),
-    )  # fmt: skip
+    )
     check_module_collisions(specs, files, torch_import_check)
     version = resolve_version(root, pyproject, project, origins)
     return ResolvedProject(

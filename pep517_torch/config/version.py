@@ -72,7 +72,7 @@ def version_string(project: ResolvedProject, env: Mapping[str, str]) -> str | No
                 "project.dynamic",
             )
         file = require_inside(project.root, packages[0][1] / "__init__.py", "project.dynamic",
-                              "version file")  # fmt: skip
+                              "version file")
     return read_version(file, source.pattern, suffix or None)
 
 

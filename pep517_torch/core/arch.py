@@ -46,7 +46,7 @@ _VALUE_OPTIONS = frozenset(
         "--pre-include", "-D", "--define-macro", "-U", "--undefine-macro", "-L",
         "--library-path", "-l", "--library", "-x", "--x", "-std", "--std",
     }
-)  # fmt: skip
+)
 _NVCC_ARCH_NAME = re.compile(r"(?:sm|compute|lto)_(\d+)(\d)([af]?)")
 
 

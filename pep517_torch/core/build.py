@@ -114,7 +114,7 @@ def _cuda_setup(
     notes.extend(cuda_checks.check_versions(
         toolkit, torch.cuda, allow_mismatch=allow,
         override_key=options.key_of("allow_cuda_version_mismatch"),
-    ))  # fmt: skip
+    ))
     host = options.env.get("CC")
     host_compiler = compiler
     if host:
@@ -125,7 +125,7 @@ def _cuda_setup(
     cuda_checks.check_host_compiler(
         toolkit, host_compiler.family, host_compiler.version, nvcc_flags,
         flags_key=" or ".join(dict.fromkeys(s.key_of("extra_cuda_cflags") for s in specs)),
-    )  # fmt: skip
+    )
     if not torch.has_cuda_runtime:
         notes.append(
             f"torch {torch.version} is a CPU build: CUDA sources compile and link against"
@@ -155,7 +155,7 @@ def _arch_flags(
         entries, toolkit, user_nvcc_flags=spec.extra_cuda_cflags, env=options.env,
         flag_key=lambda index: spec.key_of("extra_cuda_cflags", index),
         choose=options.key_of("cuda_arch_list") or spec.key_of("cuda_arch_list"),
-    )  # fmt: skip
+    )
     if decision.note and decision.note not in notes:
         notes.append(decision.note)
     return tuple(decision.flags), max(len(decision.archs), 1)
@@ -291,7 +291,7 @@ def prepare(
     plans = [planner.plan(spec) for spec in specs]
     if check_only:
         return BuildPlan(build_dir, ninja, build_dir / "build.ninja", {}, {}, job_plan,
-                         tuple(notes), compiler, torch, tuple(launcher), {})  # fmt: skip
+                         tuple(notes), compiler, torch, tuple(launcher), {})
     # Every check passed (tools, flags, arch lists nvcc can build): only now write anything.
     _check_build_dir(build_dir)
     for entry in planner.pch_plans.values():

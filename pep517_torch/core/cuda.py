@@ -73,7 +73,7 @@ class _Rejected(Exception):
 def find_cuda(
     env: Mapping[str, str],
     *, search_paths: Sequence[Path] | None = None, nvidia_dirs: Sequence[Path] | None = None,
-) -> CudaToolkit | None:  # fmt: skip
+) -> CudaToolkit | None:
     """The first usable toolkit in the documented order, or None.
 
     ``search_paths`` replaces ``(/usr/local/cuda,)``; ``nvidia_dirs`` replaces the ``nvidia``

@@ -151,7 +151,7 @@ def _query_gpus(smi: str, _mtime_ns: int, _size: int) -> tuple[tuple[str, ...], 
             [smi, "--query-gpu=index,uuid,compute_cap", "--format=csv,noheader"],
             capture_output=True, text=True, errors="replace",
             timeout=_NVIDIA_SMI_TIMEOUT_S, check=False,
-        )  # fmt: skip
+        )
     except (OSError, subprocess.SubprocessError):
         return ()
     if proc.returncode != 0:

@@ -241,7 +241,7 @@ def render(
     w.comment("objects, slowest first")
     for index, ext, unit in sorted(compiles, key=lambda item: -item[2].estimated_cost):
         _compile_edge(w, index, unit, display_base(ext.spec, source_root), source_root,
-                      build_dir, launcher_name, local_pool, arguments)  # fmt: skip
+                      build_dir, launcher_name, local_pool, arguments)
     w.newline()
     w.default([e.output for e in extensions])
     return w.text()

@@ -60,7 +60,7 @@ def _load(build_dir: Path) -> State | None:
         isinstance(files, dict) and isinstance(outputs, dict)
         and all(isinstance(r, list) and len(r) == 5 for r in files.values())
         and all(isinstance(p, list) and all(isinstance(i, str) for i in p) for p in outputs.values())
-    )  # fmt: skip
+    )
     return state if well_formed else None
 
 

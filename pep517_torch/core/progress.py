@@ -324,7 +324,7 @@ def run_ninja_followed(argv: Sequence[str], env: Mapping[str, str], progress: Pr
         process = subprocess.Popen(
             list(argv), stdin=subprocess.DEVNULL, stdout=target, stderr=subprocess.STDOUT,
             env=ninja_environment(env), start_new_session=True, preexec_fn=_die_with(os.getpid()),
-        )  # fmt: skip
+        )
     except BaseException:
         if terminal:
             os.close(terminal[0])

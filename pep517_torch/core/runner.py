@@ -103,7 +103,7 @@ def _verbose_commands(ninja: Path, build_dir: Path, descriptions: Mapping[str, s
         found = subprocess.run(
             [str(ninja), "-C", str(build_dir), "-t", "compdb", *rules],
             capture_output=True, text=True, errors="replace", check=True,
-        ).stdout  # fmt: skip
+        ).stdout
         entries = json.loads(found)
     except (OSError, ValueError, subprocess.CalledProcessError):
         return {}

@@ -120,7 +120,7 @@ def run_probe(
         list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True, errors="replace", env=None if env is None else dict(env),
         start_new_session=True,
-    ) as process:  # fmt: skip
+    ) as process:
         try:
             stdout, stderr = process.communicate(timeout=timeout)
         except BaseException:

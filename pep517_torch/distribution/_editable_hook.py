@@ -220,7 +220,7 @@ def run_ninja(config):
     progress = follow.Progress(
         _print, log_path=log_path, echo_output=False,
         header=f"pep517_torch: rebuilding {project} (editable install)...",
-    )  # fmt: skip
+    )
     started = time.monotonic()
     with _lock(command["build_dir"], f"{project} (editable rebuild on import)"):
         try:

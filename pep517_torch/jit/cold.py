@@ -92,7 +92,7 @@ def build(
 def _build(
     spec: ExtensionSpec, options: BuildOptions, key: str, stamp_file: Path,
     say: Callable[[str], None] | None,
-) -> None:  # fmt: skip
+) -> None:
     plan = core_build.prepare([spec], options)
     if say is None:  # unwatched: what a build note warns of still reaches the caller, as torch's do
         for note in plan.notes:

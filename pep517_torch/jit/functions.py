@@ -180,7 +180,7 @@ def _bindings(functions: str | Sequence[str] | Mapping[str, str], with_error_han
         if parts[0] == "" and len(parts) > 1:
             parts = parts[1:]  # ::f, from the global namespace
         if not all(part and _CXX_IDENTIFIER.fullmatch(part) and part not in CXX_KEYWORDS
-                   for part in parts):  # fmt: skip
+                   for part in parts):
             raise ConfigError(
                 f"{function!r} is not a C++ function name (an identifier, optionally qualified:"
                 " f, ns::f)",
@@ -225,7 +225,7 @@ def load_inline(
     _refuse_sycl(sycl_sources, extra_sycl_cflags, with_sycl)
     build_dir = _build_directory(name, build_directory)
     for flags, argument in ((extra_cflags, "extra_cflags"), (extra_cuda_cflags, "extra_cuda_cflags"),
-                            (extra_ldflags, "extra_ldflags")):  # fmt: skip
+                            (extra_ldflags, "extra_ldflags")):
         _split_flags(flags, argument)  # refused before the sources are written
     _include_dirs(extra_include_paths)
     cpp = [cpp_sources] if isinstance(cpp_sources, str) else list(cpp_sources)

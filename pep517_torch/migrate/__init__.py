@@ -90,7 +90,7 @@ def migrate(setup_py: str | os.PathLike[str] = "setup.py") -> Migration:
         plan.base.project = merged
         kept = set(existing["project"]) - {"dynamic"}  # notes on values the file keeps are moot
         plan.base.notes = [(where, text) for where, text in plan.base.notes
-                           if where.partition(":")[2] not in kept]  # fmt: skip
+                           if where.partition(":")[2] not in kept]
         plan.base.notes += [("project", note) for note in notes]
         if "version" in merged:
             plan.base.tool.pop("version", None)
@@ -104,7 +104,7 @@ def migrate(setup_py: str | os.PathLike[str] = "setup.py") -> Migration:
     if not problems:
         plan.fails_here += build_problems_here(tomllib.loads(text), path.parent)
         plan.disagreements = disagreements(text, path.parent, plan.observed, facts_here(),
-                                           frozenset(plan.need_cuda))  # fmt: skip
+                                           frozenset(plan.need_cuda))
         text = render_plan(plan, carried_requires=carried)
     return Migration(path, pyproject, text, existing_text, existing, problems, plan.fails_here)
 
@@ -115,7 +115,7 @@ def write(migration: Migration, *, force: bool = False) -> Path:
 
     if migration.has_torch_ext and not force:
         raise MigrateError(f"{migration.pyproject}: already has a [tool.torch-ext] table;"
-                           " pass --force to replace it")  # fmt: skip
+                           " pass --force to replace it")
     text = migration.text
     if migration.existing_text is not None:
         text = splice(migration.existing_text, migration.text)
@@ -131,10 +131,10 @@ def _parser() -> argparse.ArgumentParser:
         " pep517_torch. setup.py runs with setup() intercepted: nothing is built.",
     )
     parser.add_argument("setup_py", nargs="?", default="setup.py",
-                        help="the setup.py (or its directory); default: ./setup.py")  # fmt: skip
+                        help="the setup.py (or its directory); default: ./setup.py")
     parser.add_argument("--write", action="store_true",
                         help="create or update pyproject.toml next to setup.py instead of"
-                        " printing the tables")  # fmt: skip
+                        " printing the tables")
     parser.add_argument("--force", action="store_true",
                         help="with --write: replace an existing [tool.torch-ext] table")
     return parser
@@ -159,14 +159,14 @@ def main(argv: list[str]) -> int:
         sys.stdout.write(migration.text)
         if migration.has_torch_ext:
             print(f"note: {migration.pyproject} already has [tool.torch-ext]; --write needs"
-                  " --force to replace it", file=sys.stderr)  # fmt: skip
+                  " --force to replace it", file=sys.stderr)
         return status
     print(f"wrote {target}; setup.py is no longer used by the build: review the notes, then"
-          " delete it", file=sys.stderr)  # fmt: skip
+          " delete it", file=sys.stderr)
     tool = migration.existing.get("tool", {})
     stale = sorted(name for name in tool if name.startswith("setuptools")) if isinstance(
-        tool, dict) else []  # fmt: skip
+        tool, dict) else []
     if stale:
         print(f"note: [tool.{'], [tool.'.join(stale)}] kept; pep517_torch ignores them",
-              file=sys.stderr)  # fmt: skip
+              file=sys.stderr)
     return status

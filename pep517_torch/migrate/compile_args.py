@@ -70,13 +70,13 @@ def take_define(flags: list[str], name: str) -> tuple[list[str], list[str | bool
 
 
 def interpret(macros: dict[str, str | int | bool], cflags: list[str], cuda_flags: list[str],
-              ldflags: list[str], *, limited: bool) -> Arguments:  # fmt: skip
+              ldflags: list[str], *, limited: bool) -> Arguments:
     """Move what pep517_torch has a key for out of the macros and flags."""
     args = Arguments(dict(macros), list(cflags), list(cuda_flags), list(ldflags))
     args.openmp = "-fopenmp" in args.cflags
     if args.openmp:
         args.cflags, args.cuda_flags, args.ldflags = map(
-            _without_openmp, (args.cflags, args.cuda_flags, args.ldflags))  # fmt: skip
+            _without_openmp, (args.cflags, args.cuda_flags, args.ldflags))
         args.macros.pop(OPENMP_DEFINE, None)
         args.cflags = take_define(args.cflags, OPENMP_DEFINE)[0]
         args.cuda_flags = take_define(args.cuda_flags, OPENMP_DEFINE)[0]

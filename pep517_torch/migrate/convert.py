@@ -141,7 +141,7 @@ def convert_extension(
         include_dirs.append(paths.relative(directory))
         if not paths.inside(directory):
             note(f"include dir {paths.relative(directory)} is outside the project: it is"
-                 " specific to this machine")  # fmt: skip
+                 " specific to this machine")
 
     args = ext.extra_compile_args or []
     dlink_flags: list[str] = []
@@ -178,13 +178,13 @@ def convert_extension(
 
     libraries = [str(lib) for lib in ext.libraries or [] if str(lib) not in TORCH_LIBRARIES]
     library_dirs = [paths.relative(d) for d in ext.library_dirs or []
-                    if not paths.is_toolchain_dir(d)]  # fmt: skip
+                    if not paths.is_toolchain_dir(d)]
     for key, value in (
         ("include-dirs", list(dict.fromkeys(include_dirs))), ("define-macros", macros),
         ("extra-cflags", cflags), ("extra-cuda-cflags", cuda_flags), ("extra-ldflags", ldflags),
         ("libraries", libraries), ("library-dirs", library_dirs),
         ("runtime-library-dirs", [str(d) for d in ext.runtime_library_dirs or []]),
-    ):  # fmt: skip
+    ):
         if value:
             table[key] = value
     if factory == "CUDAExtension" and not has_cuda_sources:
@@ -206,7 +206,7 @@ def convert_extension(
         table["python-abi-suffix"] = False
         if _defines_module(sources, paths.root) is False:
             note('no PYBIND11_MODULE or PyInit_ in its sources: if it is loaded with'
-                 ' torch.ops.load_library, say kind = "library"')  # fmt: skip
+                 ' torch.ops.load_library, say kind = "library"')
     _note_leftovers(ext, factory, note)
     return {k: table[k] for k in ["name", *EXTENSION_DEFAULTS] if k in table}
 
@@ -238,7 +238,7 @@ def _layout(kwargs: dict[str, Any], paths: _Paths, converted: Converted) -> None
     for shared in sorted(set(roots) & SHARED_NAMES):
         notes.append(("tool", f"a top-level package named {shared!r} ships (find_packages()"
                       " finds it): it collides with every other project that ships one; drop it"
-                      " from packages (find_packages(exclude=[...]) left it in)"))  # fmt: skip
+                      " from packages (find_packages(exclude=[...]) left it in)"))
     if kwargs.get("py_modules"):
         tool["py-modules"] = [str(m) for m in kwargs["py_modules"]]
 
@@ -258,7 +258,7 @@ def _layout(kwargs: dict[str, Any], paths: _Paths, converted: Converted) -> None
                     data.setdefault(target, []).append(pattern)
                 elif package:
                     notes.append(("tool", f"package_data {target}: {pattern!r} matches no file"
-                                  " (pep517_torch requires a match): dropped"))  # fmt: skip
+                                  " (pep517_torch requires a match): dropped"))
     if data:
         tool["package-data"] = data
     version = converted.project.get("version")
@@ -316,7 +316,7 @@ def _build_options(kwargs: dict[str, Any], notes: Notes) -> dict[str, Any]:
                 notes.append(("tool", text))
         if name != "build_ext" or getattr(command, "__module__", "") == "__main__":
             notes.append(("tool", f"cmdclass {name!r} ({getattr(command, '__name__', command)})"
-                          " runs code of its own: it is not converted"))  # fmt: skip
+                          " runs code of its own: it is not converted"))
     wheel_options = dict(dict(kwargs.get("options") or {}).get("bdist_wheel") or {})
     if wheel_options.get("py_limited_api"):
         options["py_limited_api"] = str(wheel_options["py_limited_api"])

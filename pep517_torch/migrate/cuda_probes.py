@@ -53,7 +53,7 @@ def _words(command: Any) -> list[str]:
         return os.fsdecode(command).split()
     if isinstance(command, Iterable):
         return [os.fsdecode(word) if isinstance(word, (str, bytes, os.PathLike)) else str(word)
-                for word in command]  # fmt: skip
+                for word in command]
     return []
 
 
@@ -62,7 +62,7 @@ def _names_nvcc(words: list[str]) -> bool:
 
 
 def _fake_command(function: str, command: Any, words: list[str], kwargs: dict[str, Any],
-                  on: bool) -> Any:  # fmt: skip
+                  on: bool) -> Any:
     """What ``subprocess.<function>`` returns (or raises) with nvcc there (on) or not (off)."""
     shell = bool(kwargs.get("shell")) or function in ("getoutput", "getstatusoutput", "system")
     if not on and not shell:
@@ -70,7 +70,7 @@ def _fake_command(function: str, command: Any, words: list[str], kwargs: dict[st
     status = 0 if on else NOT_FOUND_STATUS
     text = FAKE_NVCC_OUTPUT if on else ""
     text_mode = function in ("getoutput", "getstatusoutput") or any(
-        kwargs.get(k) for k in ("text", "universal_newlines", "encoding", "errors"))  # fmt: skip
+        kwargs.get(k) for k in ("text", "universal_newlines", "encoding", "errors"))
     output: str | bytes = text if text_mode else text.encode()
     if function == "system":
         return status << 8
@@ -94,7 +94,7 @@ def _fake_command(function: str, command: Any, words: list[str], kwargs: dict[st
 
 
 def _command(recorder: ProbeRecorder, owner: types.ModuleType, function: str,
-             original: Callable[..., Any]) -> Callable[..., Any]:  # fmt: skip
+             original: Callable[..., Any]) -> Callable[..., Any]:
     def probed(*args: Any, **kwargs: Any) -> Any:
         command = args[0] if args else kwargs.get("args", kwargs.get("cmd"))
         words = _words(command)
@@ -106,7 +106,7 @@ def _command(recorder: ProbeRecorder, owner: types.ModuleType, function: str,
             lambda: _fake_command(function, command, words, kwargs, True),
             lambda: _fake_command(function, command, words, kwargs, False),
             lambda result: "ran",
-        )  # fmt: skip
+        )
 
     probed.__name__ = function
     return probed
@@ -118,7 +118,7 @@ def _which(recorder: ProbeRecorder, original: Callable[..., Any]) -> Callable[..
             return original(cmd, *args, **kwargs)
         real = lambda: original(cmd, *args, **kwargs)  # noqa: E731
         return recorder.consult(f"shutil.which({os.fsdecode(cmd)!r})", real,
-                                lambda: real() or FAKE_NVCC, lambda: None)  # fmt: skip
+                                lambda: real() or FAKE_NVCC, lambda: None)
 
     return which
 
@@ -135,24 +135,24 @@ def is_cuda_path(value: Any, root: str, homes: Iterable[str]) -> bool:
         return True
     parts = Path(path).parts
     return any(CUDA_DIRECTORY.fullmatch(part) for part in parts) or parts[-1:] in (
-        ("nvcc",), ("nvcc.exe",))  # fmt: skip
+        ("nvcc",), ("nvcc.exe",))
 
 
 def _path_test(recorder: ProbeRecorder, name: str, original: Callable[..., Any],
-               homes: list[str]) -> Callable[..., Any]:  # fmt: skip
+               homes: list[str]) -> Callable[..., Any]:
     def tested(path: Any, *args: Any, **kwargs: Any) -> Any:
         if not is_cuda_path(path, recorder.root, homes) or not recorder.from_project():
             return original(path, *args, **kwargs)
         return recorder.consult(f"{name}({os.fsdecode(path)!r})",
                                 lambda: original(path, *args, **kwargs),
-                                lambda: True, lambda: False)  # fmt: skip
+                                lambda: True, lambda: False)
 
     tested.__name__ = name.rpartition(".")[2]
     return tested
 
 
 def patch_tool_probes(recorder: ProbeRecorder, replace: Callable[..., None],
-                      torch_cuda_home: str | None) -> None:  # fmt: skip
+                      torch_cuda_home: str | None) -> None:
     """Install the nvcc and CUDA-path probes (undone by ``replace``'s owner)."""
     for function in COMMAND_FUNCTIONS:
         replace(subprocess, function,

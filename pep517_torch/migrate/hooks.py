@@ -34,7 +34,7 @@ class Recorder:
         self.cuda = cuda
         self.root = os.path.normcase(str(run.root)) + os.sep
         self.skip_modules = {"os", "_collections_abc", "collections.abc", __name__,
-                             cuda_probes.__name__}  # fmt: skip
+                             cuda_probes.__name__}
 
     def from_project(self) -> bool:
         """Whether the code that called into a patched function is the project's own.
@@ -59,7 +59,7 @@ class Recorder:
         if self.run.kwargs is None:
             # Generators (ext_modules=(e for e in ...)) are read more than once later.
             self.run.kwargs = {k: list(v) if isinstance(v, Iterator) else v
-                               for k, v in kwargs.items()}  # fmt: skip
+                               for k, v in kwargs.items()}
 
     def extension_factory(self, factory: str) -> Callable[..., Any]:
         from setuptools.extension import Extension
@@ -104,7 +104,7 @@ class Recorder:
             if not recorder.from_project():
                 return original(*args, **kwargs)
             return recorder.consult(label, lambda: original(*args, **kwargs), lambda: on,
-                                    lambda: off)  # fmt: skip
+                                    lambda: off)
 
         probed.__name__ = getattr(original, "__name__", label)
         return probed
@@ -306,7 +306,7 @@ def _patch_environ(recorder: Recorder, replace: Callable[..., None]) -> None:
     def __contains__(self: Any, key: Any) -> bool:
         found = contains(self, key)
         return recorder.lookup(key, real(self, key) if found else None,
-                               sys._getframe(1)) is not None  # fmt: skip
+                               sys._getframe(1)) is not None
 
     def __setitem__(self: Any, key: Any, value: Any) -> None:
         if recorder.from_project():
@@ -319,5 +319,5 @@ def _patch_environ(recorder: Recorder, replace: Callable[..., None]) -> None:
         delitem(self, key)
 
     for name, function in [("__getitem__", __getitem__), ("__contains__", __contains__),
-                           ("__setitem__", __setitem__), ("__delitem__", __delitem__)]:  # fmt: skip
+                           ("__setitem__", __setitem__), ("__delitem__", __delitem__)]:
         replace(environ_class, name, function)

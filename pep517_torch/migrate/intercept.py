@@ -28,7 +28,7 @@ from .record import SetupRun
 BUILD_TOOL_MODULES = frozenset(
     {"torch", "setuptools", "distutils", "pkg_resources", "_distutils_hack", "wheel", "pip",
      "pep517_torch", "packaging", "typing_extensions", "sysconfig", "ninja"}
-)  # fmt: skip
+)
 
 
 @contextlib.contextmanager
@@ -72,7 +72,7 @@ def _third_party_imports(before: set[str], root: Path) -> list[str]:
         module = sys.modules.get(top)
         filename = getattr(module, "__file__", None) or ""
         if (top in BUILD_TOOL_MODULES or top in sys.stdlib_module_names or top.startswith("_")
-                or not filename or Path(filename).is_relative_to(root)):  # fmt: skip
+                or not filename or Path(filename).is_relative_to(root)):
             continue
         found.append(top)
     return found
@@ -119,12 +119,12 @@ def run_setup(
     recorder = Recorder(run, cuda)
     output = io.StringIO()
     namespace = {"__name__": "__main__", "__file__": str(path), "__builtins__": builtins,
-                 "__doc__": None, "__package__": None, "__spec__": None}  # fmt: skip
+                 "__doc__": None, "__package__": None, "__spec__": None}
     before = set(sys.modules)
     with _process_state(path, env or {}):
         try:
             with patched(recorder), contextlib.redirect_stdout(output), \
-                    contextlib.redirect_stderr(output):  # fmt: skip
+                    contextlib.redirect_stderr(output):
                 exec(code, namespace)
         except SystemExit as exc:
             if exc.code not in (None, 0):

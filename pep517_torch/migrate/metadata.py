@@ -23,13 +23,13 @@ SETUPTOOLS_ONLY = frozenset(
      "package_dir", "py_modules", "package_data", "distclass", "script_name", "script_args",
      "long_description_content_type", "exclude_package_data", "setup_requires", "tests_require",
      "test_suite", "namespace_packages", "use_2to3", "eager_resources", "dependency_links"}
-)  # fmt: skip
+)
 HANDLED = frozenset(
     {"name", "version", "description", "long_description", "author", "author_email",
      "maintainer", "maintainer_email", "license", "license_file", "license_files", "url",
      "download_url", "project_urls", "keywords", "classifiers", "python_requires",
      "install_requires", "extras_require", "entry_points", "platforms"}
-)  # fmt: skip
+)
 
 Notes = list[tuple[str, str]]  # (anchor, text)
 
@@ -113,11 +113,11 @@ def _license(value: str, classifiers: list[str], notes: Notes) -> str | dict[str
         expression = canonicalize_license_expression(value)
     except InvalidLicenseExpression:
         notes.append(("project:license", f"license {value!r} is not an SPDX expression: kept as"
-                      " text"))  # fmt: skip
+                      " text"))
         return {"text": value}
     if any(c.startswith("License ::") for c in classifiers):
         notes.append(("project:classifiers", "'License ::' classifiers dropped: PEP 639 forbids"
-                      " them next to an SPDX license expression"))  # fmt: skip
+                      " them next to an SPDX license expression"))
     return str(expression)
 
 
@@ -157,12 +157,12 @@ def project_table(kwargs: dict[str, Any], root: Path, notes: Notes) -> dict[str,
     else:
         project["name"] = root.name
         notes.append(("project:name", f"setup() has no name: {root.name!r} (the directory) is"
-                      " used"))  # fmt: skip
+                      " used"))
     version = kwargs.get("version")
     project["version"] = str(version) if version is not None else "0.0.0"
     if version is None:
         notes.append(("project:version", "setup() has no version: setuptools' default 0.0.0 is"
-                      " used"))  # fmt: skip
+                      " used"))
     if kwargs.get("description"):
         project["description"] = " ".join(str(kwargs["description"]).split())
     if kwargs.get("long_description"):
@@ -181,7 +181,7 @@ def project_table(kwargs: dict[str, Any], root: Path, notes: Notes) -> dict[str,
     if license_globs and not isinstance(project.get("license"), dict):
         project["license-files"] = license_globs
     for key, names, emails in (("authors", "author", "author_email"),
-                               ("maintainers", "maintainer", "maintainer_email")):  # fmt: skip
+                               ("maintainers", "maintainer", "maintainer_email")):
         people = _people(kwargs.get(names), kwargs.get(emails))
         if people:
             project[key] = people
@@ -190,7 +190,7 @@ def project_table(kwargs: dict[str, Any], root: Path, notes: Notes) -> dict[str,
         project["keywords"] = (
             [k for k in str(keywords).replace(",", " ").split() if k]
             if isinstance(keywords, str) else [str(k) for k in keywords]
-        )  # fmt: skip
+        )
     if classifiers:
         project["classifiers"] = classifiers
     if kwargs.get("python_requires"):

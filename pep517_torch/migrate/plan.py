@@ -104,7 +104,7 @@ def without_cuda_tables(plan: Plan, changes: Diff) -> Diff:
 
 
 def add_changes(plan: Plan, changes: Diff, condition: dict[str, Any], why: str,
-                cuda_tables: bool = False) -> None:  # fmt: skip
+                cuda_tables: bool = False) -> None:
     """Add what ``changes`` says to ``plan`` under ``condition``; ``cuda_tables``: appends to
     the keys a `cuda` table holds go there (the CUDA branch of the setup.py)."""
     body: list[tuple[tuple[str, ...], Any]] = []
@@ -140,4 +140,4 @@ def add_changes(plan: Plan, changes: Diff, condition: dict[str, Any], why: str,
         plan.overrides.append(Override(condition, turned_off, [f"{why}: not built then"]))
     if changes.project_keys:
         plan.note("project", f"{why}: [project] {', '.join(changes.project_keys)} change too,"
-                  " which no override can express")  # fmt: skip
+                  " which no override can express")

@@ -117,7 +117,7 @@ def _check_kept(before_text: str, after_text: str) -> None:
             same = after.get(key) == item
         if not same:
             raise MigrateError(f"pyproject.toml: table [{key}] would not survive the merge"
-                               " intact; merge the printed tables by hand")  # fmt: skip
+                               " intact; merge the printed tables by hand")
 
 
 def _loads(text: str) -> dict[str, Any]:
@@ -125,7 +125,7 @@ def _loads(text: str) -> dict[str, Any]:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise MigrateError(f"pyproject.toml: merging produced invalid TOML ({exc}); merge the"
-                           " printed tables by hand") from None  # fmt: skip
+                           " printed tables by hand") from None
 
 
 def merge_project(ours: dict[str, Any], theirs: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
@@ -137,6 +137,6 @@ def merge_project(ours: dict[str, Any], theirs: dict[str, Any]) -> tuple[dict[st
     if dynamic + left:
         merged["dynamic"] = dynamic + left
     notes = [f"[project] dynamic {', '.join(left)}: setup.py gave no value, and pep517_torch"
-             " only computes a dynamic version"] if left else []  # fmt: skip
+             " only computes a dynamic version"] if left else []
     order = ["name", "version", *ours, *theirs]
     return {k: merged[k] for k in dict.fromkeys(order) if k in merged}, notes

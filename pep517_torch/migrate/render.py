@@ -41,7 +41,7 @@ def build_requires(found: list[str], carried: list[str]) -> list[str]:
 def _notes(plan: Plan, anchor: str) -> list[str]:
     """The notes for a table or extension (``project:license`` is a [project] note)."""
     return list(dict.fromkeys(text for where, text in plan.base.notes
-                              if where.partition(":")[0] == anchor))  # fmt: skip
+                              if where.partition(":")[0] == anchor))
 
 
 def _header(plan: Plan) -> list[str]:
@@ -50,11 +50,11 @@ def _header(plan: Plan) -> list[str]:
         lines.append("setup.py looked at its environment; migrate re-ran it to see each choice:")
         # "  detail" lines continue the item above them
         lines += [f"{'  ' if line.startswith('  ') else '- '}{line.strip()}"
-                  for line in plan.environment]  # fmt: skip
+                  for line in plan.environment]
     lines += plan.decisions
     if plan.disagreements:
         lines.append("Review: the tables were checked against every run of setup.py above; they"
-                     " build otherwise than setup.py did")  # fmt: skip
+                     " build otherwise than setup.py did")
         lines += [f"- {line}" for line in plan.disagreements]
     if plan.fails_here:
         lines.append("WARNING: built on this machine (where migrate ran), these tables fail:")
@@ -131,7 +131,7 @@ def _extension_tables(plan: Plan) -> list[Table]:
 
 def _override_table(override: Override) -> Table:
     table = Table(("tool", "torch-ext", "overrides"), array=True, comments=list(override.comments),
-                  disabled=override.disabled)  # fmt: skip
+                  disabled=override.disabled)
     _condition_entries(table, override.condition)
     for keys, item in override.body:
         if isinstance(item, dict):
@@ -168,6 +168,6 @@ def plan_tables(plan: Plan, *, carried_requires: list[str] | None = None) -> lis
 
 
 def render_plan(plan: Plan, *, enable_disabled: bool = False,
-                carried_requires: list[str] | None = None) -> str:  # fmt: skip
+                carried_requires: list[str] | None = None) -> str:
     tables = plan_tables(plan, carried_requires=carried_requires)
     return render(tables, enable_disabled=enable_disabled)

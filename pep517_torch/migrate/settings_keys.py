@@ -59,7 +59,7 @@ PROJECT_DEFAULTS: dict[str, Any] = _plain_keys(ProjectSettings, PROJECT_ONLY_KEY
 PROJECT_TABLE_KEYS: tuple[str, ...] = tuple(
     key for key, field in fields_by_key(ProjectSettings).items()
     if key not in PROJECT_ONLY_KEYS and _is_table(ProjectSettings, field)
-)  # fmt: skip
+)
 TOOL_KEY_ORDER: tuple[str, ...] = tuple(
     key for key in fields_by_key(ProjectSettings) if key not in PROJECT_ONLY_KEYS
 )
@@ -92,5 +92,5 @@ def backend_variables() -> dict[str, str]:
     }
     for variable in PASSTHROUGH_ENV:
         found.setdefault(variable, f"pep517_torch passes ${variable} to its compile steps itself"
-                         " (compilers and the CUDA toolkit are found through it)")  # fmt: skip
+                         " (compilers and the CUDA toolkit are found through it)")
     return found

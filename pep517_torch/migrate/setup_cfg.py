@@ -15,11 +15,11 @@ from typing import Any
 from .metadata import Notes
 
 ALIASES = {"home_page": "url", "summary": "description", "classifier": "classifiers",
-           "platform": "platforms"}  # fmt: skip
+           "platform": "platforms"}
 OPTIONS = ("python_requires", "install_requires")
 # [options] that only steer setuptools itself (they change nothing in the wheel).
 SILENT_OPTIONS = frozenset({"zip_safe", "test_suite", "tests_require", "use_2to3",
-                            "eager_resources", "dependency_links"})  # fmt: skip
+                            "eager_resources", "dependency_links"})
 OPTION_TABLES = {"options.extras_require": "extras_require", "options.entry_points": "entry_points"}
 
 
@@ -40,7 +40,7 @@ def _attr_directive(root: Path, text: str, key: str, notes: Notes) -> str | None
     parts = module.split(".")
     for base in (root, root / "src"):
         for candidate in (base.joinpath(*parts, "__init__.py"), base.joinpath(*parts[:-1],
-                          parts[-1] + ".py")):  # fmt: skip
+                          parts[-1] + ".py")):
             try:
                 tree = ast.parse(candidate.read_text(encoding="utf-8"))
             except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
@@ -50,7 +50,7 @@ def _attr_directive(root: Path, text: str, key: str, notes: Notes) -> str | None
                         and any(isinstance(t, ast.Name) and t.id == name for t in node.targets)):
                     return str(node.value.value)
     notes.append(("project", f"setup.cfg {key} = attr: {dotted} is not a literal migrate can"
-                  " read: dropped"))  # fmt: skip
+                  " read: dropped"))
     return None
 
 
@@ -91,7 +91,7 @@ def read_setup_cfg(root: Path, notes: Notes) -> dict[str, Any]:
                 left.append(key)
         if left:
             notes.append(("tool", f"setup.cfg [options] {', '.join(left)}: not converted"
-                          " (setup.py's own keywords are)"))  # fmt: skip
+                          " (setup.py's own keywords are)"))
     for section, key in OPTION_TABLES.items():
         if parser.has_section(section):
             items = parser.items(section)

@@ -12,7 +12,7 @@ BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 WIDTH = 96
 ESCAPES = {
     "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r", '"': '\\"', "\\": "\\\\",
-}  # fmt: skip
+}
 
 
 def key(part: str) -> str:
@@ -103,7 +103,7 @@ def comment_lines(text: str) -> list[str]:
     """``text`` as wrapped comment lines; a "- " item gets a hanging indent."""
     hanging = "#   " if text.startswith(("- ", "  ")) else "# "
     return textwrap.wrap(text, WIDTH, initial_indent="# ", subsequent_indent=hanging,
-                         break_on_hyphens=False, break_long_words=False) or ["#"]  # fmt: skip
+                         break_on_hyphens=False, break_long_words=False) or ["#"]
 
 
 def render(tables: list[Table], *, enable_disabled: bool = False) -> str:

@@ -45,7 +45,7 @@ def torch_cuda_include(table: dict[str, Any], root: Path) -> scan.Include | None
 def require_cuda(
     extensions: list[dict[str, Any]], conditions: dict[str, dict[str, Any]], root: Path,
     notes: Notes,
-) -> list[str]:  # fmt: skip
+) -> list[str]:
     """Add ``cuda = true`` to the condition of each CUDA extension using torch's CUDA API;
     returns their names."""
     conditioned: list[str] = []
@@ -62,10 +62,10 @@ def require_cuda(
             f"{include.line}"
         if condition.get("cuda") is False:
             notes.append((name, f"{where} includes <{include.header}>, which a CPU build of"
-                          " torch lacks, yet setup.py builds it without CUDA: review"))  # fmt: skip
+                          " torch lacks, yet setup.py builds it without CUDA: review"))
             continue
         conditions[name] = {**condition, "cuda": True, "torch-cuda": True}
         conditioned.append(name)
         notes.append((name, f"{where} includes <{include.header}> (torch's CUDA API): built only"
-                      " with a CUDA build of torch and CUDA on"))  # fmt: skip
+                      " with a CUDA build of torch and CUDA on"))
     return conditioned

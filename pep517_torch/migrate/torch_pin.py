@@ -54,5 +54,5 @@ def decide_torch_requirement(plan: Plan) -> None:
         if any(not r.specifier.contains(public, prereleases=True) for r in own):
             plan.fails_here.append(f"setup.py requires {listed}, which torch {torch.version}"
                                    " here does not satisfy: the wheel built here cannot be"
-                                   " installed")  # fmt: skip
+                                   " installed")
     plan.decisions.append(f"{text} (set {KEY} = \"exact\" or \"none\" to change it)")

@@ -64,19 +64,19 @@ def _suggest_copy(plan: Plan, name: str, base: Converted, marked: Converted) -> 
     placeholder = f"<value of {name}>"
     changes = diff(base, marked)
     body = [(c.dotted_key(), json.loads(json.dumps(c.value).replace(MARKER, placeholder)))
-            for c in changes.changes if c.value is not MISSING]  # fmt: skip
+            for c in changes.changes if c.value is not MISSING]
     plan.overrides.append(Override({"env": {name: True}}, body, [
         f"setup.py copies ${name} into these settings: write the values you build with"],
-        disabled=True))  # fmt: skip
+        disabled=True))
 
 
 def _scheme(current: str | None, results: Mapping[bool | None, Mapping[str | None, Outcome]],
-            ) -> dict[str | None, bool | str]:  # fmt: skip
+            ) -> dict[str | None, bool | str]:
     """The `if.env` value for each tried value: true/false when they read as set/unset."""
     if current is not None:
         return {None: False}
     alike = all(isinstance(r["1"], Converted) and isinstance(r["0"], Converted)
-                and diff(r["1"], r["0"]).empty() for r in results.values())  # fmt: skip
+                and diff(r["1"], r["0"]).empty() for r in results.values())
     return {"1": True} if alike else {"1": "1", "0": "0"}
 
 
@@ -88,7 +88,7 @@ def _beyond(changes: Diff, earlier: Diff | None) -> Diff:
     kept = []
     for change in changes.changes:
         same_key = [c for c in earlier.changes if (c.extension, c.key) == (change.extension,
-                    change.key)]  # fmt: skip
+                    change.key)]
         if change in same_key:
             continue
         before = same_key[0] if same_key else None
@@ -120,13 +120,13 @@ def _vary(plan: Plan, runner: Runner, name: str, references: dict[bool | None, C
     if isinstance(marked, Converted):
         version_base = _version_base(base, marked, os.environ.get(name))
     if version_base is None and isinstance(marked, Converted) and MARKER in json.dumps(
-            [marked.tool, marked.extensions]):  # fmt: skip
+            [marked.tool, marked.extensions]):
         plan.environment.append(f"{header}; setup.py copies its value into the configuration")
         _suggest_copy(plan, name, base, marked)
         return
     tried: list[str | None] = ["1", "0"] if current is None else [None]
     results = {mode: {value: runner({name: value}, mode) for value in tried}
-               for mode in references}  # fmt: skip
+               for mode in references}
     plan.observed += [Observed({name: value}, mode, variant) for mode, by_value in results.items()
                       for value, variant in by_value.items() if isinstance(variant, Converted)]
     scheme = _scheme(current, results)
@@ -166,15 +166,15 @@ def _vary(plan: Plan, runner: Runner, name: str, references: dict[bool | None, C
     plan.environment += [f"  setup.py fails with {failure}" for failure in failures]
     if not (written or noted or failures or version_base is not None):
         note = BACKEND_VARIABLES.get(name, "it changes nothing migrate can see (it may steer"
-                                     " code that migrate does not run)")  # fmt: skip
+                                     " code that migrate does not run)")
         plan.overrides.append(Override({"env": {name: True}}, [], [
-            f"setup.py reads ${name}; {note}"], disabled=True))  # fmt: skip
+            f"setup.py reads ${name}; {note}"], disabled=True))
     elif name in BACKEND_VARIABLES:
         plan.environment.append(f"  {BACKEND_VARIABLES[name]}")
 
 
 def vary_variables(plan: Plan, runner: Runner, names: list[str],
-                   references: dict[bool | None, Converted]) -> None:  # fmt: skip
+                   references: dict[bool | None, Converted]) -> None:
     """Try each variable in each CUDA mode of ``references`` (the base mode first)."""
     for name in names:
         _vary(plan, runner, name, references)

@@ -29,11 +29,11 @@ class Runner:
         self.path = path
 
     def run(self, env: Mapping[str, str | None] | None = None,
-            cuda: bool | None = None) -> SetupRun:  # fmt: skip
+            cuda: bool | None = None) -> SetupRun:
         return run_setup(self.path, env=env, cuda=cuda)
 
     def attempt(self, env: Mapping[str, str | None] | None = None,
-                cuda: bool | None = None) -> SetupRun | str:  # fmt: skip
+                cuda: bool | None = None) -> SetupRun | str:
         """The run, or the one-line reason it failed."""
         try:
             return self.run(env, cuda)
@@ -49,7 +49,7 @@ class Runner:
             return str(exc).removeprefix(f"{self.path}: ")
 
     def convert(self, env: Mapping[str, str | None] | None = None,
-                cuda: bool | None = None) -> Converted | str:  # fmt: skip
+                cuda: bool | None = None) -> Converted | str:
         """The conversion, or the one-line reason there is none."""
         return self.convert_run(self.attempt(env, cuda))
 
@@ -60,17 +60,17 @@ def _cuda(plan: Plan, cpu: Converted, gpu: Converted | str, probes: dict[str, An
         for probe, value in probes.items()
     )
     plan.environment.append(f"CUDA: setup.py consulted {looked}; migrate ran it with CUDA off"
-                            " (the tables below) and on")  # fmt: skip
+                            " (the tables below) and on")
     if isinstance(gpu, str):
         plan.environment.append(f"with CUDA forced on, setup.py failed: {gpu}")
         return
     add_changes(plan, diff(cpu, gpu), {"cuda": True}, "when CUDA is on (setup.py's CUDA branch)",
-                cuda_tables=True)  # fmt: skip
+                cuda_tables=True)
     for name in plan.cuda_tables:
         plan.note(name, "this table is what setup.py builds without CUDA; what its CUDA branch"
                   " adds is the `cuda` table that follows, which pep517_torch adds when CUDA is"
                   " enabled (cuda = \"auto\": a CUDA build of torch and nvcc; or an override"
-                  " below)")  # fmt: skip
+                  " below)")
 
 
 def _env_writes(plan: Plan, run: SetupRun) -> None:
@@ -79,13 +79,13 @@ def _env_writes(plan: Plan, run: SetupRun) -> None:
             plan.environment.append(f"setup.py sets ${name}={value}: now cuda-arch-list")
         else:
             plan.environment.append(f"setup.py sets ${name}={describe(value)}: set it in the"
-                                    " build environment if the build needs it")  # fmt: skip
+                                    " build environment if the build needs it")
 
 
 def _cuda_only(plan: Plan, reason: str) -> None:
     plan.base.tool["cuda"] = True
     plan.environment.append(f"without CUDA, setup.py fails ({reason}): cuda = true, as CUDA is"
-                            " required")  # fmt: skip
+                            " required")
 
 
 def make_plan(path: Path) -> Plan:
@@ -134,7 +134,7 @@ def make_plan(path: Path) -> Plan:
     vary_variables(plan, runner.convert, names, references)
     if plan.base.tool.get("cuda") is not True:
         plan.need_cuda = require_cuda(plan.base.extensions, plan.conditions, path.parent,
-                                      plan.base.notes)  # fmt: skip
+                                      plan.base.notes)
     # Variables that switch CUDA on or off come before the overrides that test `if.cuda`.
     plan.overrides.sort(key=lambda o: (not o.switches_cuda, "cuda" in o.condition))
     return plan

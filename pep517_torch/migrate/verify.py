@@ -35,7 +35,7 @@ def _facts(env: Mapping[str, str | None], cuda: bool | None, here: Facts) -> Fac
     if cuda is None:
         return dataclasses.replace(here, env=merged)
     return dataclasses.replace(here, env=merged, torch_cuda=FAKE_TORCH_CUDA if cuda else None,
-                               nvcc_available=cuda)  # fmt: skip
+                               nvcc_available=cuda)
 
 
 def _specs(root: Path, document: Mapping[str, Any], facts: Facts) -> dict[str, Any] | str:
@@ -53,7 +53,7 @@ def _comparable(spec: ExtensionSpec) -> ExtensionSpec:
 
 
 def _difference(ours: dict[str, Any] | str, theirs: dict[str, Any] | str,
-                skipped: frozenset[str]) -> str | None:  # fmt: skip
+                skipped: frozenset[str]) -> str | None:
     if isinstance(ours, str) or isinstance(theirs, str):
         return None if ours == theirs else f"{ours if isinstance(ours, str) else theirs}"
     theirs = {name: spec for name, spec in theirs.items() if name in ours or name not in skipped}
@@ -64,7 +64,7 @@ def _difference(ours: dict[str, Any] | str, theirs: dict[str, Any] | str,
         return "the tables " + " and ".join(parts)
     for name, spec in ours.items():
         fields = [f.name for f in dataclasses.fields(spec) if f.compare  # not `keys`
-                  and getattr(spec, f.name) != getattr(theirs[name], f.name)]  # fmt: skip
+                  and getattr(spec, f.name) != getattr(theirs[name], f.name)]
         if fields:
             return f"{name}: the tables give another {', '.join(fields)}"
     return None
@@ -78,7 +78,7 @@ def _describe(observed: Observed) -> str:
 
 
 def disagreements(text: str, root: Path, observed: list[Observed], here: Facts,
-                  skipped: frozenset[str] = frozenset()) -> list[str]:  # fmt: skip
+                  skipped: frozenset[str] = frozenset()) -> list[str]:
     """One line per run whose build the tables in ``text`` do not reproduce; ``skipped``
     extensions may be left out on purpose (they need CUDA where setup.py did not ask)."""
     document = tomllib.loads(text)
@@ -87,7 +87,7 @@ def disagreements(text: str, root: Path, observed: list[Observed], here: Facts,
         facts = _facts(run.env, run.cuda, here)
         alone = tomllib.loads(render_plan(Plan(base=dataclasses.replace(run.converted))))
         difference = _difference(_specs(root, document, facts), _specs(root, alone, facts),
-                                 skipped)  # fmt: skip
+                                 skipped)
         if difference is not None:
             found.append(f"with {_describe(run)}, setup.py builds otherwise: {difference}")
     return found

@@ -108,7 +108,7 @@ class BuildExtension(build_ext):
             extension_spec(ext, self.get_ext_fullname(ext.name), root=root, command=command,
                            torch=torch)
             for ext in self.extensions
-        ]  # fmt: skip
+        ]
         build_dir = persistent_build_dir(self, torch)
         what = f"setup.py build_ext of {self.distribution.get_name()}"
         # Held until the artifacts are copied out: no concurrent build relinks them meanwhile.

@@ -78,9 +78,9 @@ def CUDAExtension(  # noqa: N802  (torch's names)
     dlink_libraries = list(kwargs.pop("dlink_libraries", None) or [])
     cuda_includes, cuda_libraries = cuda_directories()
     kwargs["include_dirs"] = [*_listed(kwargs, "include_dirs"), *torch_include_paths(),
-                              *cuda_includes]  # fmt: skip
+                              *cuda_includes]
     kwargs["library_dirs"] = [*_listed(kwargs, "library_dirs"), *torch_library_paths(),
-                              *cuda_libraries]  # fmt: skip
+                              *cuda_libraries]
     limited = bool(kwargs.get("py_limited_api", False))
     libraries = _listed(kwargs, "libraries") + _torch_libraries(limited) + [CUDART]
     if toolchain.find_torch().has_cuda_runtime:

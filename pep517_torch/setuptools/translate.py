@@ -178,7 +178,7 @@ def extension_spec(
     compile_args = arguments.compile_args()
     macros, undefined = _macros(arguments, command)
     undefine = [f"-U{name}" for name in (*command.undef, *arguments.strings("undef_macros"),
-                                         *undefined)]  # fmt: skip
+                                         *undefined)]
     dlink, dlink_libraries, dlink_flags = _device_link(arguments, compile_args.get("nvcc_dlink"))
     include_dirs = _absolute([*arguments.strings("include_dirs"), *command.include_dirs], root)
     library_dirs = _absolute([*arguments.strings("library_dirs"), *command.library_dirs], root)

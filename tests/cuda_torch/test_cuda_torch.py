@@ -92,7 +92,7 @@ def test_wheel_links_c10_cuda_and_torch_cuda(tmp_path: Path) -> None:
         [sys.executable, "-m", "pip", "wheel", "-v", "--no-build-isolation", "--no-deps",
          "-w", str(tmp_path / "dist"), "-Ccuda-arch-list=8.0;9.0+PTX", str(project)],
         capture_output=True, text=True, timeout=900,
-    )  # fmt: skip
+    )
     log = result.stdout + result.stderr
     assert result.returncode == 0, log
     assert "is a CPU build" not in log  # the CPU-torch note is for CPU torch only
@@ -162,11 +162,11 @@ def test_setuptools_face_links_c10_cuda_and_torch_cuda_like_torchs(tmp_path: Pat
              "-w", str(tmp_path / f"dist-{who}"), str(project)],
             capture_output=True, text=True, timeout=1800,
             env={**os.environ, "TORCH_CUDA_ARCH_LIST": "8.0"},
-        )  # fmt: skip
+        )
         assert result.returncode == 0, result.stdout + result.stderr
         (wheels[who],) = (tmp_path / f"dist-{who}").glob("cudatorchops-0.1.0-*.whl")
     names = {who: sorted(n for n in zipfile.ZipFile(w).namelist() if ".dist-info/" not in n)
-             for who, w in wheels.items()}  # fmt: skip
+             for who, w in wheels.items()}
     assert names["ours"] == names["torch"]
     site = tmp_path / "site"
     zipfile.ZipFile(wheels["ours"]).extractall(site)
