@@ -40,6 +40,9 @@ HEADER_FIXTURE = ROOT / "fixtures" / "bench4h"
 # Ours builds with a machine-wide PCH cache of the benchmark's own (emptied where a row says
 # "empty") and no compiler cache: torch's path has neither.
 OURS_ENV = {"PEP517_TORCH_COMPILER_LAUNCHER": "none"}
+# torch >= 2.13 puts ccache or sccache in front of its compiler when one is installed (as
+# `make tools` does): off for every command, so both sides compile without a compiler cache.
+NO_CACHES = {"TORCH_NO_COMPILER_WRAPPER": "1"}
 PYTHON = sys.executable
 THEIRS_PYPROJECT = """\
 [build-system]
@@ -103,7 +106,7 @@ def run(args: list[str | Path], *, cwd: Path | None = None, env: dict[str, str] 
         stdout_only: bool = False) -> tuple[float, str]:
     start = time.perf_counter()
     result = subprocess.run([str(a) for a in args], cwd=cwd, capture_output=True, text=True,
-                            env={**os.environ, **(env or {})})
+                            env={**os.environ, **NO_CACHES, **(env or {})})
     elapsed = time.perf_counter() - start
     output = result.stdout + result.stderr
     if result.returncode != 0:

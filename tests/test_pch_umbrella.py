@@ -77,6 +77,10 @@ def test_umbrella_through_a_project_header_is_shared_by_projects_and_torch_paths
     assert entry.header == "<torch/library.h>" and entry.directory.parent == machine
     assert (first.run.compiled, first.run.precompiled) == (2, 1)
     assert entry.output.stat().st_size > 10_000_000
+    # The stub pch.h this build wrote into the machine cache is no input of the project: the
+    # same build again compiles nothing.
+    again = run_build(first_root, spec, "pch", pch_eager=True, pch_cache_dir=machine)
+    assert (again.run.compiled, again.run.linked, again.run.precompiled) == (0, 0, 0)
     plain = run_build(first_root, dataclasses.replace(spec, pch=False), "plain")
     assert plain.run.compiled == 2 and plain.plan.pch_cache == ()
     assert objects(first) == objects(plain)  # byte-identical with and without the PCH

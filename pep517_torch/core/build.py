@@ -410,8 +410,10 @@ def run(
     if plan.pch_cache_dir is not None and plan.pch_cache:
         pch_cache.evict(plan.pch_cache_dir, options.pch_cache_size)
     if result.steps or not inputs.has_record(plan.build_dir):
+        # The PCH stubs this build wrote into the machine cache are its outputs, not inputs.
+        ours = [plan.pch_cache_dir] if plan.pch_cache_dir is not None else []
         deps = header_dependencies(plan)
-        inputs.record(plan.build_dir, deps, [plan.torch.root], started_ns=started_ns)
+        inputs.record(plan.build_dir, deps, [plan.torch.root, *ours], started_ns=started_ns)
     hits_after = launchers.cache_hits(plan.launcher, env) if hits_before is not None else None
     if hits_before is not None and hits_after is not None:
         result.cache_hits = hits_after - hits_before

@@ -7,7 +7,8 @@ PCH) its inputs with a sha256 of their content; before the next build, an output
 whose content differs is deleted, so ninja rebuilds exactly that output and what links it.
 
 Tracked inputs are the sources and the headers the depfiles list, minus torch's (covered by the
-build directory's torch key) and the build directory's own files; system headers (``-isystem``
+build directory's torch key) and our own outputs (the build directory's files, the PCH stubs in
+the machine-wide cache); system headers (``-isystem``
 directories included) are not in ``-MMD`` depfiles at all. Only a file whose (mtime, size,
 ctime, inode) changed is hashed again, so a no-op build costs one stat per input.
 """
