@@ -335,6 +335,7 @@ def test_load_with_cu_sources(
         )
     assert module.__name__ == "jit_cudaops"
     warned = [str(w.message) for w in caught]
+    assert {w.filename for w in caught} <= {__file__}  # they point at the load() call
     assert sum(CPU_NOTE in w for w in warned) == (0 if TORCH.has_cuda_runtime else 1), warned
     assert module.ceil_div(9, 4) == 3
     assert TOOLKIT is not None and module.cudart_version() // 1000 == TOOLKIT.version[0]

@@ -55,6 +55,16 @@ def _say(verbose: bool) -> Callable[[str], None] | None:
     return _stderr if watched else None
 
 
+def _caller_stacklevel() -> int:
+    """The ``stacklevel`` that makes a warning point at the first frame outside this package
+    (the user's ``load()`` or ``load_inline()`` call), seen from the function calling this."""
+    package = str(Path(__file__).parent.parent)
+    frame, level = sys._getframe(1), 1
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(package):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
 def _stderr(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
@@ -95,8 +105,9 @@ def _build(
 ) -> None:
     plan = core_build.prepare([spec], options)
     if say is None:  # unwatched: what a build note warns of still reaches the caller, as torch's do
+        level = _caller_stacklevel()
         for note in plan.notes:
-            warnings.warn(f"pep517_torch: {note}", stacklevel=5)
+            warnings.warn(f"pep517_torch: {note}", stacklevel=level)
     started = time.perf_counter()
     run = core_build.run(
         plan, options, log=say or _stderr, what=f"Error building extension '{spec.name}'",
