@@ -15,7 +15,8 @@ from validate_pyproject.errors import ValidationError
 from validate_pyproject.plugins import PluginWrapper
 
 from pep517_torch.config import parse_settings
-from pep517_torch.config.model import MODEL_CLASSES, toml_key
+from pep517_torch.config.fields import toml_key
+from pep517_torch.config.model import MODEL_CLASSES
 from pep517_torch.config.pyproject import tomllib
 from pep517_torch.config.schema import (
     BEGIN_MARKER,

@@ -207,7 +207,8 @@ def test_a_new_environment_setting_needs_only_the_model(monkeypatch: pytest.Monk
     import dataclasses
 
     from pep517_torch.config import layers
-    from pep517_torch.config.model import ProjectSettings, setting
+    from pep517_torch.config.fields import setting
+    from pep517_torch.config.model import ProjectSettings
     from pep517_torch.jit import stamp
     from pep517_torch.migrate.settings_keys import backend_variables
 

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from typing import Any, Literal, get_args, get_origin
 
 from ..errors import ConfigError
-from .model import ProjectSettings, toml_key
+from .fields import toml_key
+from .model import ProjectSettings
 from .parse import convert, describe_type, one_line_problem, type_hints, union_members
 
 TOOL_ENV = ("CXX", "CC", "CUDA_HOME", "CUDA_PATH")  # their values end up in build.ninja

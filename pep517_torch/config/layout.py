@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import ConfigError
-from .model import MODULE_NAME_PATTERN, ProjectSettings
+from .fields import MODULE_NAME_PATTERN
+from .model import ProjectSettings
 from .overrides import Origins
 from ..project_tree import require_inside
 from .paths import contained, expand_glob

@@ -1,34 +1,13 @@
 """The settings model: one set of dataclasses drives parsing, the JSON schema and the docs.
 
-A field ``snake_case_name`` is the TOML key ``snake-case-name`` (a trailing underscore, as in
-``if_``, is dropped). ``field(metadata=...)`` carries everything the three consumers need:
-
-``help``            one paragraph for the schema description and the reference docs
-``pattern``         regex every string in the value must match (also a schema ``pattern``)
-``pattern_help``    what a value failing ``pattern`` is not (for the error message)
-``check``           extra check for every string in the value: returns an error or None
-``multiline``       the strings may hold line breaks (every other string is refused with one,
-                    since strings become file names and command-line arguments)
-``format``          JSON-schema ``format`` for validate-pyproject (documentation only here)
-``key_pattern``     regex every key of a table value must match (schema ``propertyNames``)
-``minimum``         smallest allowed integer
-``maximum``         largest allowed integer
-``min_items``       smallest allowed list length
-``config_setting``  the key may also be given as ``-C key=value``
-``env``             environment variable that sets the key (below -C, above pyproject); every
-                    face reads it, as the BuildOptions field of the same name
-``option``          how a value becomes that BuildOptions field (default: unchanged)
-``runs_only``       the value changes how a build runs, not what it builds (the JIT's warm
-                    check leaves its variable out)
-``flatten``         a ``Partial`` whose keys sit directly in the enclosing table
-``exclude``         keys of a ``Partial`` that are not allowed there
-``appendable_only`` a ``Partial`` that accepts only list and table keys (``append``)
+Each field is a ``setting()`` whose metadata (the vocabulary is in ``fields.py``) says how it is
+checked, documented and layered.
 """
 
 from __future__ import annotations
 
-from dataclasses import MISSING, dataclass, field
-from typing import Any, ClassVar, Generic, Literal, TypeVar
+from dataclasses import dataclass
+from typing import ClassVar, Literal
 
 from .. import limited_api
 from ..core.arch_list import arch_list_problem
@@ -43,27 +22,12 @@ from .checks import (
     valid_specifier,
     valid_version,
 )
+from .fields import IDENTIFIER_PATTERN, MODULE_NAME_PATTERN, Partial, setting
 
-T = TypeVar("T")
-
-
-class Partial(dict[str, Any], Generic[T]):
-    """Type marker: a table holding some of ``T``'s keys, parsed to ``{field name: value}``."""
-
-
-MODULE_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$"
-IDENTIFIER_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
 BUILD_DIR_PLACEHOLDERS = ("wheel_tag", "python_tag", "torch_version", "cuda", "build_type")
 DEFAULT_BUILD_DIR = "build/{wheel_tag}-torch{torch_version}"
 DEFAULT_PCH_CACHE_SIZE = f"{DEFAULT_PCH_CACHE_BYTES // 1024**3}G"
 MAX_JOBS = 4096  # far above any machine's cores; ninja reads -j and pool depths as C ints
-
-
-def setting(default: Any = MISSING, *, help: str, factory: Any = MISSING, **meta: Any) -> Any:
-    """A dataclass field carrying the model metadata (see the module docstring)."""
-    if factory is not MISSING:
-        return field(default_factory=factory, metadata={"help": help, **meta})
-    return field(default=default, metadata={"help": help, **meta})
 
 
 MODULE_NAME = {
@@ -475,6 +439,3 @@ MODEL_CLASSES: tuple[type, ...] = (
     OverrideAppend,
 )
 
-
-def toml_key(field_name: str) -> str:
-    return field_name.rstrip("_").replace("_", "-")

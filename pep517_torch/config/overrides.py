@@ -14,7 +14,8 @@ from typing import Any, TypeVar
 from ..errors import ConfigError
 from .checks import split_list
 from .conditions import CudaState, condition_failure, cuda_state
-from .model import ExtensionSettings, ProjectSettings, toml_key
+from .fields import toml_key
+from .model import ExtensionSettings, ProjectSettings
 from .parse import index_path, key_path
 from .pyproject import TOOL_TABLE
 from .resolved import Facts

@@ -18,7 +18,7 @@ from typing import Any, Literal, Union, get_args, get_origin
 
 from ..core.ninja_syntax import unwritable_character
 from ..errors import ConfigError
-from .model import Partial, toml_key
+from .fields import Partial, toml_key
 
 NoneType = type(None)
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")

@@ -21,7 +21,8 @@ from .layers import (
     passthrough_env,
 )
 from .layout import resolve_layout
-from .model import BUILD_DIR_PLACEHOLDERS, ProjectSettings, toml_key
+from .fields import toml_key
+from .model import BUILD_DIR_PLACEHOLDERS, ProjectSettings
 from .overrides import Origins, apply_overrides, current_cuda
 from .pyproject import parse_settings
 from .resolved import Facts, ResolvedProject

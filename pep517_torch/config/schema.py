@@ -16,6 +16,7 @@ import typing
 from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
 
+from .fields import Partial, toml_key
 from .model import (
     Condition,
     CudaVariant,
@@ -23,10 +24,8 @@ from .model import (
     ExtensionSettings,
     Override,
     OverrideAppend,
-    Partial,
     ProjectSettings,
     VersionSettings,
-    toml_key,
 )
 from .parse import (
     NoneType,

@@ -9,13 +9,13 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, get_origin
 
+from ..config.fields import toml_key
 from ..config.model import (
     PROJECT_ONLY_KEYS,
     CudaVariant,
     ExtensionSettings,
     OverrideAppend,
     ProjectSettings,
-    toml_key,
 )
 from ..config.parse import fields_by_key, partial_keys, type_hints, union_members
 from ..config.layers import PASSTHROUGH_ENV, env_fields
