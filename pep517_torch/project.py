@@ -233,7 +233,7 @@ def _record_editable(
     rebuild command."""
     import sys
 
-    from .config.layers import PASSTHROUGH_ENV, TOOL_ENV, env_fields
+    from .config.layers import read_env
     from .core import progress
     from .distribution import editable
     from .project_tree import is_build_dir
@@ -245,7 +245,7 @@ def _record_editable(
         Path(progress.__file__).read_text(encoding="utf-8"),
         editable.Replan(sys.executable, state_file),
     )
-    names = {*PASSTHROUGH_ENV, *TOOL_ENV, *env_fields(), project.version.suffix_env or ""} - {""}
+    names = {*read_env(), project.version.suffix_env or ""} - {""}
     sources = [source for spec in project.extensions for source in spec.sources]
     folders = editable.watched_folders(project.root, sources, is_build_dir)
     editable.write_state(state_file, editable.EditableState(

@@ -57,6 +57,12 @@ def artifact_env() -> tuple[str, ...]:
     return (*TOOL_ENV, *settings)
 
 
+def read_env() -> tuple[str, ...]:
+    """Every variable a resolution reads: passed on to the compile core or setting a key
+    (an editable install records their values to re-plan as it was installed)."""
+    return (*PASSTHROUGH_ENV, *env_fields())
+
+
 def option_value(fld: dataclasses.Field[Any], value: Any) -> Any:
     """A setting's value as the BuildOptions field of the same name holds it."""
     convert = fld.metadata.get("option")
