@@ -131,6 +131,7 @@ def _compile(loaded: Loaded) -> BuildResult | None:
     from .core import build as core_build
 
     project = loaded.project
+    _check_skipped(project)
     for name, reason in project.skipped:
         log(f"pep517_torch: skipping extension {name}: {reason}")
     if not project.extensions:
@@ -142,6 +143,19 @@ def _compile(loaded: Loaded) -> BuildResult | None:
     result = core_build.build(list(project.extensions), project.options, log=log)
     log(f"pep517_torch: {result.summary()}")
     return result
+
+
+def _check_skipped(project: config.ResolvedProject) -> None:
+    """A build that skips every extension would ship a wheel without one (`py3-none-any`,
+    whose import fails): an error, unless each skipped extension says it is optional."""
+    if project.extensions or not project.required_skipped:
+        return
+    reasons = "; ".join(f"{name}: {reason}" for name, reason in project.skipped)
+    raise ConfigError(
+        f"every extension is skipped, so the wheel would hold none ({reasons}); make a build"
+        f" here build one, or set {project.required_skipped[0]} = true for each extension the"
+        " project works without"
+    )
 
 
 def prepare_metadata(root: Path, metadata_directory: Path, config_settings: ConfigSettings) -> str:

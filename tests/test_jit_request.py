@@ -57,7 +57,7 @@ def test_a_stamp_holds_the_environment_it_was_built_in(tmp_path: Path) -> None:
     source = write(tmp_path / "m.cpp", "int f() { return 0; }\n")
     built_in = {"TORCH_CUDA_ARCH_LIST": "8.0", "MAX_JOBS": "2"}
     stamp_file = stamp.stamp_path(tmp_path, "m")
-    stamp.write(stamp_file, "key", [source], built_in)
+    stamp.write(stamp_file, "key", [source], built_in, artifact)
     assert stamp.is_fresh(stamp_file, "key", artifact, built_in)
     assert stamp.is_fresh(stamp_file, "key", artifact, {**built_in, "MAX_JOBS": "7"})
     other_arch = {**built_in, "TORCH_CUDA_ARCH_LIST": "9.0"}

@@ -222,18 +222,22 @@ def _spec_keys(
 
 def resolve_extensions(
     ctx: ExtensionContext, extensions: list[ExtensionSettings], origins: list[Origins]
-) -> tuple[tuple[ExtensionSpec, ...], tuple[tuple[str, str], ...]]:
-    """The specs to build and the (name, reason) of those turned off or whose `if` fails."""
+) -> tuple[tuple[ExtensionSpec, ...], tuple[tuple[str, str], ...], tuple[str, ...]]:
+    """The specs to build, the (name, reason) of those turned off or whose `if` fails, and
+    the `optional` key of each skipped extension that is not optional."""
     check_static(extensions, origins)
     specs: list[ExtensionSpec] = []
     skipped: list[tuple[str, str]] = []
+    required: list[str] = []
     for ext, where in zip(extensions, origins, strict=True):
         reason = skip_reason(ctx, ext, where)
         if reason is not None:
             skipped.append((ext.name, reason))
+            if not ext.optional:
+                required.append(where.of("optional"))
             continue
         specs.append(build_spec(ctx, ext, where))
-    return tuple(specs), tuple(skipped)
+    return tuple(specs), tuple(skipped), tuple(required)
 
 
 def skip_reason(ctx: ExtensionContext, ext: ExtensionSettings, origins: Origins) -> str | None:

@@ -221,6 +221,12 @@ class ExtensionSettings:
         help="Build this extension only when the condition holds; otherwise it is listed as"
         " skipped with the reason.",
     )
+    optional: bool = setting(
+        False,
+        help="`true`: the project works without this extension, so a build where it is skipped"
+        " (by `enabled`, `if`) still succeeds. A build that skips every extension fails with"
+        " the reasons unless each of them is optional: it would ship a wheel without one.",
+    )
     cuda: CudaVariant | None = setting(
         None,
         help='Merged in (lists appended, macros merged) when `with-cuda = true`, or `"auto"`'

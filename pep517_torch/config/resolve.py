@@ -141,7 +141,9 @@ def resolve_project(
         project_origins=origins,
         build_type=build_type,
     )
-    specs, skipped = resolve_extensions(context, applied.extensions, applied.extension_origins)
+    specs, skipped, required_skipped = resolve_extensions(
+        context, applied.extensions, applied.extension_origins
+    )
     problem = unwritable_character(str(root)) if specs else None
     if problem:
         raise ConfigError(
@@ -166,6 +168,7 @@ def resolve_project(
         project_table=pyproject.get("project", {}),
         extensions=specs,
         skipped=skipped,
+        required_skipped=required_skipped,
         options=options,
         layout=layout,
         torch_requirement=project.torch_requirement,

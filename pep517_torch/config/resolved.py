@@ -58,6 +58,8 @@ class ResolvedProject:
     skipped: tuple[tuple[str, str], ...]  # (extension name, why it is not built here)
     options: BuildOptions
     layout: PackageLayout
+    # the `optional` key of each skipped extension that is not optional
+    required_skipped: tuple[str, ...] = ()
     torch_requirement: TorchRequirement = "minor"
     torch_import_check: bool = False
     cuda_enabled: bool = False

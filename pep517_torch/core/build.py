@@ -5,17 +5,18 @@ from __future__ import annotations
 import dataclasses
 import os
 import subprocess
+import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..atomic import write_if_changed
+from ..atomic import write_if_changed, writing
 from ..errors import BuildError, ConfigError, ToolchainError
 from ..project_tree import mark_build_dir
 from . import flags as flags_mod
-from . import graph, inputs, jobs, pch, pch_cache, scan, toolchain
+from . import graph, inputs, jobs, pch, pch_cache, pch_seal, scan, toolchain
 from . import launcher as launchers
 from .progress import LOG_NAME
 from .runner import Log, NinjaRun, _stderr, run_ninja
@@ -39,6 +40,8 @@ class BuildPlan:
     descriptions: dict[str, str]  # ninja output -> what building it means, for error messages
     pch_cache: tuple[pch.PchPlan, ...] = ()  # the machine-wide cache's entries this build uses
     pch_cache_dir: Path | None = None  # that cache (None: PCHs stay in the build directory)
+    specs: tuple[ExtensionSpec, ...] = ()  # what it builds (a retry without PCHs plans them again)
+    uses_pch: bool = False  # some compile uses a precompiled header, or some edge makes one
 
 
 @dataclass(frozen=True)
@@ -294,8 +297,12 @@ def prepare(
                          tuple(notes), compiler, torch, tuple(launcher), {})
     # Every check passed (tools, flags, arch lists nvcc can build): only now write anything.
     _check_build_dir(build_dir)
+    if shared_pch:
+        _check_cache_entries(plans, planner.pch_plans, notes)
     for entry in planner.pch_plans.values():
         entry.decide(eager=options.pch_eager and shared_pch, heavy_jobs=job_plan.heavy)
+    if shared_pch:
+        _skip_unkeepable(planner.pch_plans.values(), pch_dir, options.pch_cache_size, notes)
     text = graph.render(
         plans,
         list(planner.pch_plans.values()),
@@ -310,11 +317,13 @@ def prepare(
         local_heavy_depth=job_plan.local_heavy_depth,
         arguments=launchers.command_arguments(launcher_name, options.source_root, build_dir),
         nvcc_dlink=[str(cuda.toolkit.nvcc)] if cuda else None,
+        pch_seal=[sys.executable, pch_seal.__file__] if shared_pch else (),
     )
     ninja_file = build_dir / "build.ninja"
-    if write_if_changed(ninja_file, text) or not (build_dir / COMPDB).exists():
-        _write_compile_commands(ninja, build_dir)
-    inputs.discard_changed(build_dir)  # ninja rebuilds what an edit with an old mtime changed
+    with writing(build_dir):  # a full disk: one line naming it, not a traceback
+        if write_if_changed(ninja_file, text) or not (build_dir / COMPDB).exists():
+            _write_compile_commands(ninja, build_dir)
+        inputs.discard_changed(build_dir)  # ninja rebuilds what an edit with an old mtime changed
     return BuildPlan(
         build_dir=build_dir,
         ninja=ninja,
@@ -329,7 +338,47 @@ def prepare(
         descriptions=_descriptions(plans, options.source_root),
         pch_cache=tuple(p for p in planner.pch_plans.values() if p.shared),
         pch_cache_dir=pch_dir if shared_pch else None,
+        specs=tuple(specs),
+        uses_pch=bool(planner.pch_plans),
     )
+
+
+def _check_cache_entries(
+    plans: Sequence[graph.ExtensionPlan], registry: dict[str, pch.PchPlan], notes: list[str]
+) -> None:
+    """Verify each machine-cache entry this build would use: a damaged one is removed (and
+    made again, when the build makes its PCH), or, held by another build, not used."""
+    for key, entry in list(registry.items()):
+        if not entry.shared:
+            continue
+        reason = pch_cache.damage(entry.directory)
+        if reason is None:
+            continue
+        found = pch_cache.Entry(entry.directory, 0, 0.0, {})
+        if pch_cache.remove(found):
+            notes.append(f"precompiled header {entry.output} was damaged ({reason}): removed")
+            continue
+        notes.append(f"precompiled header {entry.output} is damaged ({reason}) and in use by"
+                     " another build: compiling without it")
+        del registry[key]
+        for plan in plans:
+            for unit in plan.units:
+                if unit.pch is entry:
+                    unit.pch = None
+
+
+def _skip_unkeepable(
+    entries: Iterable[pch.PchPlan], root: Path, limit: int, notes: list[str]
+) -> None:
+    """Do not make a PCH the machine cache cannot keep: the users compile with the header
+    as text (the same objects), instead of making and evicting one on every build."""
+    for entry in entries:
+        if not (entry.shared and entry.build) or entry.output.exists():
+            continue
+        reason = pch_cache.room_for(root, entry.header.strip("<>"), limit)
+        if reason is not None:
+            entry.build = False
+            notes.append(f"precompiled header {entry.header} not made: {reason}")
 
 
 def _descriptions(plans: Sequence[graph.ExtensionPlan], source_root: Path | None) -> dict[str, str]:
@@ -390,34 +439,63 @@ def run(
             env.setdefault("CCACHE_BASEDIR", str(options.source_root))
     hits_before = launchers.cache_hits(plan.launcher, env)
     started_ns = time.time_ns()
-    with pch_cache.Hold(entry.directory for entry in plan.pch_cache):
-        for entry in plan.pch_cache:
-            pch_cache.write_info(entry.directory, entry.info)
-        result = run_ninja(
-            plan.ninja,
-            plan.build_dir,
-            jobs=plan.jobs.jobs,
-            verbose=options.verbose,
-            show_progress=not options.quiet,
-            log=log,
-            env=env,
-            what=what,
-            header=header,
-            notes=plan.notes,
-            descriptions=plan.descriptions,
-            log_file=plan.build_dir / LOG_NAME,
-        )
+    try:
+        with pch_cache.Hold(entry.directory for entry in plan.pch_cache):
+            for entry in plan.pch_cache:
+                with writing(entry.directory):
+                    pch_cache.write_info(entry.directory, entry.info)
+            result = run_ninja(
+                plan.ninja,
+                plan.build_dir,
+                jobs=plan.jobs.jobs,
+                verbose=options.verbose,
+                show_progress=not options.quiet,
+                log=log,
+                env=env,
+                what=what,
+                header=header,
+                notes=plan.notes,
+                descriptions=plan.descriptions,
+                log_file=plan.build_dir / LOG_NAME,
+            )
+    except BuildError as exc:
+        reason = _pch_failure(plan, exc)
+        if reason is None:
+            raise
+        # Once, without any PCH: a PCH may only ever make a build faster.
+        log(f"pep517_torch: {reason}: building again without precompiled headers")
+        retry = dataclasses.replace(options, pch=False)
+        return run(prepare(plan.specs, retry), retry, log=log, what=what, header=header)
     if plan.pch_cache_dir is not None and plan.pch_cache:
         pch_cache.evict(plan.pch_cache_dir, options.pch_cache_size)
     if result.steps or not inputs.has_record(plan.build_dir):
         # The PCH stubs this build wrote into the machine cache are its outputs, not inputs.
         ours = [plan.pch_cache_dir] if plan.pch_cache_dir is not None else []
         deps = header_dependencies(plan)
-        inputs.record(plan.build_dir, deps, [plan.torch.root, *ours], started_ns=started_ns)
+        with writing(plan.build_dir):
+            inputs.record(plan.build_dir, deps, [plan.torch.root, *ours], started_ns=started_ns)
     hits_after = launchers.cache_hits(plan.launcher, env) if hits_before is not None else None
     if hits_before is not None and hits_after is not None:
         result.cache_hits = hits_after - hits_before
     return result
+
+
+_PCH_TROUBLE = ("precompiled header", "PCH file", ".gch")
+
+
+def _pch_failure(plan: BuildPlan, error: BuildError) -> str | None:
+    """Why a failed build may be a PCH's fault (None: it is not, or it used none). The
+    machine-cache entries it names, or that are damaged, are removed on the way."""
+    if not plan.uses_pch:
+        return None
+    output = error.output
+    if not any(marker in output for marker in _PCH_TROUBLE):
+        return None
+    for entry in plan.pch_cache:
+        if str(entry.output) in output or pch_cache.damage(entry.directory) is not None:
+            pch_cache.remove(pch_cache.Entry(entry.directory, 0, 0.0, {}))
+    first = (error.first_error or "a compile failed on a precompiled header").splitlines()[0]
+    return f"precompiled header trouble ({first})"
 
 
 def build(

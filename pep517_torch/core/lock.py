@@ -19,7 +19,7 @@ from pathlib import Path
 
 import filelock
 
-from ..atomic import write_atomic
+from ..atomic import write_atomic, writing
 from ..errors import ToolchainError
 from ..project_tree import mark_build_dir
 
@@ -68,7 +68,8 @@ def build_lock(
     except OSError as exc:
         raise ToolchainError(f"cannot lock build directory {build_dir}: {exc}") from None
     try:
-        _write_owner(build_dir, what)
+        with writing(build_dir):  # a full disk: one line naming it, not a traceback
+            _write_owner(build_dir, what)
         yield
     finally:
         lock.release()

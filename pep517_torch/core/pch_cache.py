@@ -4,6 +4,7 @@ One directory per key (compiler, torch build, flags, header; see ``pch.py``)::
 
     <root>/pch/<key>/pch.h        the stub that includes the torch header
                     /pch.h.gch    written by ninja under a temporary name, then renamed
+                    /pch.h.gch.seal  its checksum, written before that rename (pch_seal.py)
                     /entry.json   what the entry is, for `python -m pep517_torch cache`
                     /lock         builds hold it shared; its mtime is the entry's last use
 
@@ -12,6 +13,10 @@ ends; eviction takes the lock exclusively without waiting, so an entry in use is
 and a removed entry is renamed away first, so nobody ever sees half of one. Last use is
 recorded by the build (access times are unreliable: noatime, relatime). After each build, the
 least recently used entries go until the cache fits its bound.
+
+A build checks each entry's seal before it uses it (:func:`damage`); a damaged one is removed
+(or, while another build holds it, not used). A PCH the cache cannot keep (its bound, or the
+free space of its disk, is smaller than one: :func:`room_for`) is not made at all.
 """
 
 from __future__ import annotations
@@ -27,10 +32,16 @@ from pathlib import Path
 from types import TracebackType
 
 from ..atomic import write_if_changed
+from . import pch_seal
 
 ENV_DIR = "PEP517_TORCH_CACHE_DIR"
 LOCK = "lock"
 INFO = "entry.json"
+GCH = "pch.h.gch"
+# What one PCH of a torch umbrella takes when this cache holds none of that header to measure
+# (gcc 12, -O3, torch 2.13: <torch/library.h>, the smallest, is 224 MiB): a floor, not a promise.
+_TYPICAL_SIZE = {"torch/library.h": 200 << 20}
+_DEFAULT_SIZE = 250 << 20
 _TRASH = ".trash-"
 
 
@@ -108,6 +119,35 @@ def entries(root: Path) -> list[Entry]:
             last_used = 0.0  # never held: an entry some interrupted build started
         found.append(Entry(child, _size(child), last_used, _read_info(child)))
     return sorted(found, key=lambda e: (e.last_used, e.key))
+
+
+def damage(directory: Path) -> str | None:
+    """Why the entry's .gch is damaged (None: sound, or not made yet)."""
+    return pch_seal.damage(str(directory / GCH))
+
+
+def expected_size(root: Path, header: str) -> int:
+    """About how many bytes a PCH of ``header`` takes: the largest this cache holds of it,
+    else a typical size."""
+    sizes = [e.size for e in entries(root) if e.info.get("header") == header and e.size > 0]
+    return max(sizes) if sizes else _TYPICAL_SIZE.get(header, _DEFAULT_SIZE)
+
+
+def room_for(root: Path, header: str, limit: int) -> str | None:
+    """Why a new PCH of ``header`` cannot be kept in the cache at ``root`` (None: it can):
+    the bound ``limit`` is smaller than one, or the disk has less free space than one."""
+    needed = expected_size(root, header)
+    if limit < needed:
+        return (f"the machine-wide cache's bound ({format_size(limit)}, PEP517_TORCH_PCH_CACHE_SIZE"
+                f" or pch-cache-size) is smaller than one (about {format_size(needed)})")
+    try:
+        free = shutil.disk_usage(root).free
+    except OSError:
+        return None
+    if free < needed:
+        return (f"the disk of the machine-wide cache {root} has {format_size(free)} free, and one"
+                f" takes about {format_size(needed)}")
+    return None
 
 
 def write_info(directory: Path, info: Mapping[str, object]) -> None:

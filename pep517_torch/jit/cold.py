@@ -8,6 +8,7 @@ import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from ..atomic import writing
 from ..core import build as core_build
 from ..core import inputs as core_inputs
 from ..core.lock import build_lock
@@ -95,12 +96,18 @@ def build(
     with build_lock(build_dir, f"'{target}'", say=say or (lambda line: None)):
         if stamp.is_fresh(stamp_file, key, request.artifact(build_dir, target), env):
             return  # another process built it while we waited
+        artifact = request.artifact(build_dir, target)
+        if stamp.replaced_artifact(stamp_file, artifact):
+            # ninja trusts an output newer than its inputs: a truncated one would stay.
+            if say is not None:
+                say(f"pep517_torch: {artifact} is not the file this build made: relinking it")
+            artifact.unlink(missing_ok=True)
         stamp.invalidate(stamp_file)
-        _build(spec, options, key, stamp_file, say)
+        _build(spec, options, key, stamp_file, artifact, say)
 
 
 def _build(
-    spec: ExtensionSpec, options: BuildOptions, key: str, stamp_file: Path,
+    spec: ExtensionSpec, options: BuildOptions, key: str, stamp_file: Path, artifact: Path,
     say: Callable[[str], None] | None,
 ) -> None:
     plan = core_build.prepare([spec], options)
@@ -117,7 +124,8 @@ def _build(
     recorded = core_inputs.recorded_inputs(plan.build_dir)  # sources and project headers
     mine = (paths for obj, paths in recorded.items() if obj.startswith(f"obj/{spec.name}/"))
     inputs = [*spec.sources, *(p for paths in mine for p in paths)]
-    stamp.write(stamp_file, key, inputs, options.env)
+    with writing(stamp_file.parent):
+        stamp.write(stamp_file, key, inputs, options.env, artifact)
     if say is not None and run.steps:
         extra = f", {run.precompiled} header precompiled" if run.precompiled else ""
         log = f" (log: {run.log_file})" if run.log_file else ""

@@ -8,6 +8,10 @@ ctime, inode) of every user file the build read: sources and the project headers
 depfiles listed. ctime and inode catch a replaced file whose mtime was set back (``cp -p``,
 ``rsync -t``): the cold path then asks the compile core, which compares content hashes.
 System and torch headers are covered by the compiler identity and torch version in the key.
+The artifact's own identity is recorded too (the same stat fields, taken after it was linked):
+a truncated artifact, or another library copied over it (``cp -p`` keeps the mtime, not the
+inode or ctime), is not what we built, and rebuilds. One stat, no hash: the warm path reads
+no file but the stamp (hashing a 50 MB library on every load would cost more than the load).
 This module is on the warm path: it imports nothing heavy.
 """
 
@@ -28,7 +32,7 @@ from ..core.identity import compiler_identity
 if TYPE_CHECKING:
     from .request import JitRequest
 
-STAMP_VERSION = 3  # 3: the environment's values are recorded, not hashed into the key
+STAMP_VERSION = 4  # 4: the artifact's identity is recorded; 3: the environment's values
 
 
 def fingerprint(request: JitRequest, env: Mapping[str, str], *extra: str) -> str:
@@ -73,15 +77,29 @@ def is_fresh(stamp: Path, key: str, artifact: Path, env: Mapping[str, str]) -> b
         return False
     if any(env.get(name) != value for name, value in data.get("env", {}).items()):
         return False
-    if not artifact.exists():
-        return False
+    if _state(str(artifact)) != data.get("artifact"):
+        return False  # missing, or not the file we built (truncated, replaced)
     return all(_state(entry[0]) == entry for entry in data.get("inputs", []))
 
 
-def write(stamp: Path, key: str, inputs: Iterable[Path], env: Mapping[str, str]) -> None:
+def replaced_artifact(stamp: Path, artifact: Path) -> bool:
+    """Whether ``artifact`` exists but is not the file the stamp recorded (truncated, or
+    another file copied over it): the build must relink it, whatever its mtime says."""
+    try:
+        recorded = json.loads(stamp.read_bytes()).get("artifact")
+    except (OSError, ValueError, AttributeError):
+        return False
+    current = _state(str(artifact))
+    return recorded is not None and current[1] is not None and current != recorded
+
+
+def write(
+    stamp: Path, key: str, inputs: Iterable[Path], env: Mapping[str, str], artifact: Path
+) -> None:
     data = {
         "version": STAMP_VERSION,
         "key": key,
+        "artifact": _state(str(artifact)),
         "env": recorded_env(env),
         "inputs": [_state(str(p)) for p in sorted(set(inputs))],
     }

@@ -9,7 +9,9 @@ It does nothing unless the project's ``build_ext`` is our BuildExtension; then i
 
 A pyproject.toml whose ``[project]`` table declares the dependencies statically (not listed in
 ``dynamic``, or filled from ``[tool.setuptools.dynamic]``) gets no pin: setuptools would
-overwrite it, and static metadata must not change; the hook says so instead.
+overwrite it, and static metadata must not change; the hook says so instead. A wheel without
+our pin (static dependencies, ``torch_requirement="none"``, no plugin) gets the import check
+instead: BuildExtension puts each module behind ``distribution/import_guard.py``'s shim.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 
 MARKER = "_pep517_torch_build_extension"  # class attribute of our BuildExtension
 APPLIED = "_pep517_torch_torch_pin"  # set on the distribution once the pin is decided
+PINNED = "_pep517_torch_pinned"  # True on the distribution when the wheel requires our pin
 
 
 def finalize_distribution(dist: Any) -> None:
@@ -56,6 +59,7 @@ def _add_pin(dist: Any, mode: str) -> str:
     except InvalidRequirement:
         return "no torch pin: install_requires does not parse (setuptools will say why)"
     dist.install_requires = [str(r) for r in merge_requirements(parsed, [requirement])]
+    setattr(dist, PINNED, True)
     return f"the wheel requires {requirement}"
 
 
