@@ -117,9 +117,11 @@ def _cache(args: argparse.Namespace) -> int:
     for entry in reversed(found):
         info = entry.info
         age = time.time() - entry.last_used
+        damage = pch_cache.damage(entry.directory)
+        state = f"  DAMAGED: {damage} (the next build removes it)" if damage else ""
         print(f"  {entry.key}  <{info.get('header', '?')}>  {info.get('compiler', '?')},"
               f" torch {info.get('torch', '?')}  {pch_cache.format_size(entry.size)}"
-              f"  used {_age(age)} ago")
+              f"  used {_age(age)} ago{state}")
     return 0
 
 

@@ -236,6 +236,7 @@ def _add_editable(
         },
         rebuild=rebuild,
         torch_version=loaded.torch.version if (loaded.torch and project.extensions) else None,
+        root=project.root,
     )
 
 
@@ -254,18 +255,21 @@ def _record_editable(
 
     project, plan = loaded.project, result.plan
     state_file = state_file or plan.build_dir / editable.STATE_NAME
+    names = {*read_env(), project.version.suffix_env or ""} - {""}
+    recorded_env = {name: loaded.env.get(name) for name in sorted(names)}
+    install = {"root": str(project.root), "config_settings": dict(config_settings or {}),
+               "env": recorded_env}
     rebuild = editable.RebuildCommand(
         plan.ninja, plan.build_dir, tuple(plan.targets.values()),
         Path(progress.__file__).read_text(encoding="utf-8"),
-        editable.Replan(sys.executable, state_file),
+        editable.Replan(sys.executable, state_file, install),
     )
-    names = {*read_env(), project.version.suffix_env or ""} - {""}
     sources = [source for spec in project.extensions for source in spec.sources]
     folders = editable.watched_folders(project.root, sources, is_build_dir)
     editable.write_state(state_file, editable.EditableState(
         root=project.root,
         config_settings=dict(config_settings or {}),
-        env={name: loaded.env.get(name) for name in sorted(names)},
+        env=recorded_env,
         artifacts=[(result.artifacts[spec.name], in_tree[spec.name]) for spec in project.extensions],
         rebuild=rebuild,
         watched=[project.root / "pyproject.toml", *folders],
@@ -291,6 +295,7 @@ def rebuild_editable(
                               " pip install -e . --no-build-isolation", "tool.torch-ext.extension")
         for spec in project.extensions:
             link_into_tree(in_tree[spec.name], result.artifacts[spec.name])
+        state_file.parent.mkdir(parents=True, exist_ok=True)
         _record_editable(loaded, result, in_tree, config_settings, state_file)
 
 

@@ -210,7 +210,7 @@ def test_failed_rebuild_raises_import_error_with_the_output(project: Project) ->
     assert "pep517_torch: rebuilding MyProj (editable install)..." in result.stderr
     log = project.build / "build.log"
     assert (f"ImportError: pep517_torch: rebuilding MyProj (editable install) failed"
-            f" (full log: {log}):") in result.stderr
+            f" (full log: {log}); fix the error") in result.stderr
     assert "input.txt:1: error: FAIL found" in result.stderr
     assert "input.txt:1: error: FAIL found" in log.read_text()
 

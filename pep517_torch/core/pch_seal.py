@@ -6,11 +6,12 @@ between the compile and the rename that publishes it (``pch_seal.py TMP FINAL``)
 .gch is never visible without its seal ``FINAL.seal``: its size, inode and mtime, a blake2b
 of the whole file, and a blake2b of 32 blocks sampled across it.
 
-Checking (:func:`damage`) costs one stat and 128 KiB read: the size and the sampled blocks
-must match, and the whole file is hashed again only when its inode or mtime changed (a copy,
-a restore, a write; rare). Hashing the whole file each time would read 30-300 MB per build;
-a write that keeps the size, inode and mtime (only a deliberate ``os.utime`` can) and misses
-every sampled block is the one damage this does not see. Standard library only: it runs as a
+Checking (:func:`damage`) costs two stats and 128 KiB read: the size and the sampled blocks
+must match, and the whole file is hashed again only when its identity says it was touched
+since it was sealed (another inode or mtime, or a ctime later than the seal's: a copy, a
+restore, any write, even one whose mtime was set back), then sealed anew when its bytes are
+the same. Hashing the whole file each time would read 200-400 MB per build; a write within a
+minute of the sealing that misses every sampled block is the damage this does not see. Standard library only: it runs as a
 script, with no package on the path.
 """
 
@@ -25,6 +26,9 @@ SUFFIX = ".seal"
 VERSION = 1
 _BLOCK = 4096
 _SAMPLES = 32
+# The .gch is renamed into place right after its seal is written; a change of its inode
+# (ctime) later than this after the seal means someone wrote to it, or set its times.
+_PUBLISH_NS = 5 * 10**9
 
 
 def _sampled(fd: int, size: int) -> str:
@@ -75,6 +79,21 @@ def write_seal(made: str, final: str) -> None:
         raise
 
 
+def _reseal(gch: str, seal: dict[str, object], st: os.stat_result) -> None:
+    target = gch + SUFFIX
+    temporary = f"{target}.{os.getpid()}.tmp"
+    try:
+        with open(temporary, "w", encoding="utf-8") as stream:
+            stream.write(json.dumps({**seal, "ino": st.st_ino, "mtime_ns": st.st_mtime_ns},
+                                    sort_keys=True))
+        os.replace(temporary, target)
+    except OSError:  # a read-only cache: checked in full again next time
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+
+
 def damage(gch: str) -> str | None:
     """Why the .gch at ``gch`` is not the file that was sealed (None: it is, or it is absent)."""
     try:
@@ -96,9 +115,12 @@ def damage(gch: str) -> str | None:
             return f"it is {st.st_size} bytes, but was {seal.get('size')} when made (truncated?)"
         if _sampled(fd, st.st_size) != seal.get("sampled"):
             return "its content changed since it was made"
-        if (st.st_ino, st.st_mtime_ns) != (seal.get("ino"), seal.get("mtime_ns")):
+        sealed_at = os.stat(gch + SUFFIX).st_mtime_ns
+        moved = (st.st_ino, st.st_mtime_ns) != (seal.get("ino"), seal.get("mtime_ns"))
+        if moved or st.st_ctime_ns > sealed_at + _PUBLISH_NS:
             if _whole(fd) != seal.get("blake2b"):
                 return "its content changed since it was made"
+            _reseal(gch, seal, st)  # the same bytes (a copy, a restore): cheap again next time
         return None
     except OSError as exc:
         return f"it cannot be read ({exc.strerror or exc})"

@@ -20,22 +20,7 @@ from pathlib import Path
 
 from ..errors import BuildError
 from . import progress as progress_module
-from .progress import Progress, run_ninja_followed
-
-# Why a tool stopped when the code is not to blame: the cause beats the error it provokes
-# (ld's "final link failed: No space left on device" beats collect2's "ld returned 1").
-_CAUSE = re.compile(
-    r"No space left on device|Disk quota exceeded|Read-only file system|Permission denied"
-    r"|cannot open output file|internal compiler error|signal terminated program"
-    r"|died due to signal|^Killed\b|out of memory|memory exhausted|Cannot allocate memory"
-)
-_ERROR_PATTERNS = [
-    _CAUSE,
-    re.compile(r"^\S.*?:\d+:(\d+:)? (fatal error|error): "),  # gcc / clang
-    re.compile(r"^\S.*?\(\d+\): (catastrophic error|error): "),  # nvcc front end
-    re.compile(r"undefined reference to|undefined symbol|cannot find -l|ld returned"),
-    re.compile(r"\berror\b", re.I),
-]
+from .progress import Progress, first_error, run_ninja_followed
 
 Log = Callable[[str], None]
 
@@ -65,29 +50,6 @@ class NinjaRun:
     @property
     def precompiled(self) -> int:
         return sum(s.startswith("precompiling ") for s in self.steps)
-
-
-def first_error(output: str) -> str | None:
-    """The first diagnostic worth showing, with the source line and caret gcc prints after it.
-
-    A cause (a full disk, an out-of-memory kill, an internal compiler error...) comes first.
-    Source lines quoted under a diagnostic (indented) and the command ninja echoes after
-    ``FAILED:`` are never picked: the code or flags may contain any of these words."""
-    lines = output.splitlines()
-    echoed = {index + 1 for index, line in enumerate(lines) if line.startswith("FAILED:")}
-    for pattern in _ERROR_PATTERNS:
-        for index, line in enumerate(lines):
-            if index in echoed or line.startswith(("FAILED:", "ninja:", " ", "\t")):
-                continue
-            if pattern.search(line):
-                context = [line]
-                for follow in lines[index + 1 : index + 4]:
-                    if follow.startswith((" ", "\t")):
-                        context.append(follow)
-                    else:
-                        break
-                return "\n".join(context)
-    return None
 
 
 def _failed_targets(output: str) -> list[str]:

@@ -61,6 +61,7 @@ class EditableFinder:
                 return
             self.prepared = True
             try:
+                check_moved(self.config)
                 check_torch(self.config)
             except ImportError as error:
                 self.failure = error
@@ -79,6 +80,18 @@ def _release(version):
 
     match = re.match(r"\s*v?(\d+(?:\.\d+)*)", version)
     return tuple(int(part) for part in match.group(1).split(".")) if match else ()
+
+
+def check_moved(config):
+    """A project moved (or deleted) since its install: say so, not that a file is missing."""
+    root = config.get("root")
+    if root is None or os.path.isfile(os.path.join(root, "pyproject.toml")):
+        return
+    raise ImportError(
+        f"{config['project']} is installed in editable mode from {root}, which no longer holds"
+        " its pyproject.toml: the project moved or was deleted. Install it again from where it"
+        " is now: `pip install -e . --no-build-isolation` in the project directory."
+    )
 
 
 def check_torch(config):
@@ -109,6 +122,12 @@ def rebuild(config):
             _replan(config, replan, planning)
             _load_state(config, replan)
             return
+    elif replan is not None and "install" in replan:
+        # The build directory is a cache: gone (rm -rf build) or its state lost, the project
+        # plans and builds it again from what the install recorded here.
+        _replan(config, replan, "the build directory is gone or incomplete")
+        _load_state(config, replan)
+        return
     run_ninja(config)
 
 
@@ -167,13 +186,17 @@ def _replan(config, replan, planning):
     import time
 
     project, started = config["project"], time.monotonic()
-    if planning:
+    if isinstance(planning, str):
+        _say(f"{project}: {planning}; building it again")
+    elif planning:
         _say(f"{project}: pyproject.toml or a sources folder changed; planning the build again")
     else:
         _say(f"rebuilding {project} (editable install)...")
     environment = dict(os.environ)
     environment[_REBUILD_VARIABLE] = "0"
     arguments = [replan["python"], "-m", "pep517_torch.editable_rebuild", replan["state"]]
+    if "install" in replan:  # what to plan from when the state file is gone with the build
+        arguments.append(json.dumps(replan["install"]))
     try:
         process = subprocess.Popen(arguments, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                    stderr=subprocess.STDOUT, env=environment, text=True,
@@ -187,8 +210,11 @@ def _replan(config, replan, planning):
                 _print(line.rstrip("\n"))
             lines.append(line)
     if process.returncode != 0:
-        errors = [line for line in lines if line.startswith("pep517_torch: error:")]
-        raise ImportError(_failure_message(project, "".join(errors or lines[-20:])))
+        # Our error is printed last: from its line to the end (a compile's first error included).
+        starts = [i for i, line in enumerate(lines) if line.startswith("pep517_torch: error:")]
+        error = "".join(lines[starts[0]:] if starts else lines[-20:])
+        error = error.replace("pep517_torch: error: ", "", 1)
+        raise ImportError(_failure_message(project, error))
     _say(f"rebuilt {project} in {time.monotonic() - started:.1f} s")
 
 
@@ -230,7 +256,8 @@ def run_ninja(config):
     if returncode != 0:
         _say(f"rebuilding {project} failed")
         output = "\n".join(progress.output)
-        raise ImportError(_failure_message(project, output, log_path if progress.log_written else None))
+        error = follow.first_error(output) or "\n".join(progress.output[-20:])
+        raise ImportError(_failure_message(project, error, log_path if progress.log_written else None))
     if progress.finished:
         _say(f"rebuilt {project} in {time.monotonic() - started:.1f} s (log: {log_path})")
 
@@ -254,11 +281,12 @@ def _say(message):
     _print(f"pep517_torch: {message}")
 
 
-def _failure_message(project, output, log_path=None):
+def _failure_message(project, error, log_path=None):
+    """The ImportError's text: what failed and what to do, then the error itself, last."""
     log = f" (full log: {log_path})" if log_path else ""
     return (
-        f"pep517_torch: rebuilding {project} (editable install) failed{log}:\n{output.rstrip()}\n"
-        "Fix the error and import again, or reinstall: `pip install -e . --no-build-isolation`."
+        f"pep517_torch: rebuilding {project} (editable install) failed{log}; fix the error and"
+        f" import again, or reinstall (`pip install -e . --no-build-isolation`):\n{error.rstrip()}"
     )
 
 

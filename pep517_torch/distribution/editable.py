@@ -51,6 +51,9 @@ class Replan:
 
     python: str
     state_file: Path
+    # root, config_settings and env as the install recorded them, kept in the hook (in
+    # site-packages): the re-plan's input when the state file is gone with the build directory
+    install: Mapping[str, object] | None = None
 
 
 def _rebuild_json(rebuild: RebuildCommand) -> dict[str, object]:
@@ -72,13 +75,15 @@ def editable_members(
     artifacts: Sequence[tuple[Path, Path]],
     rebuild: RebuildCommand | None,
     torch_version: str | None,
+    root: Path | None = None,
 ) -> list[tuple[str, bytes]]:
     """The (archive name, content) pairs of an editable wheel, besides ``.dist-info``.
 
     ``package_roots`` maps each top-level name to its package directory, or to its module
     file (any name ending in an importable suffix: ``.py``, ``.cpython-311-...so``...).
     ``artifacts`` are (file in the build directory, in-tree path that links to it).
-    ``torch_version`` is the torch the build used (None: no check).
+    ``torch_version`` is the torch the build used (None: no check). ``root``: the project
+    directory (an import after it moved says so).
     """
     module_suffixes = tuple(importlib.machinery.all_suffixes())
     packages: dict[str, str] = {}
@@ -97,9 +102,11 @@ def editable_members(
             "replan": None if rebuild.replan is None else {
                 "python": rebuild.replan.python,
                 "state": str(rebuild.replan.state_file),
+                **({"install": dict(rebuild.replan.install)} if rebuild.replan.install else {}),
             },
         },
         "torch_version": torch_version,
+        "root": None if root is None else str(root),
     }
     # Single quotes are escaped so that the blob can sit in a raw triple-quoted string as is.
     blob = json.dumps(config, indent=4, sort_keys=True).replace("'", "\\u0027")
@@ -126,6 +133,7 @@ def add_editable(
     extensions: Mapping[str, tuple[Path, Path]],
     rebuild: RebuildCommand | None,
     torch_version: str | None,
+    root: Path | None = None,
 ) -> None:
     """Link each extension into the source tree and add the editable members to ``wheel``.
 
@@ -144,6 +152,7 @@ def add_editable(
         artifacts=list(extensions.values()),
         rebuild=rebuild,
         torch_version=torch_version,
+        root=root,
     )
     for arcname, data in members:
         wheel.add_bytes(arcname, data)
