@@ -480,7 +480,10 @@ def run(
     return result
 
 
-_PCH_TROUBLE = ("precompiled header", "PCH file", ".gch")
+# What a compile that fails on a .gch says: gcc names the file or the PCH when it can read
+# it, and crashes (an internal compiler error) when what it reads is damaged deep inside.
+_PCH_TROUBLE = ("precompiled header", "PCH file", ".gch", "internal compiler error",
+                "Segmentation fault")
 
 
 def _pch_failure(plan: BuildPlan, error: BuildError) -> str | None:
@@ -491,8 +494,8 @@ def _pch_failure(plan: BuildPlan, error: BuildError) -> str | None:
     output = error.output
     if not any(marker in output for marker in _PCH_TROUBLE):
         return None
-    for entry in plan.pch_cache:
-        if str(entry.output) in output or pch_cache.damage(entry.directory) is not None:
+    for entry in plan.pch_cache:  # the entries the failed commands used
+        if str(entry.directory) in output or pch_cache.damage(entry.directory) is not None:
             pch_cache.remove(pch_cache.Entry(entry.directory, 0, 0.0, {}))
     first = (error.first_error or "a compile failed on a precompiled header").splitlines()[0]
     return f"precompiled header trouble ({first})"
