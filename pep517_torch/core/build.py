@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,7 +16,7 @@ from ..atomic import write_if_changed, writing
 from ..errors import BuildError, ConfigError, ToolchainError
 from ..project_tree import mark_build_dir
 from . import flags as flags_mod
-from . import graph, inputs, jobs, pch, pch_cache, pch_seal, scan, toolchain
+from . import graph, inputs, jobs, pch, pch_cache, pch_health, pch_seal, scan, toolchain
 from . import launcher as launchers
 from .progress import LOG_NAME
 from .runner import Log, NinjaRun, _stderr, run_ninja
@@ -298,11 +298,11 @@ def prepare(
     # Every check passed (tools, flags, arch lists nvcc can build): only now write anything.
     _check_build_dir(build_dir)
     if shared_pch:
-        _check_cache_entries(plans, planner.pch_plans, notes)
+        pch_health.check_entries(plans, planner.pch_plans, notes)
     for entry in planner.pch_plans.values():
         entry.decide(eager=options.pch_eager and shared_pch, heavy_jobs=job_plan.heavy)
     if shared_pch:
-        _skip_unkeepable(planner.pch_plans.values(), pch_dir, options.pch_cache_size, notes)
+        pch_health.skip_unkeepable(planner.pch_plans.values(), pch_dir, options.pch_cache_size, notes)
     text = graph.render(
         plans,
         list(planner.pch_plans.values()),
@@ -341,44 +341,6 @@ def prepare(
         specs=tuple(specs),
         uses_pch=bool(planner.pch_plans),
     )
-
-
-def _check_cache_entries(
-    plans: Sequence[graph.ExtensionPlan], registry: dict[str, pch.PchPlan], notes: list[str]
-) -> None:
-    """Verify each machine-cache entry this build would use: a damaged one is removed (and
-    made again, when the build makes its PCH), or, held by another build, not used."""
-    for key, entry in list(registry.items()):
-        if not entry.shared:
-            continue
-        reason = pch_cache.damage(entry.directory)
-        if reason is None:
-            continue
-        found = pch_cache.Entry(entry.directory, 0, 0.0, {})
-        if pch_cache.remove(found):
-            notes.append(f"precompiled header {entry.output} was damaged ({reason}): removed")
-            continue
-        notes.append(f"precompiled header {entry.output} is damaged ({reason}) and in use by"
-                     " another build: compiling without it")
-        del registry[key]
-        for plan in plans:
-            for unit in plan.units:
-                if unit.pch is entry:
-                    unit.pch = None
-
-
-def _skip_unkeepable(
-    entries: Iterable[pch.PchPlan], root: Path, limit: int, notes: list[str]
-) -> None:
-    """Do not make a PCH the machine cache cannot keep: the users compile with the header
-    as text (the same objects), instead of making and evicting one on every build."""
-    for entry in entries:
-        if not (entry.shared and entry.build) or entry.output.exists():
-            continue
-        reason = pch_cache.room_for(root, entry.header.strip("<>"), limit)
-        if reason is not None:
-            entry.build = False
-            notes.append(f"precompiled header {entry.header} not made: {reason}")
 
 
 def _descriptions(plans: Sequence[graph.ExtensionPlan], source_root: Path | None) -> dict[str, str]:
@@ -459,7 +421,7 @@ def run(
                 log_file=plan.build_dir / LOG_NAME,
             )
     except BuildError as exc:
-        reason = _pch_failure(plan, exc)
+        reason = pch_health.pch_failure(plan.pch_cache, plan.uses_pch, exc)
         if reason is None:
             raise
         # Once, without any PCH: a PCH may only ever make a build faster.
@@ -478,27 +440,6 @@ def run(
     if hits_before is not None and hits_after is not None:
         result.cache_hits = hits_after - hits_before
     return result
-
-
-# What a compile that fails on a .gch says: gcc names the file or the PCH when it can read
-# it, and crashes (an internal compiler error) when what it reads is damaged deep inside.
-_PCH_TROUBLE = ("precompiled header", "PCH file", ".gch", "internal compiler error",
-                "Segmentation fault")
-
-
-def _pch_failure(plan: BuildPlan, error: BuildError) -> str | None:
-    """Why a failed build may be a PCH's fault (None: it is not, or it used none). The
-    machine-cache entries it names, or that are damaged, are removed on the way."""
-    if not plan.uses_pch:
-        return None
-    output = error.output
-    if not any(marker in output for marker in _PCH_TROUBLE):
-        return None
-    for entry in plan.pch_cache:  # the entries the failed commands used
-        if str(entry.directory) in output or pch_cache.damage(entry.directory) is not None:
-            pch_cache.remove(pch_cache.Entry(entry.directory, 0, 0.0, {}))
-    first = (error.first_error or "a compile failed on a precompiled header").splitlines()[0]
-    return f"precompiled header trouble ({first})"
 
 
 def build(
