@@ -140,7 +140,8 @@ def _compile(loaded: Loaded) -> BuildResult | None:
     if note:
         log(f"pep517_torch: {note}")
     result = core_build.build(list(project.extensions), project.options, log=log)
-    log(f"pep517_torch: {result.summary()}")
+    for line in result.summary().splitlines():
+        log(f"pep517_torch: {line}")
     return result
 
 
