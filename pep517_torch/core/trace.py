@@ -110,10 +110,11 @@ def edges(entries: Iterable[LogEntry]) -> list[list[LogEntry]]:
 
 
 def assign_slots(intervals: Sequence[tuple[int, int]]) -> list[int]:
-    """The lowest slot free at each interval's start (one that ended at that instant is free)."""
+    """The lowest slot free at each interval's start (one that ended at that instant is free);
+    intervals starting together take slots in the order given (ninja's log order)."""
     slot_ends: list[int] = []
     slots = [0] * len(intervals)
-    for index in sorted(range(len(intervals)), key=lambda i: intervals[i]):
+    for index in sorted(range(len(intervals)), key=lambda i: (intervals[i][0], i)):
         start, end = intervals[index]
         free = next((s for s, busy_until in enumerate(slot_ends) if busy_until <= start), None)
         if free is None:
