@@ -50,7 +50,8 @@ _SCRIPT = """
     parent.appendChild(node);
     return node;
   }
-  const step = Math.pow(10, Math.floor(Math.log10(wall / 1000 / 2) || 0)) * 1000;
+  const raw = wall / 8, magnitude = Math.pow(10, Math.floor(Math.log10(raw)));
+  const step = magnitude * (raw / magnitude < 2 ? 2 : raw / magnitude < 5 ? 5 : 10);  // ~8 ticks
   const decimals = Math.max(0, -Math.floor(Math.log10(step / 1000)));
   for (let t = 0; t <= wall; t += step) {
     const x = left + t * scale;
