@@ -293,3 +293,42 @@ def test_the_html_page_draws_every_step_in_headless_chromium(tmp_path: Path) -> 
 def test_an_empty_timeline_renders(tmp_path: Path) -> None:
     page = trace_html.render(trace.Timeline(()), "empty")
     assert "0 steps in 0.00 s" in page
+
+
+def test_the_editable_hooks_plain_ninja_rebuild_writes_its_trace(tmp_path: Path) -> None:
+    """The hook runs ninja itself, where pep517_torch may not be installed: its copy of the
+    core's trace module writes the rebuild's timeline, named from what the last core build
+    left in the build directory."""
+    from pep517_torch.core import progress
+    from pep517_torch.distribution.editable import RebuildCommand, editable_members
+    from tests.test_distribution_editable import NINJA, Project, make_stale
+
+    if NINJA is None:
+        pytest.skip("needs ninja on PATH")
+    project = Project(tmp_path)
+    subprocess.run([NINJA, "-C", project.build], check=True, capture_output=True)
+    project.link.symlink_to(project.artifact)
+    (project.build / trace.STEPS_NAME).write_text(json.dumps({
+        "descriptions": {"out/data.txt": "copying input.txt"},
+        "details": {"out/data.txt": {"kind": "link"}}}))
+    (project.build / trace.TRACE_NAME).write_text("an older build's trace")
+    command = RebuildCommand(Path(NINJA), project.build, ("out/data.txt",),
+                             Path(progress.__file__).read_text(),
+                             trace_source=Path(trace.__file__).read_text())
+    members = editable_members("MyProj", package_roots={"myproj": project.root / "src" / "myproj"},
+                               artifacts=[(project.artifact, project.link)], rebuild=command,
+                               torch_version=None)
+    assert "_pep517_torch_editable_myproj_trace.py" in [name for name, _ in members]
+    for name, data in members:
+        (project.site / name).write_bytes(data)
+    (project.root / "input.txt").write_text("two\n")
+    make_stale(project)
+    before = len(ninja_log(project.build))
+    result = project.python("import sys, myproj; print(myproj.VALUE, 'pep517_torch' in sys.modules)")
+    assert (result.returncode, result.stdout) == (0, "two False\n"), result.stderr
+    assert_matches_log(project.build, ninja_log(project.build)[before:])
+    (event,) = [e for e in json.loads((project.build / trace.TRACE_NAME).read_text())["traceEvents"]
+                if e["ph"] == "X"]
+    assert (event["name"], event["cat"]) == ("copying input.txt", "link")
+    result = project.python("import myproj")  # nothing to do: an empty timeline
+    assert result.returncode == 0 and traced(project.build) == {}

@@ -402,6 +402,7 @@ def run(
         plan.build_dir, plan.descriptions, plan.steps, jobs=plan.jobs.jobs, env=env,
         ccache=launchers.launcher_name(plan.launcher, plan.compiler) == "ccache",
     )
+    recorder.remember()
     with pch_cache.Hold(entry.directory for entry in plan.pch_cache):
         for entry in plan.pch_cache:
             pch_cache.write_info(entry.directory, entry.info)

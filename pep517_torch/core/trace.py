@@ -15,6 +15,11 @@ what the log held before for their output.
 Each step gets the lowest job slot free at its start (greedy interval colouring, which is how
 ninja's slots fill), and the timeline is written as Chrome trace-event JSON (Perfetto,
 ``chrome://tracing``): one complete event per step, slot = thread.
+
+Standard library only besides ``atomic.py``: the editable hook, which runs where pep517_torch
+may not be installed, carries a copy of this module (as it does of progress.py) and writes
+the trace of the rebuilds it runs with plain ninja, naming steps from the ``STEPS_NAME`` file
+the last core build left in the build directory.
 """
 
 from __future__ import annotations
@@ -26,10 +31,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..atomic import write_atomic
+try:
+    from ..atomic import write_atomic
+except ImportError:  # the editable hook's copy, outside the package
+
+    def write_atomic(path: Path, data: bytes | str, *, durable: bool = False) -> None:
+        temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        try:
+            temporary.write_bytes(data.encode() if isinstance(data, str) else data)
+            os.replace(temporary, path)
+        finally:
+            temporary.unlink(missing_ok=True)
 
 TRACE_NAME = "build-trace.json"
 NINJA_LOG = ".ninja_log"
+STEPS_NAME = ".pep517_torch_steps.json"  # what the core knows of each output, for the hook
 _TAIL = 512  # bytes of the old log that must still be there for "appended" to hold
 _HEADER = "# ninja log v"
 
@@ -385,6 +401,29 @@ class Recorder:
                 self.stats_log = None
             else:
                 env["CCACHE_STATSLOG"] = str(self.stats_log)
+
+    @classmethod
+    def for_hook(cls, build_dir: Path, env: dict[str, str]) -> Recorder:
+        """Around the editable hook's plain ninja run (ninja's default job count), with what
+        the last core build recorded of its outputs."""
+        try:
+            known = json.loads((build_dir / STEPS_NAME).read_text(encoding="utf-8"))
+            descriptions, details = dict(known["descriptions"]), dict(known["details"])
+            ccache = bool(known.get("ccache"))
+        except (OSError, ValueError, KeyError, TypeError):
+            descriptions, details, ccache = {}, {}, False
+        cpus = os.cpu_count() or 1
+        jobs = 2 if cpus <= 1 else 3 if cpus == 2 else cpus + 2  # ninja's GuessParallelism
+        return cls(build_dir, descriptions, details, jobs=jobs, env=env, ccache=ccache)
+
+    def remember(self) -> None:
+        """Leave what this build knows of its outputs for the editable hook's rebuilds."""
+        known = {"descriptions": self.descriptions, "details": self.details,
+                 "ccache": self.stats_log is not None}
+        try:
+            write_atomic(self.build_dir / STEPS_NAME, json.dumps(known))
+        except OSError:
+            pass
 
     def finish(self) -> Timeline | None:
         cache = ccache_results(self.stats_log, self.build_dir) if self.stats_log else None
