@@ -125,7 +125,7 @@ def _cache(args: argparse.Namespace) -> int:
 
 def _trace(args: argparse.Namespace) -> int:
     from .atomic import write_atomic
-    from .core import trace, trace_html
+    from .core import trace, trace_view
     from .errors import OutputError
 
     build_dir = _trace_dir(args.build_dir)
@@ -135,11 +135,11 @@ def _trace(args: argparse.Namespace) -> int:
         raise ConfigError(f"cannot read {build_dir / trace.TRACE_NAME}: {exc.strerror or exc}") from None
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
-    print(trace.table(found))
+    print(trace_view.table(found))
     if args.html:
         page = Path(args.html)
         try:
-            write_atomic(page, trace_html.render(found, str(build_dir)))
+            write_atomic(page, trace_view.render(found, str(build_dir)))
         except OSError as exc:
             raise OutputError(f"cannot write {page}: {exc.strerror or exc}") from None
         print(f"pep517_torch: wrote {page}")

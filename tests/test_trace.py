@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pep517_torch.core import trace, trace_html
+from pep517_torch.core import trace, trace_view
 from tests.tiny_project import set_value, write_project
 
 V5_LOG = (
@@ -74,13 +74,13 @@ def test_idle_slots_name_the_step_the_others_waited_for() -> None:
     )
     found = trace.Timeline(steps, jobs=4)
     assert found.idle() == (8000 + 1000 + 1000, steps[0])
-    slowest, idle = trace.summary_lines(found, Path("b/build-trace.json"))
+    slowest, idle = trace_view.summary_lines(found, Path("b/build-trace.json"))
     assert slowest == ("slowest: precompiling <torch/extension.h> 8.0 s (67%),"
                        " compiling a.cpp 3.0 s (25%), compiling b.cpp 2.0 s (17%)")
     assert idle == ("idle job slots: 10.0 s of 2 × 12.0 s (42%), most while waiting for"
                     " precompiling <torch/extension.h>; timeline: b/build-trace.json")
-    assert trace.summary_lines(trace.Timeline(())) == []
-    rows = trace.table(found).splitlines()
+    assert trace_view.summary_lines(trace.Timeline(())) == []
+    rows = trace_view.table(found).splitlines()
     assert rows[0].split() == ["step", "seconds", "slot", "share"]
     assert rows[1].split()[-3:] == ["8.00", "1", "67%"] and rows[4].startswith("linking x")
     assert trace.Timeline.from_json(json.loads(trace.dumps(found.to_json()))) == found
@@ -291,7 +291,7 @@ def test_the_html_page_draws_every_step_in_headless_chromium(tmp_path: Path) -> 
 
 
 def test_an_empty_timeline_renders(tmp_path: Path) -> None:
-    page = trace_html.render(trace.Timeline(()), "empty")
+    page = trace_view.render(trace.Timeline(()), "empty")
     assert "0 steps in 0.00 s" in page
 
 

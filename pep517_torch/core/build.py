@@ -15,7 +15,7 @@ from ..atomic import write_if_changed
 from ..errors import BuildError, ConfigError, ToolchainError
 from ..project_tree import mark_build_dir
 from . import flags as flags_mod
-from . import graph, inputs, jobs, pch, pch_cache, scan, toolchain, trace
+from . import graph, inputs, jobs, pch, pch_cache, scan, toolchain, trace, trace_view
 from . import launcher as launchers
 from .progress import LOG_NAME
 from .runner import Log, NinjaRun, _stderr, run_ninja
@@ -65,7 +65,7 @@ class BuildResult:
         )
         timeline = run.timeline  # then the slowest steps and idle job slots, a line each
         trace_file = self.plan.build_dir / trace.TRACE_NAME
-        return "\n".join([first, *(trace.summary_lines(timeline, trace_file) if timeline else [])])
+        return "\n".join([first, *(trace_view.summary_lines(timeline, trace_file) if timeline else [])])
 
 
 def _check_build_dir(build_dir: Path) -> None:
@@ -403,27 +403,24 @@ def run(
         ccache=launchers.launcher_name(plan.launcher, plan.compiler) == "ccache",
     )
     recorder.remember()
-    with pch_cache.Hold(entry.directory for entry in plan.pch_cache):
+    with pch_cache.Hold(entry.directory for entry in plan.pch_cache), recorder:
         for entry in plan.pch_cache:
             pch_cache.write_info(entry.directory, entry.info)
-        try:
-            result = run_ninja(
-                plan.ninja,
-                plan.build_dir,
-                jobs=plan.jobs.jobs,
-                verbose=options.verbose,
-                show_progress=not options.quiet,
-                log=log,
-                env=env,
-                what=what,
-                header=header,
-                notes=plan.notes,
-                descriptions=plan.descriptions,
-                log_file=plan.build_dir / LOG_NAME,
-            )
-        finally:  # a failed build's trace shows the steps that ran
-            timeline = recorder.finish()
-    result.timeline = timeline
+        result = run_ninja(
+            plan.ninja,
+            plan.build_dir,
+            jobs=plan.jobs.jobs,
+            verbose=options.verbose,
+            show_progress=not options.quiet,
+            log=log,
+            env=env,
+            what=what,
+            header=header,
+            notes=plan.notes,
+            descriptions=plan.descriptions,
+            log_file=plan.build_dir / LOG_NAME,
+        )
+    result.timeline = recorder.timeline
     if plan.pch_cache_dir is not None and plan.pch_cache:
         pch_cache.evict(plan.pch_cache_dir, options.pch_cache_size)
     if result.steps or not inputs.has_record(plan.build_dir):

@@ -316,49 +316,6 @@ def steps(build_dir: Path) -> list[Step]:
     return sorted(read(build_dir).steps, key=lambda s: (s.start_ms, s.slot))
 
 
-# -- what a person reads ---------------------------------------------------------------------
-
-
-def summary_lines(found: Timeline, trace_file: Path | None = None) -> list[str]:
-    """Two lines: the three slowest steps with their share of the wall time, and how long the
-    job slots stood idle (and what they waited for). None for a build that ran nothing."""
-    if not found.steps:
-        return []
-    slowest = ", ".join(
-        f"{s.name} {s.seconds:.1f} s ({found.share(s):.0%})" for s in found.slowest(3)
-    )
-    idle_ms, culprit = found.idle()
-    wall = found.wall_ms / 1000
-    slots = found.slots
-    idle = f"idle job slots: {idle_ms / 1000:.1f} s of {slots} × {wall:.1f} s"
-    if slots and wall:
-        idle += f" ({idle_ms / (slots * found.wall_ms):.0%})"
-    if culprit is not None and idle_ms:
-        idle += f", most while waiting for {culprit.name}"
-    if trace_file is not None:
-        idle += f"; timeline: {trace_file}"
-    return [f"slowest: {slowest}", idle]
-
-
-def table(found: Timeline) -> str:
-    """The steps, slowest first: step, seconds, slot, share of the wall time."""
-    rows = [(s.name, f"{s.seconds:.2f}", str(s.slot + 1), f"{found.share(s):.0%}")
-            for s in found.slowest()]
-    header = ("step", "seconds", "slot", "share")
-    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(4)]
-
-    def line(row: Sequence[str]) -> str:
-        return "  ".join([row[0].ljust(widths[0]), *(c.rjust(w) for c, w in zip(row[1:], widths[1:]))])
-
-    lines = [line(header), *map(line, rows)]
-    idle_ms, culprit = found.idle()
-    lines.append(f"{len(rows)} step{'s' * (len(rows) != 1)} in {found.wall_ms / 1000:.2f} s"
-                 f" on {found.slots} slot{'s' * (found.slots != 1)} (-j {found.jobs});"
-                 f" slots idle {idle_ms / 1000:.2f} s"
-                 + (f", most while waiting for {culprit.name}" if culprit and idle_ms else ""))
-    return "\n".join(lines)
-
-
 def ccache_results(stats_log: Path, build_dir: Path) -> dict[str, str]:
     """What ccache's stats log (CCACHE_STATSLOG) says of each source it saw: ``hit`` or
     ``miss`` (or ``uncached``), keyed by the source's absolute path."""
@@ -381,7 +338,7 @@ def ccache_results(stats_log: Path, build_dir: Path) -> dict[str, str]:
 
 
 class Recorder:
-    """Around one ninja run: marks the log before, writes the run's trace after. With
+    """Around one ninja run (``with``): marks the log before, writes the run's trace after. With
     ``ccache`` (the launcher), ccache's stats log (set in ``env`` unless the user set one)
     says which compiles it served."""
 
@@ -392,6 +349,7 @@ class Recorder:
                  env: dict[str, str], ccache: bool = False) -> None:
         self.build_dir, self.descriptions, self.details, self.jobs = build_dir, descriptions, details, jobs
         self.before = mark(build_dir)
+        self.timeline: Timeline | None = None  # once finished (None: no trace was written)
         self.stats_log: Path | None = None
         if ccache and "CCACHE_STATSLOG" not in env:
             self.stats_log = build_dir / self.STATS_LOG
@@ -427,5 +385,12 @@ class Recorder:
 
     def finish(self) -> Timeline | None:
         cache = ccache_results(self.stats_log, self.build_dir) if self.stats_log else None
-        return record(self.build_dir, self.before, self.descriptions, self.details,
-                      jobs=self.jobs, cache=cache)
+        self.timeline = record(self.build_dir, self.before, self.descriptions, self.details,
+                               jobs=self.jobs, cache=cache)
+        return self.timeline
+
+    def __enter__(self) -> Recorder:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.finish()  # a failed build's trace too: the steps that ran

@@ -1,4 +1,5 @@
-"""A build's timeline as one self-contained HTML page: inline data, inline script, inline SVG.
+"""What a person reads of a build's timeline: the summary's two lines, the ``trace`` table,
+and one self-contained HTML page (inline data, inline script, inline SVG).
 
 No network, no CDN: the page's script draws one ``<rect class="step">`` per step (its slot's
 lane, start and length to scale, coloured by kind, named in a tooltip and, where it fits, in
@@ -9,8 +10,54 @@ from __future__ import annotations
 
 import html
 import json
+from collections.abc import Sequence
+from pathlib import Path
 
 from .trace import Timeline
+
+
+def summary_lines(found: Timeline, trace_file: Path | None = None) -> list[str]:
+    """Two lines: the three slowest steps with their share of the wall time, and how long the
+    job slots stood idle (and what they waited for); none for a build that ran nothing."""
+    if not found.steps:
+        return []
+    slowest = ", ".join(
+        f"{s.name} {s.seconds:.1f} s ({found.share(s):.0%})" for s in found.slowest(3)
+    )
+    idle_ms, culprit = found.idle()
+    wall = found.wall_ms / 1000
+    slots = found.slots
+    idle = f"idle job slots: {idle_ms / 1000:.1f} s of {slots} × {wall:.1f} s"
+    if slots and wall:
+        idle += f" ({idle_ms / (slots * found.wall_ms):.0%})"
+    if culprit is not None and idle_ms:
+        idle += f", most while waiting for {culprit.name}"
+    if trace_file is not None:
+        idle += f"; timeline: {trace_file}"
+    return [f"slowest: {slowest}", idle]
+
+
+def table(found: Timeline) -> str:
+    """The steps, slowest first: step, seconds, slot, share of the wall time."""
+    rows = [(s.name, f"{s.seconds:.2f}", str(s.slot + 1), f"{found.share(s):.0%}")
+            for s in found.slowest()]
+    header = ("step", "seconds", "slot", "share")
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(4)]
+
+    def line(row: Sequence[str]) -> str:
+        return "  ".join([row[0].ljust(widths[0]), *(c.rjust(w) for c, w in zip(row[1:], widths[1:]))])
+
+    return "\n".join([line(header), *map(line, rows), overview(found)])
+
+
+def overview(found: Timeline) -> str:
+    """``5 steps in 20.60 s on 2 slots (-j 2); slots idle 1.92 s, most while waiting for ...``"""
+    idle_ms, culprit = found.idle()
+    count, slots = len(found.steps), found.slots
+    return (f"{count} step{'s' * (count != 1)} in {found.wall_ms / 1000:.2f} s"
+            f" on {slots} slot{'s' * (slots != 1)} (-j {found.jobs}); slots idle {idle_ms / 1000:.2f} s"
+            + (f", most while waiting for {culprit.name}" if culprit and idle_ms else ""))
+
 
 _STYLE = """
 body { font: 13px/1.4 system-ui, sans-serif; margin: 16px; color: #222; }
@@ -106,10 +153,7 @@ def render(found: Timeline, title: str) -> str:
         ],
     }
     payload = json.dumps(data).replace("</", "<\\/")  # nothing in it can end the script element
-    idle_ms, culprit = found.idle()
-    meta = (f"{len(steps)} step{'s' * (len(steps) != 1)} in {found.wall_ms / 1000:.2f} s on"
-            f" {found.slots} job slot{'s' * (found.slots != 1)} (-j {found.jobs}); slots idle"
-            f" {idle_ms / 1000:.2f} s" + (f", most while waiting for {culprit.name}" if culprit else ""))
+    meta = overview(found)
     rows = "\n".join(
         f"<tr><td>{html.escape(s.name)}</td><td>{s.seconds:.2f}</td><td>{s.slot + 1}</td>"
         f"<td>{found.share(s):.0%}</td></tr>"
