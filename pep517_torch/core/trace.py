@@ -302,12 +302,16 @@ def dumps(document: Mapping[str, Any]) -> str:
 def read(build_dir: Path) -> Timeline:
     """The timeline a build wrote into ``build_dir``: what benchmarks and ``trace`` read.
     OSError when there is none, ValueError when it is not a trace."""
-    document = json.loads((build_dir / TRACE_NAME).read_text(encoding="utf-8"))
+    text = (build_dir / TRACE_NAME).read_text(encoding="utf-8", errors="replace")
+    try:
+        document = json.loads(text)
+    except ValueError as exc:
+        raise ValueError(f"{build_dir / TRACE_NAME} is not JSON ({exc})") from None
     if not isinstance(document, dict) or not isinstance(document.get("traceEvents"), list):
         raise ValueError(f"{build_dir / TRACE_NAME} is not a trace-event file")
     try:
         return Timeline.from_json(document)
-    except (KeyError, TypeError) as exc:
+    except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"{build_dir / TRACE_NAME}: malformed event ({exc})") from None
 
 
