@@ -332,3 +332,31 @@ def test_the_editable_hooks_plain_ninja_rebuild_writes_its_trace(tmp_path: Path)
     assert (event["name"], event["cat"]) == ("copying input.txt", "link")
     result = project.python("import myproj")  # nothing to do: an empty timeline
     assert result.returncode == 0 and traced(project.build) == {}
+
+
+def test_a_cuda_plans_steps_carry_archs_kinds_and_the_launcher(tmp_path: Path) -> None:
+    """What the plan tells the trace of each output (no compile: prepare writes build.ninja),
+    and the steps a log of that graph becomes."""
+    from pep517_torch.core import build as core_build
+    from pep517_torch.core.spec import BuildOptions
+    from tests.test_dlink import TOOLKIT, build_env, dlink_spec
+
+    if TOOLKIT is None:
+        pytest.skip("needs nvcc (CUDA_HOME or nvcc on PATH)")
+    options = BuildOptions(build_dir=tmp_path / "b", env=build_env(), cuda_arch_list=("8.0", "9.0+PTX"),
+                           compiler_launcher="/usr/bin/env")
+    plan = core_build.prepare([dlink_spec()], options)
+    archs = ["sm_80", "sm_90", "compute_90"]
+    cu = plan.steps["obj/dlinkops._C/scale.cu.o"]
+    assert cu["kind"] == "compile" and cu["archs"] == archs and cu["launcher"] == "env"
+    assert "archs" not in plan.steps["obj/dlinkops._C/module.cpp.o"]
+    assert plan.steps["obj/dlinkops._C/dlink.o"] == {"kind": "device-link", "archs": archs}
+    (link,) = [o for o, d in plan.steps.items() if d["kind"] == "link"]
+    log = "".join([entry(0, 900, "obj/dlinkops._C/scale.cu.o", "1"),
+                   entry(1, 200, "obj/dlinkops._C/module.cpp.o", "2"),
+                   entry(900, 950, "obj/dlinkops._C/dlink.o", "3"), entry(950, 990, link, "4")])
+    found = trace.timeline(trace.parse_log(log), plan.descriptions, plan.steps, jobs=2)
+    assert [(s.name, s.kind, s.slot) for s in found.steps] == [
+        ("compiling scale.cu", "compile", 0), ("compiling module.cpp", "compile", 1),
+        ("device-linking dlinkops._C", "device-link", 0), ("linking dlinkops._C", "link", 0)]
+    assert found.steps[0].args["archs"] == archs
