@@ -21,6 +21,7 @@ from pathlib import Path
 from ..errors import BuildError
 from . import progress as progress_module
 from .progress import Progress, first_error, run_ninja_followed
+from .trace import Timeline
 
 Log = Callable[[str], None]
 
@@ -38,6 +39,7 @@ class NinjaRun:
     output: str = ""  # the tools' own lines and ninja's, without progress lines
     log_file: Path | None = None  # where all of it was written (None: nothing was done)
     cache_hits: int | None = None  # compiles the compiler cache served (None: no cache)
+    timeline: Timeline | None = None  # its steps from ninja's log (None: no trace was written)
 
     @property
     def compiled(self) -> int:

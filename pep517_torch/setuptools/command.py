@@ -125,7 +125,8 @@ class BuildExtension(build_ext):
         # Held until the artifacts are copied out: no concurrent build relinks them meanwhile.
         with build_lock(build_dir, what):
             result = core_build.build(specs, build_options(self, build_dir, root), log=log)
-            log(f"pep517_torch: {result.summary()}")
+            for line in result.summary().splitlines():
+                log(f"pep517_torch: {line}")
             guard = self._guard_torch(torch.version)
             for ext, spec in zip(self.extensions, specs, strict=True):
                 target = Path(self.get_ext_fullpath(ext.name))
