@@ -268,14 +268,16 @@ def _record_editable(
     )
     sources = [source for spec in project.extensions for source in spec.sources]
     folders = editable.watched_folders(project.root, sources, is_build_dir)
-    editable.write_state(state_file, editable.EditableState(
+    state = editable.EditableState(
         root=project.root,
         config_settings=dict(config_settings or {}),
         env=recorded_env,
         artifacts=[(result.artifacts[spec.name], in_tree[spec.name]) for spec in project.extensions],
         rebuild=rebuild,
         watched=[project.root / "pyproject.toml", *folders],
-    ))
+    )
+    with writing(state_file.parent):  # a full build disk: one line naming it
+        editable.write_state(state_file, state)
     return rebuild
 
 
