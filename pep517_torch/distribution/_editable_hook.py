@@ -213,7 +213,6 @@ def _replan(config, replan, planning):
         # Our error is printed last: from its line to the end (a compile's first error included).
         starts = [i for i, line in enumerate(lines) if line.startswith("pep517_torch: error:")]
         error = "".join(lines[starts[0]:] if starts else lines[-20:])
-        error = error.replace("pep517_torch: error: ", "", 1)
         raise ImportError(_failure_message(project, error))
     _say(f"rebuilt {project} in {time.monotonic() - started:.1f} s")
 
