@@ -15,7 +15,7 @@ from ..atomic import write_if_changed
 from ..errors import BuildError, ConfigError, ToolchainError
 from ..project_tree import mark_build_dir
 from . import flags as flags_mod
-from . import graph, inputs, jobs, pch, pch_cache, scan, toolchain
+from . import graph, inputs, jobs, pch, pch_cache, scan, toolchain, up_to_date
 from . import launcher as launchers
 from .progress import LOG_NAME
 from .runner import Log, NinjaRun, _stderr, run_ninja
@@ -106,10 +106,12 @@ def _cuda_setup(
     compiler: toolchain.Compiler,
     torch: toolchain.TorchInstall,
     notes: list[str],
+    found: Any = None,
 ) -> CudaSetup:
+    """``found``: the toolkit the caller found already (None: look here)."""
     from . import cuda, cuda_checks
 
-    toolkit = cuda.require_cuda(options.env, torch_cuda=torch.cuda)
+    toolkit = found or cuda.require_cuda(options.env, torch_cuda=torch.cuda)
     allow = options.allow_cuda_version_mismatch
     notes.extend(cuda_checks.check_versions(
         toolkit, torch.cuda, allow_mismatch=allow,
@@ -231,12 +233,18 @@ def check(specs: Sequence[ExtensionSpec], options: BuildOptions) -> tuple[str, .
 
 
 def prepare(
-    specs: Sequence[ExtensionSpec], options: BuildOptions, *, check_only: bool = False
+    specs: Sequence[ExtensionSpec],
+    options: BuildOptions,
+    *,
+    check_only: bool = False,
+    torch: toolchain.TorchInstall | None = None,
+    toolkit: Any = None,
 ) -> BuildPlan:
     """Discover tools, compute flags, plan PCHs and write build.ninja (compiles nothing).
 
     Everything that can fail is checked before the build directory is created or written;
-    ``check_only`` stops there (the plan then names no artifacts)."""
+    ``check_only`` stops there (the plan then names no artifacts). ``torch`` and ``toolkit``
+    (a ``cuda.CudaToolkit``) are what the caller found already; None: found here."""
     if not specs:
         raise ConfigError("nothing to build: no extensions")
     specs = [_with_cuda_headers(spec) for spec in specs]
@@ -250,7 +258,7 @@ def prepare(
     build_dir = options.build_dir.resolve()
     env = options.env
     compiler = toolchain.find_compiler(env)
-    torch = toolchain.find_torch()
+    torch = torch or toolchain.find_torch()
     ninja = toolchain.find_ninja(env)
     launcher = launchers.find_launcher(options.compiler_launcher, compiler, env)
     launcher_name = launchers.launcher_name(launcher, compiler)
@@ -262,7 +270,7 @@ def prepare(
     tools = flags_mod.ResolvedTools(compiler, torch, toolchain.python_include_dir())
     cuda = None
     if any(s.uses_cuda for s in specs):
-        cuda = _cuda_setup(specs, options, compiler, torch, notes)
+        cuda = _cuda_setup(specs, options, compiler, torch, notes, toolkit)
         tools = dataclasses.replace(
             tools,
             cuda_include_dirs=cuda.include_dirs,
@@ -388,42 +396,71 @@ def run(
         env.setdefault("CCACHE_SLOPPINESS", "pch_defines,time_macros,include_file_mtime,include_file_ctime")
         if options.source_root is not None:  # ccache's own relative paths, for debug builds
             env.setdefault("CCACHE_BASEDIR", str(options.source_root))
-    hits_before = launchers.cache_hits(plan.launcher, env)
+    skip = up_to_date.current(plan.build_dir)
+    hits_before = None if skip else launchers.cache_hits(plan.launcher, env)
     started_ns = time.time_ns()
     with pch_cache.Hold(entry.directory for entry in plan.pch_cache):
         for entry in plan.pch_cache:
             pch_cache.write_info(entry.directory, entry.info)
-        result = run_ninja(
-            plan.ninja,
-            plan.build_dir,
-            jobs=plan.jobs.jobs,
-            verbose=options.verbose,
-            show_progress=not options.quiet,
-            log=log,
-            env=env,
-            what=what,
-            header=header,
-            notes=plan.notes,
-            descriptions=plan.descriptions,
-            log_file=plan.build_dir / LOG_NAME,
-        )
+        if skip:
+            result = _nothing_to_do(plan, options, log)
+        else:
+            up_to_date.forget(plan.build_dir)  # a failed run must not leave the last record
+            result = run_ninja(
+                plan.ninja,
+                plan.build_dir,
+                jobs=plan.jobs.jobs,
+                verbose=options.verbose,
+                show_progress=not options.quiet,
+                log=log,
+                env=env,
+                what=what,
+                header=header,
+                notes=plan.notes,
+                descriptions=plan.descriptions,
+                log_file=plan.build_dir / LOG_NAME,
+            )
     if plan.pch_cache_dir is not None and plan.pch_cache:
         pch_cache.evict(plan.pch_cache_dir, options.pch_cache_size)
-    if result.steps or not inputs.has_record(plan.build_dir):
-        # The PCH stubs this build wrote into the machine cache are its outputs, not inputs.
-        ours = [plan.pch_cache_dir] if plan.pch_cache_dir is not None else []
-        deps = header_dependencies(plan)
-        inputs.record(plan.build_dir, deps, [plan.torch.root, *ours], started_ns=started_ns)
+    if not skip:
+        _record_inputs(plan, result, started_ns)
     hits_after = launchers.cache_hits(plan.launcher, env) if hits_before is not None else None
     if hits_before is not None and hits_after is not None:
         result.cache_hits = hits_after - hits_before
     return result
 
 
+def _nothing_to_do(plan: BuildPlan, options: BuildOptions, log: Log) -> NinjaRun:
+    """What ninja would have said with nothing to do (up_to_date.py knows without running it):
+    the plan's notes, no steps, and the last build's log left as it was."""
+    if not options.quiet:
+        for note in plan.notes:
+            log(f"pep517_torch: {note}")
+    return NinjaRun()
+
+
+def _record_inputs(plan: BuildPlan, result: NinjaRun, started_ns: int) -> None:
+    """After ninja succeeded: the content of what each object read (inputs.py) and the stamps
+    that let the next build skip ninja (up_to_date.py)."""
+    deps = None
+    if result.steps or not inputs.has_record(plan.build_dir):
+        # The PCH stubs this build wrote into the machine cache are its outputs, not inputs.
+        ours = [plan.pch_cache_dir] if plan.pch_cache_dir is not None else []
+        deps = header_dependencies(plan)
+        inputs.record(plan.build_dir, deps, [plan.torch.root, *ours], started_ns=started_ns)
+    up_to_date.record(plan.build_dir, deps or header_dependencies(plan), started_ns=started_ns)
+
+
 def build(
-    specs: Sequence[ExtensionSpec], options: BuildOptions, *, log: Log = _stderr
+    specs: Sequence[ExtensionSpec],
+    options: BuildOptions,
+    *,
+    log: Log = _stderr,
+    torch: toolchain.TorchInstall | None = None,
+    toolkit: Any = None,
 ) -> BuildResult:
-    plan = prepare(specs, options)
+    """Plan and run; ``torch`` and ``toolkit`` as in :func:`prepare`."""
+    plan = prepare(specs, options, torch=torch, toolkit=toolkit)
     return BuildResult(plan, run(plan, options, log=log))
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Literal
 
 from ..errors import ToolchainError
+from . import probe_cache
 from .identity import LAUNCHERS, torch_flavour, which
 
 CompilerFamily = Literal["gcc", "clang", "unknown"]
@@ -212,7 +213,10 @@ def find_compiler(env: Mapping[str, str], variable: str = "CXX") -> Compiler:
         launcher = Path(args[0]).resolve().name
     real = Path(args[-1] if launcher and len(args) > 1 else args[0]).resolve()
     stat = real.stat()
-    output = _probe(tuple(args), (str(real), stat.st_mtime_ns, stat.st_size), label)
+    output = probe_cache.remembered(
+        "compiler", args, [real],
+        lambda: _probe(tuple(args), (str(real), stat.st_mtime_ns, stat.st_size), label), env=env,
+    )
     family, version = parse_compiler_version(output)
     return Compiler(tuple(args), real, family, version, launcher)
 
