@@ -297,6 +297,8 @@ def prepare(
         notes,
     )
     plans = [planner.plan(spec) for spec in specs]
+    if cuda is not None:
+        _set_nvcc_threads(plans, job_plan, cuda.toolkit, _tool_env(options))
     if check_only:
         return BuildPlan(build_dir, ninja, build_dir / "build.ninja", {}, {}, job_plan,
                          tuple(notes), compiler, torch, tuple(launcher), {})
@@ -338,6 +340,28 @@ def prepare(
         pch_cache=tuple(p for p in planner.pch_plans.values() if p.shared),
         pch_cache_dir=pch_dir if shared_pch else None,
     )
+
+
+_THREADS_FLAGS = ("-t", "--threads")
+
+
+def _set_nvcc_threads(
+    plans: Sequence[graph.ExtensionPlan], job_plan: jobs.JobPlan, toolkit: Any, env: dict[str, str]
+) -> None:
+    """nvcc --threads for each .cu with several GPU targets, within the jobs budget (jobs.py);
+    none where the extension's own flags already say, or nvcc predates the flag (11.2)."""
+    if tuple(toolkit.version) < (11, 2):
+        return
+    units = [unit for plan in plans for unit in plan.units]
+    requested = env.get(jobs.NVCC_THREADS_ENV)
+    for plan in plans:
+        own = any(
+            flag in _THREADS_FLAGS or flag.startswith(("--threads=", "-t="))
+            for flag in plan.spec.extra_cuda_cflags
+        )
+        for unit in plan.units:
+            if unit.nvcc and not own and (unit.gpu_targets > 1 or requested):
+                unit.nvcc_threads = jobs.nvcc_threads(unit.gpu_targets, len(units), job_plan, requested)
 
 
 def _descriptions(plans: Sequence[graph.ExtensionPlan], source_root: Path | None) -> dict[str, str]:
