@@ -27,8 +27,9 @@ def compiler_identity(env: Mapping[str, str]) -> tuple[str, int, int, int, int] 
     None if not found. The stat follows symlinks (``c++`` -> alternatives -> ``g++-12``), so an
     alternative switched to another compiler has another inode: one ``stat`` per PATH entry
     looked at, nothing resolved in Python (the JIT's warm path pays for every call)."""
+    given = env.get("CXX")
     try:
-        args = shlex.split(env.get("CXX") or "c++")
+        args = shlex.split(given) if given else ["c++"]
     except ValueError:
         return None
     if args and os.path.basename(args[0]) in LAUNCHERS and len(args) > 1:
@@ -39,7 +40,8 @@ def compiler_identity(env: Mapping[str, str]) -> tuple[str, int, int, int, int] 
     if os.path.dirname(name):
         candidates = [name]
     else:
-        candidates = [os.path.join(d, name) for d in env.get("PATH", os.defpath).split(os.pathsep)]
+        folders = dict.fromkeys(env.get("PATH", os.defpath).split(os.pathsep))  # once each
+        candidates = [os.path.join(d, name) for d in folders]
     for candidate in candidates:
         try:
             st = os.stat(candidate)
