@@ -298,6 +298,7 @@ def build_sdist(root: Path, out_dir: Path, config_settings: ConfigSettings) -> s
         include_globs=project.sdist_include,
         exclude_globs=project.sdist_exclude,
         build_dir=project.options.build_dir,
+        out_dir=out_dir,
     )
     with writing(out_dir):
         out_dir.mkdir(parents=True, exist_ok=True)

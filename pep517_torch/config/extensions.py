@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import limited_api
-from ..core.ninja_syntax import unwritable_character
+from ..core.ninja_syntax import unnameable_character
 from ..core.spec import BuildType, ExtensionSpec, Kind, first_duplicate, is_cuda_source
 from ..errors import ConfigError
 from .checks import split_list
@@ -78,10 +78,15 @@ def _entries(
 def _sources(ctx: ExtensionContext, entries: list[tuple[str, str]]) -> dict[Path, str]:
     """Each matched file and the key of the glob that matched it first."""
     files: dict[Path, str] = {}
+    real_files: set[Path] = set()
     for pattern, key in entries:
         for path in expand_glob(ctx.root, pattern, key, "source", skip_dir=ctx.build_dir):
+            real = path.resolve()
+            if real in real_files and path not in files:
+                continue  # the same file through another directory link compiles once
+            real_files.add(real)
             relative = str(path.relative_to(ctx.root))
-            problem = unwritable_character(relative)
+            problem = unnameable_character(relative)
             if problem:
                 raise ConfigError(
                     f"{pattern!r} matches {relative!r}, whose name contains {problem}: no"

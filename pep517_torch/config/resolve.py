@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..core.ninja_syntax import unwritable_character
+from ..core.ninja_syntax import unnameable_character
 from ..core.spec import BuildOptions, BuildType
 from ..errors import ConfigError
 from .entry_points import check_entry_points
@@ -66,6 +66,12 @@ def resolve_build_dir(
     path = Path(text)
     path = path if path.is_absolute() else root / path
     path = Path(path.resolve() if ".." in path.parts else path)
+    shown = path.relative_to(root) if path.is_relative_to(root) else path  # the root: below
+    problem = unnameable_character(str(shown))
+    if problem:
+        raise ConfigError(
+            f"the build directory {str(path)!r} contains {problem}: choose a name without it", key
+        )
     if root.is_relative_to(path):
         raise ConfigError(f"the build directory {path} must not contain the project root", key)
     return path
@@ -142,7 +148,7 @@ def resolve_project(
         build_type=build_type,
     )
     specs, skipped = resolve_extensions(context, applied.extensions, applied.extension_origins)
-    problem = unwritable_character(str(root)) if specs else None
+    problem = unnameable_character(str(root)) if specs else None
     if problem:
         raise ConfigError(
             f"the project directory {str(root)!r} contains {problem}: no compiler command can"

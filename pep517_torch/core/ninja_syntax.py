@@ -21,6 +21,29 @@ def unwritable_character(text: str) -> str | None:
     return next((name for char, name in _UNWRITABLE.items() if char in text), None)
 
 
+# ninja's build lines have no escape for "|" (it starts the implicit inputs), and its depfile
+# parser ends a path at each of these (gcc and nvcc write them unescaped), so a file named
+# with one is "missing" after every compile and never up to date.
+_DEPFILE_BREAKERS = frozenset("&'*;<>?^`\"\t") | {chr(c) for c in range(1, 32)} | {"\x7f"}
+
+
+def unnameable_character(path: str) -> str | None:
+    """What in ``path`` keeps ninja from naming it as a build input or output (or from reading
+    it back from a compiler's dependency file), as words for an error message; else None."""
+    problem = unwritable_character(path)
+    if problem is not None:
+        return problem
+    if "|" in path:
+        return "'|', which ninja reads as the start of a build line's implicit inputs"
+    bad = next((char for char in path if char in _DEPFILE_BREAKERS), None)
+    if bad is not None:
+        return (
+            f"{bad!r}, where ninja's reader of compiler dependency files ends a path (the"
+            " file would never be up to date)"
+        )
+    return None
+
+
 def _refuse_newline(text: str) -> None:
     problem = unwritable_character(text)
     if problem is not None:
@@ -30,6 +53,8 @@ def _refuse_newline(text: str) -> None:
 def escape_path(path: str) -> str:
     """A path as it appears in a ``build`` line (outputs and inputs)."""
     _refuse_newline(path)
+    if "|" in path:
+        raise ValueError(f"'|' cannot be written into a build line: {path!r}")
     return path.replace("$", "$$").replace(" ", "$ ").replace(":", "$:")
 
 

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from ..atomic import write_if_changed
-from ..core.ninja_syntax import unwritable_character
+from ..core.ninja_syntax import unnameable_character, unwritable_character
 from ..core.suffixes import CUDA_HEADER_SUFFIXES, is_header
 from ..errors import ConfigError
 from .request import ArtifactKind, JitRequest
@@ -34,6 +34,14 @@ def _one_line(values: Iterable[str], argument: str) -> None:
         problem = unwritable_character(value)
         if problem:
             raise ConfigError(f"{value!r} contains {problem}: it cannot reach a command line", argument)
+
+
+def _nameable(paths: Iterable[str], argument: str) -> None:
+    """Every source and build directory becomes a ninja build-line path."""
+    for path in paths:
+        problem = unnameable_character(path)
+        if problem:
+            raise ConfigError(f"{path!r} contains {problem}: rename or move it", argument)
 
 
 def _split_flags(flags: Sequence[str] | None, what: str) -> tuple[str, ...]:
@@ -80,10 +88,10 @@ def _build_directory(name: str, build_directory: str | os.PathLike[str] | None) 
     _one_line([os.environ.get("TORCH_EXTENSIONS_DIR", "")], "TORCH_EXTENSIONS_DIR")
     if build_directory is not None:
         path = Path(build_directory).expanduser().absolute()
-        _one_line([str(path)], "build_directory")
+        _nameable([str(path)], "build_directory")
         return path
     path = extensions_root() / name
-    _one_line([str(path)], "TORCH_EXTENSIONS_DIR")  # the default under ~/.cache
+    _nameable([str(path)], "TORCH_EXTENSIONS_DIR")  # the default under ~/.cache
     return path
 
 
@@ -144,7 +152,7 @@ def load(
     paths, headers = [], []
     for source in sources:
         path = os.path.abspath(os.path.expanduser(os.fspath(source)))
-        _one_line([path], "sources")
+        _nameable([path], "sources")
         (headers if is_header(path) else paths).append(path)
     if not paths:
         raise ConfigError(f"extension {name!r}: sources holds only headers", "sources")
