@@ -80,7 +80,7 @@ def _sources(ctx: ExtensionContext, entries: list[tuple[str, str]]) -> dict[Path
     files: dict[Path, str] = {}
     real_files: set[Path] = set()
     for pattern, key in entries:
-        for path in expand_glob(ctx.root, pattern, key, "source", skip_dir=ctx.build_dir):
+        for path in _source_glob(ctx, pattern, key):
             real = path.resolve()
             if real in real_files and path not in files:
                 continue  # the same file through another directory link compiles once
@@ -95,6 +95,27 @@ def _sources(ctx: ExtensionContext, entries: list[tuple[str, str]]) -> dict[Path
                 )
             files.setdefault(path, key)
     return files
+
+
+def _source_glob(ctx: ExtensionContext, pattern: str, key: str) -> list[Path]:
+    """The sources a glob matches outside the build directory; a glob that matches only
+    files inside it blames the build directory, which was put among the sources."""
+    try:
+        return expand_glob(ctx.root, pattern, key, "source", skip_dir=ctx.build_dir)
+    except ConfigError:
+        try:
+            inside = expand_glob(ctx.root, pattern, key, "source")
+        except ConfigError:
+            inside = []
+        if inside:
+            shown = inside[0].relative_to(ctx.root).as_posix()
+            raise ConfigError(
+                f"the build directory {ctx.build_dir} holds the sources {pattern!r} matches"
+                f" ({shown!r}): build output and sources must not share a directory; choose"
+                " another build-dir",
+                ctx.project_origins.of("build_dir"),
+            ) from None
+        raise
 
 
 def _macros(

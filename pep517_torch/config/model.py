@@ -14,9 +14,11 @@ from ..core.arch_list import arch_list_problem
 from ..core.spec import DEFAULT_PCH_CACHE_BYTES
 from .checks import (
     extension_name_problem,
+    library_name,
     no_keyword_parts,
     one_group_regex,
     parse_size,
+    relative_glob,
     split_list,
     valid_size,
     valid_specifier,
@@ -118,10 +120,14 @@ class CudaVariant:
     extra_cflags: list[str] = setting(factory=list, help="Appended to `extra-cflags`.")
     extra_cuda_cflags: list[str] = setting(factory=list, help="Appended to `extra-cuda-cflags`.")
     extra_ldflags: list[str] = setting(factory=list, help="Appended to `extra-ldflags`.")
-    libraries: list[str] = setting(factory=list, help="Appended to `libraries`.")
+    libraries: list[str] = setting(
+        factory=list, help="Appended to `libraries`.", check=library_name
+    )
     library_dirs: list[str] = setting(factory=list, help="Appended to `library-dirs`.")
     dlink: bool | None = setting(None, help="Replaces `dlink`; unset: the extension's value.")
-    dlink_libraries: list[str] = setting(factory=list, help="Appended to `dlink-libraries`.")
+    dlink_libraries: list[str] = setting(
+        factory=list, help="Appended to `dlink-libraries`.", check=library_name
+    )
     extra_dlink_flags: list[str] = setting(factory=list, help="Appended to `extra-dlink-flags`.")
 
 
@@ -158,7 +164,9 @@ class ExtensionSettings:
     extra_ldflags: list[str] = setting(
         factory=list, help="Extra linker arguments, one argument per entry."
     )
-    libraries: list[str] = setting(factory=list, help="Libraries to link (`-l` names).")
+    libraries: list[str] = setting(
+        factory=list, help="Libraries to link (`-l` names: `m`, not `-lm`).", check=library_name
+    )
     library_dirs: list[str] = setting(
         factory=list, help="Library search directories (relative ones are inside the root)."
     )
@@ -177,7 +185,9 @@ class ExtensionSettings:
         ' Moot without `.cu` sources when `with-cuda = "auto"`.',
     )
     dlink_libraries: list[str] = setting(
-        factory=list, help="`-l` names for the device link (e.g. NVSHMEM's); implies `dlink`."
+        factory=list,
+        help="`-l` names for the device link (e.g. NVSHMEM's); implies `dlink`.",
+        check=library_name,
     )
     extra_dlink_flags: list[str] = setting(
         factory=list, help="Extra `nvcc -dlink` arguments, one per entry (e.g. `-dlto`)."
@@ -281,10 +291,14 @@ class ProjectSettings:
         " wheel (data, prebuilt libraries). Each glob must match at least one file.",
     )
     sdist_include: list[str] = setting(
-        factory=list, help="Extra globs (relative to the root) to put in the sdist."
+        factory=list,
+        help="Extra globs (relative to the root) to put in the sdist.",
+        check=relative_glob,
     )
     sdist_exclude: list[str] = setting(
-        factory=list, help="Globs (relative to the root) to leave out of the sdist."
+        factory=list,
+        help="Globs (relative to the root) to leave out of the sdist.",
+        check=relative_glob,
     )
     build_dir: str = setting(
         DEFAULT_BUILD_DIR,
@@ -355,7 +369,7 @@ class ProjectSettings:
         DEFAULT_PCH_CACHE_SIZE,
         help="Bound on the machine-wide cache of precompiled torch headers that wheel builds"
         " and the JIT share (least recently used entries go first): bytes, or a number with"
-        " `K`, `M`, `G` (powers of 1024), e.g. `8G`; `0` keeps precompiled headers in each"
+        " `K`, `M`, `G` or `T` (powers of 1024), e.g. `8G`; `0` keeps precompiled headers in each"
         " build directory instead. The JIT reads the same environment variable.",
         config_setting=True,
         env="PEP517_TORCH_PCH_CACHE_SIZE",

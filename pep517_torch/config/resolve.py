@@ -138,6 +138,14 @@ def resolve_project(
         **_project_options(project, origins, arch_layer),
     )
     layout = resolve_layout(root, project, origins, build_dir)
+    for package, directory in layout.packages.items():
+        if build_dir.is_relative_to(directory) or directory.is_relative_to(build_dir):
+            raise ConfigError(
+                f"the build directory {build_dir} and the directory of package {package!r}"
+                f" ({directory}) overlap: build output would sit among the files a wheel ships;"
+                " choose a build-dir outside the packages",
+                origins.of("build_dir"),
+            )
     context = ExtensionContext(
         root=root,
         build_dir=build_dir,
