@@ -235,10 +235,13 @@ def _layout(kwargs: dict[str, Any], paths: _Paths, converted: Converted) -> None
         tool["packages"] = roots
     elif not kwargs.get("py_modules"):
         notes.append(("tool", "setup() lists no packages: pep517_torch discovers them"))
-    for shared in sorted(set(roots) & SHARED_NAMES):
-        notes.append(("tool", f"a top-level package named {shared!r} ships (find_packages()"
-                      " finds it): it collides with every other project that ships one; drop it"
-                      " from packages (find_packages(exclude=[...]) left it in)"))
+    shipped = listed
+    for shared in sorted({p.split(".")[0] for p in shipped} & SHARED_NAMES):
+        family = [p for p in shipped if p.split(".")[0] == shared]
+        notes.append(("tool", f"a top-level package named {shared!r} ships ({', '.join(family)};"
+                      " find_packages() finds it): it collides with every other project that"
+                      f" ships one; drop it from packages (find_packages(exclude=[{shared!r}])"
+                      f" leaves its subpackages in: exclude [{shared!r}, '{shared}.*'])"))
     if kwargs.get("py_modules"):
         tool["py-modules"] = [str(m) for m in kwargs["py_modules"]]
 
