@@ -1,10 +1,11 @@
 """Names ninja cannot hold, and globs that loop.
 
 `|` has no escape in a ninja build line (it starts the implicit inputs: `'…/csrc/pi', needed by
-…, missing`), and ninja's reader of compiler dependency files ends a path at `& ' * ; < > ? ^`
-`` ` `` `"` and control characters (a file named with one is never up to date). Every path that
-becomes a build-line path — a source, the project directory, the build directory, a JIT source
-or build directory — is refused by name before anything is written. A `**` glob enters each
+…, missing`), and ninja's reader of compiler dependency files ends a path at control characters
+(a file named with one is never up to date). Every path that becomes a build-line path — a
+source, the project directory, the build directory, a JIT source or build directory — holding
+one is refused by name before anything is written. The printable characters ninja misreads in
+depfiles (DEPFILE_REBUILDS) build correctly and are documented as rebuilt every time. A `**` glob enters each
 real directory once: a link to an ancestor is no cycle to follow, and one file compiles once.
 """
 
@@ -20,14 +21,14 @@ import pytest
 
 import pep517_torch
 from pep517_torch.config import Facts, resolve_project
-from pep517_torch.core.ninja_syntax import _DEPFILE_BREAKERS, escape_path, unnameable_character
+from pep517_torch.core.ninja_syntax import DEPFILE_REBUILDS, escape_path, unnameable_character
 from pep517_torch.core.toolchain import find_ninja
 from pep517_torch.errors import ConfigError
 from tests.conftest import count
 
 VARS = {"wheel_tag": "cp311-cp311-linux_x86_64", "python_tag": "cp311", "torch_version": "2.13.0"}
 EXT = "tool.torch-ext.extension[0]"
-FAMILY = ["|", *sorted(c for c in _DEPFILE_BREAKERS if c.isprintable())]
+FAMILY = ["|", "\t", "\x01", "\x1b", "\x7f"]
 
 
 def resolve(root: Path, sources: list[str], **settings: Any) -> Any:
@@ -43,7 +44,6 @@ def test_a_source_named_with_a_character_ninja_cannot_read_is_refused(tmp_path: 
     with pytest.raises(ConfigError) as error:
         resolve(tmp_path, ["csrc/*.cpp"])
     assert error.value.key == f"{EXT}.sources[0]"
-    assert f"'csrc/pi{char}pe.cpp'" in str(error.value) or "pi" in str(error.value)
     assert repr(char) in str(error.value) and "\n" not in str(error.value)
     count("characters ninja cannot read refused in source names")
 
@@ -55,7 +55,7 @@ def test_a_folder_named_with_a_pipe_is_refused_and_named(tmp_path: Path) -> None
         resolve(tmp_path, ["**/*.cpp"])
 
 
-@pytest.mark.parametrize("char", ["|", "&", "'"])
+@pytest.mark.parametrize("char", ["|", "\x02"])
 def test_the_project_and_build_directories(tmp_path: Path, char: str) -> None:
     root = tmp_path / f"my{char}proj"
     root.mkdir()
@@ -88,9 +88,9 @@ def test_the_jit_refuses_them_before_writing(tmp_path: Path) -> None:
     assert error.value.key == "sources" and "'|'" in str(error.value)
     with pytest.raises(ConfigError) as error:
         pep517_torch.load_inline("ops", "int f() { return 1; }",
-                                 build_directory=str(tmp_path / "b;c"))
+                                 build_directory=str(tmp_path / "b|c"))
     assert error.value.key == "build_directory"
-    assert not (tmp_path / "b").exists() and not (tmp_path / "b;c").exists()
+    assert not (tmp_path / "b").exists() and not (tmp_path / "b|c").exists()
 
 
 def test_the_writer_guards_against_a_pipe() -> None:
@@ -103,10 +103,10 @@ NINJAS = sorted({str(find_ninja(os.environ)), *filter(None, [shutil.which("ninja
 
 @pytest.mark.parametrize("ninja", NINJAS)
 def test_the_refused_family_is_what_ninja_misreads(tmp_path: Path, ninja: str) -> None:
-    """The list is measured, not guessed: with a compiler that writes a depfile naming a header
-    with each character (unescaped, as gcc writes it), ninja finds the header missing and
-    rebuilds for refused characters only, and every ninja (1.11 to 1.13) for those it all
-    misreads; a `|` in a build line names another file."""
+    """The lists are measured, not guessed: with a compiler that writes a depfile naming a
+    header with each character (unescaped, as gcc writes it), ninja finds the header missing and
+    rebuilds for the refused characters (tab) and the documented DEPFILE_REBUILDS only, and
+    every ninja since 1.11 for `* ; < > ^` and backtick; a `|` in a build line names another file."""
     misread = []
     for index, char in enumerate("|!#$%&'()*+,;<=>?@[]^`{}~\"\t:\\ "):
         work = tmp_path / f"t{index}"
@@ -124,8 +124,9 @@ def test_the_refused_family_is_what_ninja_misreads(tmp_path: Path, ninja: str) -
         if "no work to do" not in again.stdout:
             misread.append(char)
     assert set("|*;<>^`\t") <= set(misread), misread  # every ninja since 1.11
-    assert all(unnameable_character(f"a{c}b") for c in misread), misread
-    assert not any(unnameable_character(f"a{c}b") for c in "!#$%()+,=@[]{}~: \\")
+    assert set(misread) <= DEPFILE_REBUILDS | {"|", "\t"}, misread
+    assert unnameable_character("a\tb") and unnameable_character("a|b")
+    assert not any(unnameable_character(f"a{c}b") for c in "!#$%()+,=@[]{}~: \\&'*;<>?^`\"")
     count("characters measured against a real ninja's depfile reader", len(misread))
     (tmp_path / "pipe").mkdir()
     (tmp_path / "pipe" / "build.ninja").write_text(
