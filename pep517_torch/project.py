@@ -301,6 +301,7 @@ def build_sdist(root: Path, out_dir: Path, config_settings: ConfigSettings) -> s
         exclude_globs=project.sdist_exclude,
         build_dir=project.options.build_dir,
         out_dir=out_dir,
+        artifacts=project.in_tree.values(),
     )
     with writing(out_dir):
         out_dir.mkdir(parents=True, exist_ok=True)

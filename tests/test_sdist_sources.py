@@ -81,7 +81,10 @@ def test_outside_git_the_gitignore_files_and_the_junk_rules_decide(tmp_path: Pat
     sources(root)
     junk(root)
     write(root / "build.log", "ignored by *.log")
-    assert names(root, out_dir=root / "out") == SOURCES
+    write(root / "demo" / "libprebuilt.so", "package data: ships")
+    artifact = root / "demo" / "_C.cpython-312-x86_64-linux-gnu.so"  # where today's build links
+    assert names(root, out_dir=root / "out", artifacts=[artifact]) == sorted(
+        [*SOURCES, "demo/libprebuilt.so"])
     count("junk files and folders an sdist outside git leaves out", 13)
 
 
@@ -99,7 +102,8 @@ def test_an_include_glob_brings_back_an_ignored_file_but_never_a_wheel(tmp_path:
     root = tmp_path / "proj"
     sources(root)
     junk(root)
-    chosen = names(root, include_globs=["scratch/*", "wheelhouse/*", "demo/*.so"])
+    chosen = names(root, include_globs=["scratch/*", "wheelhouse/*", "demo/*.so"],
+                   artifacts=[root / "demo" / "_C.so"])
     assert "scratch/notes.txt" in chosen and "demo/_C.cpython-311-x86_64-linux-gnu.so" in chosen
     assert not any(name.endswith(".whl") for name in chosen)
 
@@ -162,7 +166,8 @@ def test_an_untracked_project_inside_a_repository_is_walked(tmp_path: Path) -> N
     root = repo / "unpacked"
     sources(root)
     junk(root)
-    assert names(root, out_dir=root / "out") == SOURCES
+    stale = root / "demo" / "_C.so"
+    assert names(root, out_dir=root / "out", artifacts=[stale]) == SOURCES
 
 
 def test_the_sdist_hook_leaves_out_its_own_output_folder(tmp_path: Path) -> None:
@@ -200,3 +205,18 @@ def test_every_printed_pip_wheel_command_writes_only_its_wheel_into_dist() -> No
            if not (re.search(r"\s-w\s|--wheel-dir", c) and "--no-deps" in c)]
     assert not bad, bad
     count("printed pip wheel commands that write only their wheel into dist/", len(commands))
+
+
+def test_a_stale_copy_of_an_extension_stays_out_but_a_prebuilt_library_ships(tmp_path: Path) -> None:
+    root = tmp_path / "proj"
+    sources(root)
+    write(root / "pyproject.toml", PYPROJECT + 'dynamic = ["dependencies"]\n\n[tool.torch-ext]\n'
+          'packages = ["demo"]\npackage-data = { demo = ["lib/*.so"] }\n\n'
+          '[[tool.torch-ext.extension]]\nname = "demo._C"\nsources = ["csrc/*.cpp"]\n')
+    write(root / "demo" / "_C.cpython-310-x86_64-linux-gnu.so", "left by setup.py develop")
+    write(root / "demo" / "lib" / "libvendor.so", "shipped as package data")
+    name = project.build_sdist(root, tmp_path / "out", {})
+    with tarfile.open(tmp_path / "out" / name) as archive:
+        members = {m.name.split("/", 1)[1] for m in archive.getmembers() if m.isfile()}
+    assert "demo/lib/libvendor.so" in members
+    assert "demo/_C.cpython-310-x86_64-linux-gnu.so" not in members

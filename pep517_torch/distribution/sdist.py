@@ -37,14 +37,16 @@ def sdist_files(
     exclude_globs: Iterable[str] = (),
     build_dir: Path | None = None,
     out_dir: Path | None = None,
+    artifacts: Iterable[Path] = (),
 ) -> list[Path]:
     """The files of ``root`` an sdist ships, relative to ``root``, sorted.
 
     The candidates: in a git checkout (``pyproject.toml`` tracked), the files git tracks below
     ``root``, submodules included; elsewhere, every file under ``root`` except those a
     ``.gitignore`` ignores, VCS directories, ``__pycache__``, ``*.pyc``, caches of test and
-    lint tools, ``dist/`` and ``wheelhouse/`` at the top, ``.venv*``, compiled objects and
-    libraries, ``.DS_Store`` and ``.env`` files. Never shipped, whatever git or a glob says:
+    lint tools, ``dist/`` and ``wheelhouse/`` at the top, ``.venv*``, compiled objects, stale
+    copies of the project's extensions (``artifacts``: where each is linked or copied into
+    the tree), ``.DS_Store`` and ``.env`` files. Never shipped, whatever git or a glob says:
     wheels, sdists, core dumps, ``out_dir`` (where this sdist goes), build directories
     (``build_dir``, any directory tagged with a ``CACHEDIR.TAG``, and our older untagged
     ones), a top-level ``PKG-INFO`` (the writer makes a fresh one) and symlinks leading outside
@@ -61,6 +63,7 @@ def sdist_files(
         build_dir.resolve() if build_dir is not None else None,
         out_dir.resolve() if out_dir is not None else None,
         IgnoreFiles(root) if tracked is None else None,
+        frozenset((Path(path).parent, Path(path).name.split(".")[0]) for path in artifacts),
     )
     if tracked is None:
         chosen = {path for path in tree.walk(root, pruning=True) if tree.shippable(path)}
@@ -95,9 +98,15 @@ class _Tree:
     """The walk rules of one sdist: which directories are entered, which files may ship."""
 
     def __init__(
-        self, root: Path, build: Path | None, out: Path | None, ignores: IgnoreFiles | None
+        self,
+        root: Path,
+        build: Path | None,
+        out: Path | None,
+        ignores: IgnoreFiles | None,
+        artifacts: frozenset[tuple[Path, str]],
     ) -> None:
         self.root = root
+        self.artifacts = artifacts
         self.build = build
         self.out = out
         self.ignores = ignores
@@ -170,7 +179,7 @@ class _Tree:
             JUNK_DIRS.intersection(relative.parts)
             or any(part.startswith(".venv") for part in relative.parts[:-1])
             or (relative.parts[0] in TOP_OUTPUT_DIRS and len(relative.parts) > 1)
-            or is_leftover(path.name)
+            or is_leftover(path, self.artifacts)
             or (self.ignores is not None and self.ignores.ignored(path, False))
         )
 

@@ -20,7 +20,8 @@ from ..errors import ConfigError
 
 # Soft defaults of a tree walked without git (an include glob brings them back): what a build,
 # an editor or a crash leaves behind, and files that hold secrets.
-LEFTOVER_NAMES = re.compile(r"\.DS_Store|Thumbs\.db|\.env|\.env\..+|.*\.(so|pyd|dylib|o|obj)")
+LEFTOVER_NAMES = re.compile(r"\.DS_Store|Thumbs\.db|\.env|\.env\..+|.*\.(o|obj)")
+_LIBRARY_SUFFIXES = (".so", ".pyd", ".dylib")
 _ELF_CORE = b"\x7fELF"  # an ELF file whose e_type (bytes 16-17) is ET_CORE, 4
 _SDIST_NAME = re.compile(r"[^/]+-[^-/]+\.tar\.gz")
 
@@ -67,8 +68,16 @@ def _is_core_dump(path: Path) -> bool:
     return head[:4] == _ELF_CORE and head[16:18] in (b"\x04\x00", b"\x00\x04")
 
 
-def is_leftover(name: str) -> bool:
-    return bool(LEFTOVER_NAMES.fullmatch(name))
+def is_leftover(path: Path, artifacts: frozenset[tuple[Path, str]]) -> bool:
+    """Editor and OS droppings, secrets, objects, and a compiled copy of one of the project's
+    own extensions (``pkg/_C.cpython-310-x86_64-linux-gnu.so`` left by an old ``setup.py
+    develop``; ``artifacts`` holds each extension's (directory, module name)). A prebuilt
+    library the project ships as package data is none of these."""
+    name = path.name
+    if LEFTOVER_NAMES.fullmatch(name):
+        return True
+    stem = name.split(".")[0]
+    return name.endswith(_LIBRARY_SUFFIXES) and (path.parent, stem) in artifacts
 
 
 def _holds_pkg_info(path: Path) -> bool:
