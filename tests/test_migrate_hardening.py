@@ -96,3 +96,30 @@ def test_a_shipped_tests_subpackage_gets_the_note(tmp_path: Path) -> None:
 def test_the_docs_say_first_that_migrate_runs_setup_py() -> None:
     head = "\n".join((ROOT / "docs" / "migrate.md").read_text().splitlines()[:12])
     assert "migrate runs your setup.py" in head
+
+
+SUFFIXED_FILE_VERSION = """
+import os
+import torch
+from setuptools import setup
+from torch.utils.cpp_extension import BuildExtension, CppExtension, CUDAExtension
+version = open("VERSION").read().strip() + os.getenv("P_VERSION_SUFFIX", "")
+if torch.cuda.is_available():
+    ext = CUDAExtension("p._C", ["a.cpp", "k.cu"])
+else:
+    ext = CppExtension("p._C", ["a.cpp"])
+setup(name="p", version=version, packages=["p"], ext_modules=[ext],
+      cmdclass={"build_ext": BuildExtension})
+"""
+
+
+def test_a_version_suffix_that_suffix_env_says_gets_no_other_note(tmp_path: Path) -> None:
+    """Before: `[project] dynamic change too, which no override can express` and `version is
+    dropped, which no override can say`, twice each, for what suffix-env already says."""
+    project = project_with(tmp_path, SUFFIXED_FILE_VERSION, {"k.cu": "", "VERSION": "1.2.0\n"})
+    text = migrate(project).text
+    version = tomllib.loads(text)["tool"]["torch-ext"]["version"]
+    assert (version["file"], version["suffix-env"]) == ("VERSION", "P_VERSION_SUFFIX")
+    assert "no override can" not in text, text
+    assert "$P_VERSION_SUFFIX: unset here; tried '1', '0' with CUDA off and on: only the version" \
+        " changes" in text

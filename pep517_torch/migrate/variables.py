@@ -32,8 +32,10 @@ def describe(value: str | None) -> str:
 def _differs(first: Converted, second: Converted, suffix_env: bool) -> Diff:
     """The difference, less a version change that `suffix-env` already expresses."""
     found = diff(first, second)
-    if suffix_env:
-        found.project_keys = [k for k in found.project_keys if k != "version"]
+    if suffix_env:  # the version, its `dynamic` entry and [tool.torch-ext.version] are said
+        found.project_keys = [k for k in found.project_keys if k not in ("version", "dynamic")]
+        found.changes = [c for c in found.changes
+                         if not (c.extension is None and c.key == "version")]
     return found
 
 
