@@ -15,7 +15,8 @@ from ..atomic import write_if_changed
 from ..errors import BuildError, ConfigError, ToolchainError
 from ..project_tree import mark_build_dir
 from . import flags as flags_mod
-from . import graph, inputs, jobs, pch, pch_cache, scan, toolchain
+from .. import stable_abi
+from . import graph, inputs, jobs, pch, pch_cache, scan, stable_audit, toolchain
 from . import launcher as launchers
 from .progress import LOG_NAME
 from .runner import Log, NinjaRun, _stderr, run_ninja
@@ -39,6 +40,7 @@ class BuildPlan:
     descriptions: dict[str, str]  # ninja output -> what building it means, for error messages
     pch_cache: tuple[pch.PchPlan, ...] = ()  # the machine-wide cache's entries this build uses
     pch_cache_dir: Path | None = None  # that cache (None: PCHs stay in the build directory)
+    stable: tuple[stable_audit.StableArtifact, ...] = ()  # audited after every run
 
 
 @dataclass(frozen=True)
@@ -202,7 +204,9 @@ class _Planner:
         )
         nvcc_sources = {s for s in spec.sources if spec.uses_cuda and is_cuda_source(s)}
         pch_users: dict[Path, pch.PchPlan] = {}
-        if self.pch_dir is not None and spec.pch:
+        # A stable-ABI TU includes no torch/extension.h: nothing of torch is worth a PCH.
+        torch_pch = spec.stable_abi is None or spec.pch_header is not None
+        if self.pch_dir is not None and spec.pch and torch_pch:
             cxx_sources = [s for s in spec.sources if s not in nvcc_sources]
             pch_users = pch.plan(
                 spec, cxx_sources, ext_flags, self.tools.compiler, self.tools.torch,
@@ -251,6 +255,7 @@ def prepare(
     env = options.env
     compiler = toolchain.find_compiler(env)
     torch = toolchain.find_torch()
+    _check_stable_targets(specs, torch)
     ninja = toolchain.find_ninja(env)
     launcher = launchers.find_launcher(options.compiler_launcher, compiler, env)
     launcher_name = launchers.launcher_name(launcher, compiler)
@@ -329,7 +334,32 @@ def prepare(
         descriptions=_descriptions(plans, options.source_root),
         pch_cache=tuple(p for p in planner.pch_plans.values() if p.shared),
         pch_cache_dir=pch_dir if shared_pch else None,
+        stable=_stable_artifacts(plans, build_dir, options.source_root),
     )
+
+
+def _check_stable_targets(specs: Sequence[ExtensionSpec], torch: toolchain.TorchInstall) -> None:
+    for spec in specs:
+        problem = spec.stable_abi and stable_abi.torch_problem(spec.stable_abi, torch.version)
+        if problem:
+            raise ConfigError(problem, spec.key_of("stable_abi"))
+
+
+def _stable_artifacts(
+    plans: Sequence[graph.ExtensionPlan], build_dir: Path, source_root: Path | None
+) -> tuple[stable_audit.StableArtifact, ...]:
+    out = []
+    for plan in plans:
+        if plan.spec.stable_abi is None:
+            continue
+        base = source_root or graph.display_base(plan.spec, None)
+        objects = tuple(
+            (build_dir / unit.object, graph.display_path(unit.source, base)) for unit in plan.units
+        )
+        out.append(stable_audit.StableArtifact(
+            plan.spec.name, plan.spec.stable_abi, (build_dir / plan.output).resolve(), objects
+        ))
+    return tuple(out)
 
 
 def _descriptions(plans: Sequence[graph.ExtensionPlan], source_root: Path | None) -> dict[str, str]:
@@ -417,6 +447,7 @@ def run(
     hits_after = launchers.cache_hits(plan.launcher, env) if hits_before is not None else None
     if hits_before is not None and hits_after is not None:
         result.cache_hits = hits_after - hits_before
+    stable_audit.audit_all(plan.stable)
     return result
 
 

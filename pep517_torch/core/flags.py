@@ -12,6 +12,7 @@ from pathlib import Path
 from packaging.version import Version
 
 from .. import limited_api
+from .. import stable_abi as stable
 from .spec import BUILD_TYPE_FLAGS, BuildType, ExtensionSpec, Kind
 from .toolchain import Compiler, TorchInstall
 
@@ -78,6 +79,20 @@ def _defines(spec: ExtensionSpec) -> list[str]:
         out.append(f"-D{name}" if value is None else f"-D{name}={value}")
     if spec.py_limited_api and not _defines_limited_api(spec):
         out.append(f"-DPy_LIMITED_API=0x{limited_api.macro_value(spec.py_limited_api):08X}")
+    return out + _stable_abi_defines(spec)
+
+
+def _stable_abi_defines(spec: ExtensionSpec) -> list[str]:
+    """TORCH_TARGET_VERSION (unless the user defines it: the spec checked it agrees) and, for a
+    CUDA extension, USE_CUDA, which declares the C shim's CUDA stream functions."""
+    if spec.stable_abi is None:
+        return []
+    flags = (*spec.extra_cflags, *spec.extra_cuda_cflags)
+    defined = stable.user_defines(spec.define_macros, flags)
+    out = [] if defined else [f"-D{stable.MACRO}={stable.macro_text(spec.stable_abi)}"]
+    user_cuda = any(name == "USE_CUDA" for name, _ in spec.define_macros) or "-DUSE_CUDA" in flags
+    if spec.uses_cuda and not user_cuda:
+        out.append("-DUSE_CUDA")
     return out
 
 
