@@ -41,6 +41,8 @@ class BuildPlan:
     pch_cache: tuple[pch.PchPlan, ...] = ()  # the machine-wide cache's entries this build uses
     pch_cache_dir: Path | None = None  # that cache (None: PCHs stay in the build directory)
     stable: tuple[stable_audit.StableArtifact, ...] = ()  # audited after every run
+    # spec name -> each object file and the source it compiles (as shown): who needs a symbol
+    objects: dict[str, tuple[tuple[Path, str], ...]] = dataclasses.field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -316,6 +318,7 @@ def prepare(
         arguments=launchers.command_arguments(launcher_name, options.source_root, build_dir),
         nvcc_dlink=[str(cuda.toolkit.nvcc)] if cuda else None,
     )
+    objects = _objects(plans, build_dir, options.source_root)
     ninja_file = build_dir / "build.ninja"
     if write_if_changed(ninja_file, text) or not (build_dir / COMPDB).exists():
         _write_compile_commands(ninja, build_dir)
@@ -334,7 +337,8 @@ def prepare(
         descriptions=_descriptions(plans, options.source_root),
         pch_cache=tuple(p for p in planner.pch_plans.values() if p.shared),
         pch_cache_dir=pch_dir if shared_pch else None,
-        stable=_stable_artifacts(plans, build_dir, options.source_root),
+        stable=_stable_artifacts(plans, build_dir, objects),
+        objects=objects,
     )
 
 
@@ -345,21 +349,29 @@ def _check_stable_targets(specs: Sequence[ExtensionSpec], torch: toolchain.Torch
             raise ConfigError(problem, spec.key_of("stable_abi"))
 
 
-def _stable_artifacts(
+def _objects(
     plans: Sequence[graph.ExtensionPlan], build_dir: Path, source_root: Path | None
-) -> tuple[stable_audit.StableArtifact, ...]:
-    out = []
+) -> dict[str, tuple[tuple[Path, str], ...]]:
+    out = {}
     for plan in plans:
-        if plan.spec.stable_abi is None:
-            continue
         base = source_root or graph.display_base(plan.spec, None)
-        objects = tuple(
+        out[plan.spec.name] = tuple(
             (build_dir / unit.object, graph.display_path(unit.source, base)) for unit in plan.units
         )
-        out.append(stable_audit.StableArtifact(
-            plan.spec.name, plan.spec.stable_abi, (build_dir / plan.output).resolve(), objects
-        ))
-    return tuple(out)
+    return out
+
+
+def _stable_artifacts(
+    plans: Sequence[graph.ExtensionPlan], build_dir: Path,
+    objects: dict[str, tuple[tuple[Path, str], ...]],
+) -> tuple[stable_audit.StableArtifact, ...]:
+    return tuple(
+        stable_audit.StableArtifact(
+            plan.spec.name, plan.spec.stable_abi, (build_dir / plan.output).resolve(),
+            objects[plan.spec.name],
+        )
+        for plan in plans if plan.spec.stable_abi is not None
+    )
 
 
 def _descriptions(plans: Sequence[graph.ExtensionPlan], source_root: Path | None) -> dict[str, str]:
