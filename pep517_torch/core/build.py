@@ -435,20 +435,23 @@ def run(
     with pch_cache.Hold(entry.directory for entry in plan.pch_cache):
         for entry in plan.pch_cache:
             pch_cache.write_info(entry.directory, entry.info)
-        result = run_ninja(
-            plan.ninja,
-            plan.build_dir,
-            jobs=plan.jobs.jobs,
-            verbose=options.verbose,
-            show_progress=not options.quiet,
-            log=log,
-            env=env,
-            what=what,
-            header=header,
-            notes=plan.notes,
-            descriptions=plan.descriptions,
-            log_file=plan.build_dir / LOG_NAME,
-        )
+        try:
+            result = run_ninja(
+                plan.ninja,
+                plan.build_dir,
+                jobs=plan.jobs.jobs,
+                verbose=options.verbose,
+                show_progress=not options.quiet,
+                log=log,
+                env=env,
+                what=what,
+                header=header,
+                notes=plan.notes,
+                descriptions=plan.descriptions,
+                log_file=plan.build_dir / LOG_NAME,
+            )
+        except BuildError as exc:
+            raise (plan.stable and stable_audit.non_stable_include(exc)) or exc from None
     if plan.pch_cache_dir is not None and plan.pch_cache:
         pch_cache.evict(plan.pch_cache_dir, options.pch_cache_size)
     if result.steps or not inputs.has_record(plan.build_dir):

@@ -85,3 +85,28 @@ def audit(
         f" {elf.demangle(symbol)}{more} from torch's C++ API, which changes between torch"
         " releases: use torch/csrc/stable and torch/headeronly only (or drop stable-abi)"
     )
+
+
+TORCH_STABLE_ERROR = "should not be included when either TORCH_STABLE_ONLY or TORCH_TARGET_VERSION"
+
+
+def non_stable_include(error: BuildError) -> BuildError | None:
+    """A failed stable-ABI compile that stopped on torch's own ``#error`` (a header outside the
+    stable ABI): the same error, ending on that ``#error`` line, after the includes that led
+    there from the user's file; None for any other failure."""
+    lines = error.output.splitlines()
+    index = next((i for i, line in enumerate(lines) if TORCH_STABLE_ERROR in line
+                  and not line.startswith((" ", "\t"))), None)
+    if index is None:
+        return None
+    chain: list[str] = []
+    for line in reversed(lines[:index]):
+        if not line.lstrip().startswith(("In file included from", "from ")):
+            break
+        chain.insert(0, line.strip())
+    head = str(error).split(":\n", 1)[0]
+    message = (
+        f"{head}: a header outside torch's stable ABI is included (stable-abi builds may use"
+        " torch/csrc/stable and torch/headeronly only):\n" + "\n".join([*chain, lines[index]])
+    )
+    return BuildError(message, output=error.output, first_error=lines[index])
