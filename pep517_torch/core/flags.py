@@ -231,11 +231,23 @@ def torch_libraries(spec: ExtensionSpec, torch: TorchInstall) -> list[str]:
     return libraries
 
 
+def _torch_link(spec: ExtensionSpec, torch: TorchInstall) -> list[str]:
+    """``-l`` flags for torch's libraries. A stable-ABI CUDA artifact keeps libtorch.so among
+    its NEEDED even where the linker drops unused libraries: the C shim's CUDA functions
+    (``aoti_torch_get_current_cuda_stream``) live in libtorch_cuda, which libtorch.so of a CUDA
+    torch brings in at load time, whichever torch (even a CPU one) it was linked against."""
+    flags = [f"-l{lib}" for lib in torch_libraries(spec, torch)]
+    if spec.stable_abi is not None and spec.uses_cuda:
+        index = flags.index("-ltorch")
+        flags[index:index + 1] = ["-Wl,--no-as-needed", "-ltorch", "-Wl,--as-needed"]
+    return flags
+
+
 def _link_flags(spec: ExtensionSpec, tools: ResolvedTools) -> list[str]:
     torch = tools.torch
     executable = spec.kind is Kind.EXECUTABLE
     ld = [] if executable else ["-shared"]
-    ld += [f"-L{torch.library_dir}", *(f"-l{lib}" for lib in torch_libraries(spec, torch))]
+    ld += [f"-L{torch.library_dir}", *_torch_link(spec, torch)]
     if executable:
         ld.append(f"-Wl,-rpath,{torch.library_dir}")
     ld += [f"-L{d}" for d in spec.library_dirs]
