@@ -241,3 +241,31 @@ def test_auditwheel_repair_leaves_the_tag_as_written(stable_wheel: tuple[Path, s
     )
     assert result.returncode == 0, result.stderr
     assert [p.name for p in out.glob("*.whl")] == [wheel.name]
+
+
+@pytest.mark.parametrize(("target", "words"), [("2.9", "older than torch 2.10"), ("2.99", "newer than torch 2.13"),
+                                               ("2.1x", "MAJOR.MINOR")])
+def test_jit_refuses_bad_targets_naming_the_argument(jit_env: Path, tmp_path: Path, target: str, words: str) -> None:
+    from pep517_torch import load
+
+    source = write(tmp_path / "ops.cpp", (FIXTURE / "csrc" / "ops.cpp").read_text())
+    with pytest.raises(ConfigError, match=words) as caught:
+        load("jit_stable_bad", [str(source)], is_python_module=False, stable_abi=target)
+    assert caught.value.key == "stable_abi"
+
+
+@pytest.mark.compile
+def test_jit_load_with_stable_abi_builds_and_computes(jit_env: Path, tmp_path: Path) -> None:
+    source = write(tmp_path / "ops.cpp", (FIXTURE / "csrc" / "ops.cpp").read_text())
+    code = f"""
+import torch
+from pep517_torch import load
+path = load("jit_stable_ops", [{str(source)!r}], is_python_module=False, stable_abi="2.10")
+print(torch.ops.stableops.scaled_add(torch.arange(3.0), torch.ones(3), 3.0).tolist())
+print(open({str(jit_env)!r} + "/jit_stable_ops/build.ninja").read().count("-DTORCH_TARGET_VERSION=0x020a000000000000"))
+"""
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600,
+                            env={**os.environ, "TORCH_EXTENSIONS_DIR": str(jit_env)})
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.strip().splitlines()
+    assert lines[0] == "[1.0, 4.0, 7.0]" and int(lines[1]) >= 1
