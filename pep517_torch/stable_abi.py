@@ -74,6 +74,24 @@ def user_defines(
     return values
 
 
+def target_of_macro(value: object) -> str | None:
+    """A TORCH_TARGET_VERSION value (``0x020a000000000000``, ``TORCH_VERSION_2_10_0``) ->
+    ``"2.10"``; None when it reads as no stable-ABI target."""
+    text = str(value).strip()
+    named = re.fullmatch(r"TORCH_VERSION_(\d+)_(\d+)_0", text)
+    if named:
+        target = f"{int(named.group(1))}.{int(named.group(2))}"
+    else:
+        try:
+            number = int(_INTEGER_SUFFIX.sub("", text), 0)
+        except ValueError:
+            return None
+        target = f"{number >> 56}.{(number >> 48) & 0xFF}"
+        if number != packed(target):
+            return None  # a patch or ABI tag we would not reproduce
+    return target if problem(target) is None else None
+
+
 def define_problem(value: str | None, target: str) -> str | None:
     """Why a user's ``-DTORCH_TARGET_VERSION=value`` disagrees with ``target``, or None."""
     number: int | None = None

@@ -269,3 +269,41 @@ print(open({str(jit_env)!r} + "/jit_stable_ops/build.ninja").read().count("-DTOR
     assert result.returncode == 0, result.stderr
     lines = result.stdout.strip().splitlines()
     assert lines[0] == "[1.0, 4.0, 7.0]" and int(lines[1]) >= 1
+
+
+STABLE_SETUP_PY = """
+from setuptools import setup
+from torch.utils.cpp_extension import BuildExtension, CppExtension
+setup(name="p", version="1.0", packages=["p"], ext_modules=[CppExtension(
+    "p._C", ["a.cpp"], py_limited_api=True,
+    extra_compile_args={{"cxx": ["-O3", "-DPy_LIMITED_API=0x030A0000", "{define}"],
+                        "nvcc": ["-O3", "{define}"]}})],
+    cmdclass={{"build_ext": BuildExtension}}, options={{"bdist_wheel": {{"py_limited_api": "cp310"}}}})
+"""
+
+
+@pytest.mark.parametrize(("define", "expected"), [
+    ("-DTORCH_TARGET_VERSION=0x020a000000000000", "2.10"),
+    ("-DTORCH_TARGET_VERSION=0x020c000000000000ULL", "2.12"),
+    ("-DTORCH_TARGET_VERSION=TORCH_VERSION_2_11_0", "2.11"),
+])
+def test_migrate_turns_the_define_and_the_limited_api_into_stable_abi(tmp_path: Path, define: str, expected: str) -> None:
+    from pep517_torch.config.pyproject import tomllib
+    from pep517_torch.migrate import migrate
+    from tests.migrate_helpers import project_with
+
+    root = project_with(tmp_path, STABLE_SETUP_PY.format(define=define))
+    (extension,) = tomllib.loads(migrate(root).text)["tool"]["torch-ext"]["extension"]
+    assert extension["stable-abi"] == expected and extension["py-limited-api"] == "cp310"
+    assert extension["extra-cflags"] == ["-O3"]
+    assert not any("TORCH_TARGET_VERSION" in f for f in extension.get("extra-cuda-cflags", []))
+
+
+def test_migrate_keeps_a_define_it_cannot_read(tmp_path: Path) -> None:
+    from pep517_torch.config.pyproject import tomllib
+    from pep517_torch.migrate import migrate
+    from tests.migrate_helpers import project_with
+
+    root = project_with(tmp_path, STABLE_SETUP_PY.format(define="-DTORCH_TARGET_VERSION=MY_TARGET"))
+    (extension,) = tomllib.loads(migrate(root).text)["tool"]["torch-ext"]["extension"]
+    assert "stable-abi" not in extension and "-DTORCH_TARGET_VERSION=MY_TARGET" in extension["extra-cflags"]
