@@ -15,8 +15,7 @@ from ..atomic import write_if_changed
 from ..errors import BuildError, ConfigError, ToolchainError
 from ..project_tree import mark_build_dir
 from . import flags as flags_mod
-from .. import stable_abi
-from . import graph, inputs, jobs, pch, pch_cache, scan, stable_audit, toolchain
+from . import graph, inputs, jobs, pch, pch_cache, scan, stable_audit, toolchain, trace, trace_view
 from . import launcher as launchers
 from .progress import LOG_NAME
 from .runner import Log, NinjaRun, _stderr, run_ninja
@@ -40,6 +39,7 @@ class BuildPlan:
     descriptions: dict[str, str]  # ninja output -> what building it means, for error messages
     pch_cache: tuple[pch.PchPlan, ...] = ()  # the machine-wide cache's entries this build uses
     pch_cache_dir: Path | None = None  # that cache (None: PCHs stay in the build directory)
+    steps: dict[str, dict[str, object]] = dataclasses.field(default_factory=dict)  # for the trace
     stable: tuple[stable_audit.StableArtifact, ...] = ()  # audited after every run
     # spec name -> each object file and the source it compiles (as shown): who needs a symbol
     objects: dict[str, tuple[tuple[Path, str], ...]] = dataclasses.field(default_factory=dict)
@@ -62,10 +62,13 @@ class BuildResult:
         pch = f", {run.precompiled} header{plural} precompiled" if run.precompiled else ""
         cached = f" ({run.cache_hits} from cache)" if run.cache_hits is not None else ""
         log = f"; log: {run.log_file}" if run.log_file else ""
-        return (
+        first = (
             f"{count} extension{'s' * (count != 1)}: {run.compiled} compiled{cached},"
             f" {run.linked} linked{pch} in {run.seconds:.1f} s{log}"
         )
+        timeline = run.timeline  # then the slowest steps and idle job slots, a line each
+        trace_file = self.plan.build_dir / trace.TRACE_NAME
+        return "\n".join([first, *(trace_view.summary_lines(timeline, trace_file) if timeline else [])])
 
 
 def _check_build_dir(build_dir: Path) -> None:
@@ -257,7 +260,7 @@ def prepare(
     env = options.env
     compiler = toolchain.find_compiler(env)
     torch = toolchain.find_torch()
-    _check_stable_targets(specs, torch)
+    stable_audit.check_targets(specs, torch.version)
     ninja = toolchain.find_ninja(env)
     launcher = launchers.find_launcher(options.compiler_launcher, compiler, env)
     launcher_name = launchers.launcher_name(launcher, compiler)
@@ -318,7 +321,7 @@ def prepare(
         arguments=launchers.command_arguments(launcher_name, options.source_root, build_dir),
         nvcc_dlink=[str(cuda.toolkit.nvcc)] if cuda else None,
     )
-    objects = _objects(plans, build_dir, options.source_root)
+    objects = stable_audit.objects(plans, build_dir, options.source_root)
     ninja_file = build_dir / "build.ninja"
     if write_if_changed(ninja_file, text) or not (build_dir / COMPDB).exists():
         _write_compile_commands(ninja, build_dir)
@@ -337,40 +340,12 @@ def prepare(
         descriptions=_descriptions(plans, options.source_root),
         pch_cache=tuple(p for p in planner.pch_plans.values() if p.shared),
         pch_cache_dir=pch_dir if shared_pch else None,
-        stable=_stable_artifacts(plans, build_dir, objects),
+        steps=graph.step_details(
+            plans, list(planner.pch_plans.values()), build_dir=build_dir,
+            launcher_name=launcher_name, nvcc_launched=launchers.wraps_nvcc(launcher_name),
+        ),
+        stable=stable_audit.artifacts(plans, build_dir, objects),
         objects=objects,
-    )
-
-
-def _check_stable_targets(specs: Sequence[ExtensionSpec], torch: toolchain.TorchInstall) -> None:
-    for spec in specs:
-        problem = spec.stable_abi and stable_abi.torch_problem(spec.stable_abi, torch.version)
-        if problem:
-            raise ConfigError(problem, spec.key_of("stable_abi"))
-
-
-def _objects(
-    plans: Sequence[graph.ExtensionPlan], build_dir: Path, source_root: Path | None
-) -> dict[str, tuple[tuple[Path, str], ...]]:
-    out = {}
-    for plan in plans:
-        base = source_root or graph.display_base(plan.spec, None)
-        out[plan.spec.name] = tuple(
-            (build_dir / unit.object, graph.display_path(unit.source, base)) for unit in plan.units
-        )
-    return out
-
-
-def _stable_artifacts(
-    plans: Sequence[graph.ExtensionPlan], build_dir: Path,
-    objects: dict[str, tuple[tuple[Path, str], ...]],
-) -> tuple[stable_audit.StableArtifact, ...]:
-    return tuple(
-        stable_audit.StableArtifact(
-            plan.spec.name, plan.spec.stable_abi, (build_dir / plan.output).resolve(),
-            objects[plan.spec.name],
-        )
-        for plan in plans if plan.spec.stable_abi is not None
     )
 
 
@@ -432,7 +407,12 @@ def run(
             env.setdefault("CCACHE_BASEDIR", str(options.source_root))
     hits_before = launchers.cache_hits(plan.launcher, env)
     started_ns = time.time_ns()
-    with pch_cache.Hold(entry.directory for entry in plan.pch_cache):
+    recorder = trace.Recorder(
+        plan.build_dir, plan.descriptions, plan.steps, jobs=plan.jobs.jobs, env=env,
+        ccache=launchers.launcher_name(plan.launcher, plan.compiler) == "ccache",
+    )
+    recorder.remember()
+    with pch_cache.Hold(entry.directory for entry in plan.pch_cache), recorder:
         for entry in plan.pch_cache:
             pch_cache.write_info(entry.directory, entry.info)
         try:
@@ -452,6 +432,7 @@ def run(
             )
         except BuildError as exc:
             raise (plan.stable and stable_audit.non_stable_include(exc)) or exc from None
+    result.timeline = recorder.timeline
     if plan.pch_cache_dir is not None and plan.pch_cache:
         pch_cache.evict(plan.pch_cache_dir, options.pch_cache_size)
     if result.steps or not inputs.has_record(plan.build_dir):

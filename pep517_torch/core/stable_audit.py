@@ -15,8 +15,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import elf
-from ..errors import BuildError
+from .. import elf, stable_abi
+from ..errors import BuildError, ConfigError
+from . import graph
+from .spec import ExtensionSpec
 
 TORCH_NAMESPACES = frozenset({"at", "c10", "torch", "caffe2"})
 STABLE_NAMESPACES = frozenset({"stable", "headeronly"})  # torch::stable, torch::headeronly
@@ -54,6 +56,39 @@ class StableArtifact:
     target: str  # its stable-ABI target, "2.10"
     artifact: Path
     objects: tuple[tuple[Path, str], ...]  # each object file and the source it compiles (shown)
+
+
+def check_targets(specs: Sequence[ExtensionSpec], torch_version: str) -> None:
+    """Before anything compiles: no spec targets a stable ABI newer than the building torch."""
+    for spec in specs:
+        problem = spec.stable_abi and stable_abi.torch_problem(spec.stable_abi, torch_version)
+        if problem:
+            raise ConfigError(problem, spec.key_of("stable_abi"))
+
+
+def objects(
+    plans: Sequence[graph.ExtensionPlan], build_dir: Path, source_root: Path | None
+) -> dict[str, tuple[tuple[Path, str], ...]]:
+    """Each extension's object files with the source each compiles, as messages show it."""
+    out = {}
+    for plan in plans:
+        base = source_root or graph.display_base(plan.spec, None)
+        out[plan.spec.name] = tuple(
+            (build_dir / unit.object, graph.display_path(unit.source, base)) for unit in plan.units
+        )
+    return out
+
+
+def artifacts(
+    plans: Sequence[graph.ExtensionPlan], build_dir: Path,
+    objects: dict[str, tuple[tuple[Path, str], ...]],
+) -> tuple[StableArtifact, ...]:
+    """The stable-ABI artifacts of ``plans``, to audit after each run."""
+    return tuple(
+        StableArtifact(plan.spec.name, plan.spec.stable_abi, (build_dir / plan.output).resolve(),
+                       objects[plan.spec.name])
+        for plan in plans if plan.spec.stable_abi is not None
+    )
 
 
 def audit_all(artifacts: Sequence[StableArtifact]) -> None:
