@@ -10,6 +10,7 @@ requirement, as published extensions say with ``auditwheel repair --exclude``.
 from __future__ import annotations
 
 import fnmatch
+import platform
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -91,6 +92,11 @@ def decide(mode: str, binaries: Sequence[Binary], shipped_names: set[str], linux
     tag); ``shipped_names`` are the file names of libraries the wheel itself holds."""
     if mode == "linux":
         return Decision(linux_tag, "platform-tag = \"linux\"")
+    if platform.libc_ver()[0] != "glibc":
+        if mode != "auto":
+            raise ConfigError(f"{mode} needs a glibc system; this one is not",
+                              "tool.torch-ext.platform-tag")
+        return Decision(linux_tag, f"{linux_tag}: not a glibc system (musllinux is not computed)")
     policies = _policies()
     needs: list[_Need] = []
     foreign: list[tuple[str, Binary]] = []
