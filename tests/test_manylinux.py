@@ -78,3 +78,18 @@ def test_a_foreign_needed_library_means_linux_and_a_way_out(tmp_path: Path) -> N
 ])
 def test_torch_and_its_cuda_libraries_count_as_supplied(name: str, supplied: bool) -> None:
     assert torch_supplied(name) is supplied
+
+
+def test_an_unknown_explicit_tag_is_refused_before_compiling(tmp_path: Path) -> None:
+    from pep517_torch import project
+    from tests.conftest import write_tree
+
+    root = write_tree(tmp_path, {
+        "pyproject.toml": '[project]\nname = "p"\nversion = "1"\ndynamic = ["dependencies"]\n'
+                          '[tool.torch-ext]\npackages = ["p"]\nplatform-tag = "manylinux_2_99_x86_64"\n'
+                          '[[tool.torch-ext.extension]]\nname = "p._C"\nsources = ["a.cpp"]\n',
+        "p/__init__.py": "", "a.cpp": "",
+    })
+    with pytest.raises(ConfigError, match=r"tool\.torch-ext\.platform-tag: 'manylinux_2_99_x86_64' is no platform tag"):
+        project.load(root, None)
+    assert not (root / "build").exists()

@@ -13,6 +13,7 @@ from .. import limited_api
 from .. import stable_abi
 from ..core.arch_list import arch_list_problem
 from ..core.spec import DEFAULT_PCH_CACHE_BYTES
+from ..distribution.manylinux import tag_problem as manylinux_tag_problem
 from .checks import (
     extension_name_problem,
     no_keyword_parts,
@@ -336,6 +337,7 @@ class ProjectSettings:
         " `manylinux2014_x86_64`) is checked: binaries that need more are an error. Other"
         " platforms keep their interpreter's tag.",
         pattern=r"^(auto|linux|[a-z]+[0-9_]*_[a-z0-9_]+)$",
+        check=manylinux_tag_problem,
         config_setting=True,
     )
     torch_import_check: Literal["auto"] | bool = setting(

@@ -12,6 +12,7 @@ from __future__ import annotations
 import fnmatch
 import platform
 import re
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -85,6 +86,23 @@ def _violations(policy, needs: Sequence[_Need]) -> list[_Need]:  # type: ignore[
         if prefix in allowed and need.version.partition("_")[2] not in allowed[prefix]:
             out.append(need)
     return sorted(out, key=lambda n: (n.version.partition("_")[0], _key(n.version)), reverse=True)
+
+
+def tag_problem(value: str) -> str | None:
+    """Why ``value`` is no ``platform-tag`` setting on this machine, or None: ``auto``,
+    ``linux``, or a manylinux tag of auditwheel's policies for this architecture (checked on
+    glibc Linux only; elsewhere the tag is not computed)."""
+    if value in ("auto", "linux") or not sys.platform.startswith("linux"):
+        return None
+    if platform.libc_ver()[0] != "glibc":
+        return None
+    policies = _policies()
+    try:
+        policies.get_policy_by_name(value)
+    except LookupError:
+        known = ", ".join(p.name for p in policies if p.name != policies.linux.name)
+        return f"{value!r} is no platform tag of this machine's architecture (auto, linux, or one of {known})"
+    return None
 
 
 def decide(mode: str, binaries: Sequence[Binary], shipped_names: set[str], linux_tag: str) -> Decision:
