@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import limited_api
+from .. import stable_abi as stable
 from ..core.ninja_syntax import unnameable_character
 from ..core.spec import BuildType, ExtensionSpec, Kind, first_duplicate, is_cuda_source
 from ..errors import ConfigError
@@ -193,7 +194,10 @@ def build_spec(ctx: ExtensionContext, ext: ExtensionSettings, origins: Origins) 
         )
     else:
         header = None
+    stable_target, stable_key = _stable_abi(ctx, ext, origins)
     target = limited_api.DEFAULT if ext.py_limited_api is True else ext.py_limited_api or None
+    if stable_target is not None and target is None:
+        target = limited_api.DEFAULT  # the stable ABI is one abi3 wheel for every CPython too
     if target:
         flags = _flags(ext, variant, "extra_cflags") + _flags(ext, variant, "extra_cuda_cflags")
         _check_limited_api(_macros(ext, variant), flags, target, origins.of("py_limited_api"))
@@ -213,6 +217,7 @@ def build_spec(ctx: ExtensionContext, ext: ExtensionSettings, origins: Origins) 
         with_cuda=None if ext.with_cuda == "auto" else bool(ext.with_cuda),
         cuda_arch_list=tuple(arch_list) or None,
         py_limited_api=target,
+        stable_abi=stable_target,
         kind=Kind(ext.kind),
         python_abi_suffix=ext.python_abi_suffix,
         openmp=ext.openmp,
@@ -223,8 +228,24 @@ def build_spec(ctx: ExtensionContext, ext: ExtensionSettings, origins: Origins) 
         dlink=dlink,
         dlink_libraries=dlink_libraries,
         extra_dlink_flags=extra_dlink_flags,
-        keys=_spec_keys(ext, variant, origins, arch_key, sources),
+        keys=(*_spec_keys(ext, variant, origins, arch_key, sources), ("stable_abi", stable_key)),
     )
+
+
+def _stable_abi(
+    ctx: ExtensionContext, ext: ExtensionSettings, origins: Origins
+) -> tuple[str | None, str]:
+    """The extension's stable-ABI target (its own, else the project's) and that value's key;
+    a target newer than the torch building it is refused here, before anything compiles."""
+    if ext.stable_abi is not None:
+        target, key = ext.stable_abi, origins.of("stable_abi")
+    else:
+        target, key = ctx.project.stable_abi, ctx.project_origins.of("stable_abi")
+    if target is not None and ctx.facts.torch_version is not None:
+        problem = stable.torch_problem(target, ctx.facts.torch_version)
+        if problem:
+            raise ConfigError(problem, key)
+    return target, key
 
 
 def _spec_keys(

@@ -10,8 +10,10 @@ from dataclasses import dataclass
 from typing import ClassVar, Literal
 
 from .. import limited_api
+from .. import stable_abi
 from ..core.arch_list import arch_list_problem
 from ..core.spec import DEFAULT_PCH_CACHE_BYTES
+from ..distribution.manylinux import tag_problem as manylinux_tag_problem
 from .checks import (
     extension_name_problem,
     library_name,
@@ -39,6 +41,15 @@ MODULE_NAME = {
 }
 EXTENSION_NAME = {**MODULE_NAME, "check": extension_name_problem}
 SPECIFIER = {"check": valid_specifier, "format": "pep508-versionspec"}
+STABLE_ABI = {"pattern": stable_abi.PATTERN, "check": stable_abi.problem}
+STABLE_ABI_HELP = (
+    "Build against LibTorch's stable ABI (torch/csrc/stable, torch/headeronly), for every torch"
+    ' from this `MAJOR.MINOR` on (`"2.10"` or newer, not newer than the building torch):'
+    " defines `TORCH_TARGET_VERSION` for the C++ compiler and nvcc, turns on the limited API"
+    " (`py-limited-api` picks the CPython, default `cp310`), links no libtorch_python and"
+    " precompiles no torch header; the wheel requires `torch>=MAJOR.MINOR` and is tagged"
+    " abi3. After linking, an undefined symbol of torch's C++ API fails the build."
+)
 ARCH_LIST = {"check": arch_list_problem}  # the syntax only: what nvcc can build is core's check
 
 
@@ -199,6 +210,9 @@ class ExtensionSettings:
         pattern=limited_api.PATTERN,
         check=limited_api.problem,
     )
+    stable_abi: str | None = setting(
+        None, help=STABLE_ABI_HELP + " Unset: the project value.", **STABLE_ABI
+    )
     cuda_arch_list: list[str] | str | None = setting(
         None,
         help="CUDA architectures for this extension (wins over the project value; a -C value or"
@@ -321,6 +335,23 @@ class ProjectSettings:
         "minor",
         help="Torch requirement written into the wheel: `minor` (`torch>=2.13,<2.14`), `exact`"
         " (`torch==2.13.0`) or `none`.",
+        config_setting=True,
+    )
+    stable_abi: str | None = setting(
+        None, help=STABLE_ABI_HELP + " Each extension's own value wins.", **STABLE_ABI
+    )
+    platform_tag: str = setting(
+        "auto",
+        help='The wheel\'s platform tag on Linux: `"auto"` is the strictest `manylinux_2_X` that'
+        " every shipped binary satisfies (read from its ELF: the versions of glibc, libstdc++"
+        " and libgcc symbols it needs and its NEEDED libraries, by auditwheel's policies;"
+        " torch's own libraries and the CUDA libraries torch brings count as supplied by the"
+        " torch requirement); a NEEDED library outside both makes it `linux_<arch>` with a"
+        ' note. `"linux"`: always `linux_<arch>`. An explicit tag (`manylinux_2_28_x86_64`,'
+        " `manylinux2014_x86_64`) is checked: binaries that need more are an error. Other"
+        " platforms keep their interpreter's tag.",
+        pattern=r"^(auto|linux|[a-z]+[0-9_]*_[a-z0-9_]+)$",
+        check=manylinux_tag_problem,
         config_setting=True,
     )
     torch_import_check: Literal["auto"] | bool = setting(

@@ -184,6 +184,7 @@ def resolve_project(
         layout=layout,
         torch_requirement=project.torch_requirement,
         torch_import_check=torch_import_check,
+        platform_tag=project.platform_tag,
         cuda_enabled=cuda_on,
         sdist_include=tuple(project.sdist_include),
         sdist_exclude=tuple(project.sdist_exclude),

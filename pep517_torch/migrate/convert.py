@@ -165,6 +165,8 @@ def convert_extension(
     if limited:
         define_tag = limited_api_tag(args.limited_api_value)
         table["py-limited-api"] = options.get("py_limited_api") or define_tag or True
+        if args.stable_abi:
+            table["stable-abi"] = args.stable_abi
     elif LIMITED_API_DEFINE in macros or take_define(cflags, LIMITED_API_DEFINE)[1]:
         note("defines Py_LIMITED_API without py_limited_api=True: the wheel is not abi3")
     for macro in ext.undef_macros or []:
