@@ -148,13 +148,25 @@ def load(
         if torch is None:
             toolchain.find_torch()  # raises the "torch is not installed" error
         assert torch is not None
-        requirement = dist_metadata.torch_pin(torch.version, project.torch_requirement)
+        requirement = _torch_pin(project, torch)
         pin = [requirement] if requirement else []
     metadata = dist_metadata.build_metadata(
         {"project": project.project_table}, project.root,
         version=config.version_string(project, env), extra_requirements=pin,
     )
     return Loaded(project, torch, metadata, env, found.toolkit)
+
+
+def _torch_pin(project: config.ResolvedProject, torch: toolchain.TorchInstall) -> Requirement | None:
+    """The torch requirement: ``torch>=<target>`` when every extension uses the stable ABI
+    (the newest target among them), the pin of the building torch otherwise."""
+    targets = [spec.stable_abi for spec in project.extensions]
+    if targets and all(targets):
+        from .stable_abi import newest
+
+        target = newest(t for t in targets if t)
+        return dist_metadata.stable_torch_pin(target, torch.version, project.torch_requirement)
+    return dist_metadata.torch_pin(torch.version, project.torch_requirement)
 
 
 def _compile(loaded: Loaded) -> BuildResult | None:
@@ -195,7 +207,10 @@ def build_wheel(root: Path, out_dir: Path, config_settings: ConfigSettings, *, e
         artifacts = result.artifacts if result else {}
         with writing(out_dir):
             out_dir.mkdir(parents=True, exist_ok=True)
-        tag = tags.extensions_wheel_tag([spec.py_limited_api for spec in project.extensions])
+        tag = tags.extensions_wheel_tag(
+            [spec.py_limited_api for spec in project.extensions],
+            None if editable else _platform_tag(project, result),
+        )
         with WheelWriter(out_dir, meta.name, meta.version, tag, source_date_epoch=source_date_epoch()) as wheel:
             if editable:
                 _add_editable(wheel, loaded, result, in_tree, config_settings)
@@ -204,12 +219,36 @@ def build_wheel(root: Path, out_dir: Path, config_settings: ConfigSettings, *, e
                     wheel.add_file(arcname, path)
                 for spec in project.extensions:
                     guard = _guard_torch(loaded, spec)
-                    add_artifact(wheel, artifact_name(spec), spec.name, artifacts[spec.name], guard)
+                    add_artifact(wheel, artifact_name(spec), spec.name, artifacts[spec.name], guard,
+                                 spec.stable_abi)
             wheel.finish(meta)
     ninja = result.run.seconds if result else 0.0
     overhead = time.perf_counter() - started - ninja
     log(f"pep517_torch: wrote {wheel.path} (ninja {ninja:.2f} s, pep517_torch {overhead:.2f} s)")
     return wheel.filename
+
+
+def _platform_tag(project: config.ResolvedProject, result: BuildResult | None) -> str | None:
+    """The platform tag of a wheel holding ``result``'s artifacts and the project's shipped
+    files (platform-tag: manylinux by their ELF on Linux); None: the interpreter's."""
+    import sys
+
+    from .distribution import manylinux
+    from .elf import is_elf
+
+    if not sys.platform.startswith("linux") or (result is None and project.platform_tag == "auto"):
+        return None
+    binaries = [
+        manylinux.Binary(path, spec.name, result.plan.objects.get(spec.name, ()))
+        for spec in project.extensions for path in [result.artifacts[spec.name]]
+    ] if result else []
+    binaries += [manylinux.Binary(path, arcname) for arcname, path in project.files if is_elf(path)]
+    if not binaries:
+        return None
+    shipped = {binary.path.name for binary in binaries}
+    decision = manylinux.decide(project.platform_tag, binaries, shipped, tags.platform_tag())
+    log(f"pep517_torch: platform tag {decision.note}")
+    return decision.tag
 
 
 def _build_dir_lock(loaded: Loaded, editable: bool) -> contextlib.AbstractContextManager[None]:
@@ -332,6 +371,8 @@ def build_sdist(root: Path, out_dir: Path, config_settings: ConfigSettings) -> s
         include_globs=project.sdist_include,
         exclude_globs=project.sdist_exclude,
         build_dir=project.options.build_dir,
+        out_dir=out_dir,
+        artifacts=project.in_tree.values(),
     )
     with writing(out_dir):
         out_dir.mkdir(parents=True, exist_ok=True)

@@ -71,6 +71,7 @@ class ResolvedProject:
     layout: PackageLayout
     torch_requirement: TorchRequirement = "minor"
     torch_import_check: bool = False
+    platform_tag: str = "auto"  # "auto", "linux" or a tag (distribution/manylinux.py decides)
     cuda_enabled: bool = False
     sdist_include: tuple[str, ...] = ()  # extra globs for the sdist, relative to root
     sdist_exclude: tuple[str, ...] = ()

@@ -15,7 +15,7 @@ from ..atomic import write_if_changed
 from ..errors import BuildError, ConfigError, ToolchainError
 from ..project_tree import mark_build_dir
 from . import flags as flags_mod
-from . import graph, inputs, jobs, pch, pch_cache, scan, toolchain, trace, trace_view, up_to_date
+from . import graph, inputs, jobs, pch, pch_cache, scan, stable_audit, toolchain, trace, trace_view, up_to_date
 from . import launcher as launchers
 from .progress import LOG_NAME
 from .runner import Log, NinjaRun, _stderr, run_ninja
@@ -40,6 +40,9 @@ class BuildPlan:
     pch_cache: tuple[pch.PchPlan, ...] = ()  # the machine-wide cache's entries this build uses
     pch_cache_dir: Path | None = None  # that cache (None: PCHs stay in the build directory)
     steps: dict[str, dict[str, object]] = dataclasses.field(default_factory=dict)  # for the trace
+    stable: tuple[stable_audit.StableArtifact, ...] = ()  # audited after every run
+    # spec name -> each object file and the source it compiles (as shown): who needs a symbol
+    objects: dict[str, tuple[tuple[Path, str], ...]] = dataclasses.field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -208,7 +211,9 @@ class _Planner:
         )
         nvcc_sources = {s for s in spec.sources if spec.uses_cuda and is_cuda_source(s)}
         pch_users: dict[Path, pch.PchPlan] = {}
-        if self.pch_dir is not None and spec.pch:
+        # A stable-ABI TU includes no torch/extension.h: nothing of torch is worth a PCH.
+        torch_pch = spec.stable_abi is None or spec.pch_header is not None
+        if self.pch_dir is not None and spec.pch and torch_pch:
             cxx_sources = [s for s in spec.sources if s not in nvcc_sources]
             pch_users = pch.plan(
                 spec, cxx_sources, ext_flags, self.tools.compiler, self.tools.torch,
@@ -263,6 +268,7 @@ def prepare(
     env = options.env
     compiler = toolchain.find_compiler(env)
     torch = torch or toolchain.find_torch()
+    stable_audit.check_targets(specs, torch.version)
     ninja = toolchain.find_ninja(env)
     launcher = launchers.find_launcher(options.compiler_launcher, compiler, env)
     launcher_name = launchers.launcher_name(launcher, compiler)
@@ -325,6 +331,7 @@ def prepare(
         arguments=launchers.command_arguments(launcher_name, options.source_root, build_dir),
         nvcc_dlink=[str(cuda.toolkit.nvcc)] if cuda else None,
     )
+    objects = stable_audit.objects(plans, build_dir, options.source_root)
     ninja_file = build_dir / "build.ninja"
     if write_if_changed(ninja_file, text) or not (build_dir / COMPDB).exists():
         _write_compile_commands(ninja, build_dir)
@@ -347,6 +354,8 @@ def prepare(
             plans, list(planner.pch_plans.values()), build_dir=build_dir,
             launcher_name=launcher_name, nvcc_launched=launchers.wraps_nvcc(launcher_name),
         ),
+        stable=stable_audit.artifacts(plans, build_dir, objects),
+        objects=objects,
     )
 
 
@@ -443,20 +452,23 @@ def run(
             result = _nothing_to_do(plan, options, log)
         else:
             up_to_date.forget(plan.build_dir)  # a failed run must not leave the last record
-            result = run_ninja(
-                plan.ninja,
-                plan.build_dir,
-                jobs=plan.jobs.jobs,
-                verbose=options.verbose,
-                show_progress=not options.quiet,
-                log=log,
-                env=env,
-                what=what,
-                header=header,
-                notes=plan.notes,
-                descriptions=plan.descriptions,
-                log_file=plan.build_dir / LOG_NAME,
-            )
+            try:
+                result = run_ninja(
+                    plan.ninja,
+                    plan.build_dir,
+                    jobs=plan.jobs.jobs,
+                    verbose=options.verbose,
+                    show_progress=not options.quiet,
+                    log=log,
+                    env=env,
+                    what=what,
+                    header=header,
+                    notes=plan.notes,
+                    descriptions=plan.descriptions,
+                    log_file=plan.build_dir / LOG_NAME,
+                )
+            except BuildError as exc:
+                raise (plan.stable and stable_audit.non_stable_include(exc)) or exc from None
     result.timeline = recorder.timeline
     if plan.pch_cache_dir is not None and plan.pch_cache:
         pch_cache.evict(plan.pch_cache_dir, options.pch_cache_size)
@@ -465,6 +477,7 @@ def run(
     hits_after = launchers.cache_hits(plan.launcher, env) if hits_before is not None else None
     if hits_before is not None and hits_after is not None:
         result.cache_hits = hits_after - hits_before
+    stable_audit.audit_all(plan.stable)
     return result
 
 

@@ -164,8 +164,15 @@ def _ask(command: tuple[str, ...], args: Sequence[str], label: str) -> str:
         ) from None
     output = result.stdout.strip() or result.stderr.strip()
     if result.returncode != 0:
-        last = output.splitlines()[-1] if output else "no output"
-        raise ToolchainError(f"{label}: `{' '.join(args)}` failed (exit {result.returncode}): {last}")
+        lines = output.splitlines()
+        # a compiler's own error line if it wrote one, else what it says it is (`false --version`
+        # ends with "Written by Jim Meyering.", which names no problem)
+        said = next((line for line in lines if re.search(r"error|fatal|not found", line, re.I)),
+                    lines[0] if lines else "no output")
+        raise ToolchainError(
+            f"{label}: `{' '.join(args)}` failed (exit {result.returncode}; it said"
+            f" {said.strip()!r}): not a working C/C++ compiler"
+        )
     return output
 
 
