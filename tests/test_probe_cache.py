@@ -59,7 +59,7 @@ def test_up_to_date_reads_back_every_path_the_writer_escaped() -> None:
     from pep517_torch.core import ninja_syntax, up_to_date
 
     writer = ninja_syntax.NinjaWriter()
-    hostile = ["a b.o", "c$d:e.o", "/abs/dir with spaces/ü.cpp", "x|y.h"]
+    hostile = ["a b.o", "c$d:e.o", "/abs/dir with spaces/ü.cpp", "x$$ y;z#h.h"]
     writer.build([hostile[0]], "cxx", [hostile[2]], implicit=[hostile[3]], order_only=["stub"])
     writer.build([hostile[1], "second.o"], "link", [hostile[0]], variables={"desc": "a: b"})
     outputs, inputs = up_to_date.edge_files(writer.text())
