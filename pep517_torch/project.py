@@ -44,6 +44,7 @@ class Loaded:
     torch: toolchain.TorchInstall | None
     metadata: dist_metadata.ProjectMetadata
     env: Mapping[str, str]  # the caller's environment (the build passes only part of it on)
+    toolkit: object | None = None  # the CUDA toolkit resolving found, if it looked (core.cuda)
 
 
 def _torch_or_none() -> toolchain.TorchInstall | None:
@@ -53,28 +54,48 @@ def _torch_or_none() -> toolchain.TorchInstall | None:
         return None
 
 
-def _facts(env: Mapping[str, str], torch: toolchain.TorchInstall | None) -> config.Facts:
-    from .core import cuda
+class Discovery:
+    """What a build finds on this machine, each once and only when asked: torch (read from
+    its files) at once, the CUDA toolkit (nvcc runs) when a condition or `cuda = "auto"` needs
+    it; the core gets both instead of looking again."""
 
-    toolkit = cuda.find_cuda(env)
-    return config.Facts(
-        env=dict(env),
-        torch_version=torch.version if torch else None,
-        torch_cuda=torch.cuda if torch else None,
-        nvcc_available=toolkit is not None,
-        nvcc_version=toolkit.version_str if toolkit else None,
-    )
+    def __init__(self, env: Mapping[str, str], torch: toolchain.TorchInstall | None) -> None:
+        self.env = dict(env)
+        self.torch = torch
+        self._toolkit: list[object] = []  # [CudaToolkit | None] once looked up
+
+    @property
+    def toolkit(self) -> object | None:
+        """The toolkit found, if it was looked up (None: not looked up, or none found)."""
+        return self._toolkit[0] if self._toolkit else None
+
+    def _nvcc(self) -> tuple[bool, str | None]:
+        if not self._toolkit:
+            from .core import cuda
+
+            self._toolkit.append(cuda.find_cuda(self.env))
+        found = self._toolkit[0]
+        return (True, found.version_str) if found is not None else (False, None)  # type: ignore[attr-defined]
+
+    def facts(self) -> config.Facts:
+        torch = self.torch
+        return config.Facts(
+            env=self.env,
+            torch_version=torch.version if torch else None,
+            torch_cuda=torch.cuda if torch else None,
+            nvcc_lookup=self._nvcc,
+        )
 
 
 def machine_facts(env: Mapping[str, str]) -> config.Facts:
     """What a build here evaluates conditions against: this environment, torch and nvcc."""
-    return _facts(env, _torch_or_none())
+    return Discovery(env, _torch_or_none()).facts()
 
 
 def _resolve(
     root: Path, config_settings: ConfigSettings, env: Mapping[str, str]
-) -> tuple[config.ResolvedProject, toolchain.TorchInstall | None]:
-    return resolve_document(root, config.read_pyproject(root), env, config_settings)
+) -> tuple[config.ResolvedProject, Discovery]:
+    return _resolve_with(root, config.read_pyproject(root), env, config_settings)
 
 
 def resolve_document(
@@ -84,14 +105,22 @@ def resolve_document(
     config_settings: ConfigSettings = None,
 ) -> tuple[config.ResolvedProject, toolchain.TorchInstall | None]:
     """Resolve a parsed pyproject.toml as a build on this machine would; compiles nothing."""
-    torch = _torch_or_none()
+    project, found = _resolve_with(root, pyproject, env, config_settings)
+    return project, found.torch
+
+
+def _resolve_with(
+    root: Path, pyproject: Mapping[str, object], env: Mapping[str, str],
+    config_settings: ConfigSettings,
+) -> tuple[config.ResolvedProject, Discovery]:
+    found = Discovery(env, _torch_or_none())
     build_dir_vars = {
         "wheel_tag": tags.wheel_tag(True),
         "python_tag": tags.python_tag(),
-        "torch_version": _torch_key(torch),
+        "torch_version": _torch_key(found.torch),
     }
-    facts = _facts(env, torch)
-    return config.resolve_project(root, pyproject, config_settings, facts, build_dir_vars), torch
+    project = config.resolve_project(root, pyproject, config_settings, found.facts(), build_dir_vars)
+    return project, found
 
 
 def _torch_key(torch: toolchain.TorchInstall | None) -> str:
@@ -112,19 +141,32 @@ def load(
     """Read and validate everything; compile nothing. Torch must be installed when there are
     extensions to build (``for_build``) or a torch pin to write into the metadata."""
     env = dict(os.environ if env is None else env)
-    project, torch = _resolve(root, config_settings, env)
+    project, found = _resolve(root, config_settings, env)
+    torch = found.torch
     pin: list[Requirement] = []
     if project.extensions and (for_build or project.torch_requirement != "none"):
         if torch is None:
             toolchain.find_torch()  # raises the "torch is not installed" error
         assert torch is not None
-        requirement = dist_metadata.torch_pin(torch.version, project.torch_requirement)
+        requirement = _torch_pin(project, torch)
         pin = [requirement] if requirement else []
     metadata = dist_metadata.build_metadata(
         {"project": project.project_table}, project.root,
         version=config.version_string(project, env), extra_requirements=pin,
     )
-    return Loaded(project, torch, metadata, env)
+    return Loaded(project, torch, metadata, env, found.toolkit)
+
+
+def _torch_pin(project: config.ResolvedProject, torch: toolchain.TorchInstall) -> Requirement | None:
+    """The torch requirement: ``torch>=<target>`` when every extension uses the stable ABI
+    (the newest target among them), the pin of the building torch otherwise."""
+    targets = [spec.stable_abi for spec in project.extensions]
+    if targets and all(targets):
+        from .stable_abi import newest
+
+        target = newest(t for t in targets if t)
+        return dist_metadata.stable_torch_pin(target, torch.version, project.torch_requirement)
+    return dist_metadata.torch_pin(torch.version, project.torch_requirement)
 
 
 def _compile(loaded: Loaded) -> BuildResult | None:
@@ -140,7 +182,9 @@ def _compile(loaded: Loaded) -> BuildResult | None:
     note = isolation.isolation_note(loaded.torch, loaded.env)
     if note:
         log(f"pep517_torch: {note}")
-    result = core_build.build(list(project.extensions), project.options, log=log)
+    result = core_build.build(
+        list(project.extensions), project.options, log=log, torch=loaded.torch, toolkit=loaded.toolkit
+    )
     for line in result.summary().splitlines():
         log(f"pep517_torch: {line}")
     return result
@@ -177,7 +221,10 @@ def build_wheel(root: Path, out_dir: Path, config_settings: ConfigSettings, *, e
         artifacts = result.artifacts if result else {}
         with writing(out_dir):
             out_dir.mkdir(parents=True, exist_ok=True)
-        tag = tags.extensions_wheel_tag([spec.py_limited_api for spec in project.extensions])
+        tag = tags.extensions_wheel_tag(
+            [spec.py_limited_api for spec in project.extensions],
+            None if editable else _platform_tag(project, result),
+        )
         with WheelWriter(out_dir, meta.name, meta.version, tag, source_date_epoch=source_date_epoch()) as wheel:
             if editable:
                 _add_editable(wheel, loaded, result, in_tree, config_settings)
@@ -186,12 +233,36 @@ def build_wheel(root: Path, out_dir: Path, config_settings: ConfigSettings, *, e
                     wheel.add_file(arcname, path)
                 for spec in project.extensions:
                     guard = _guard_torch(loaded, spec)
-                    add_artifact(wheel, artifact_name(spec), spec.name, artifacts[spec.name], guard)
+                    add_artifact(wheel, artifact_name(spec), spec.name, artifacts[spec.name], guard,
+                                 spec.stable_abi)
             wheel.finish(meta)
     ninja = result.run.seconds if result else 0.0
     overhead = time.perf_counter() - started - ninja
     log(f"pep517_torch: wrote {wheel.path} (ninja {ninja:.2f} s, pep517_torch {overhead:.2f} s)")
     return wheel.filename
+
+
+def _platform_tag(project: config.ResolvedProject, result: BuildResult | None) -> str | None:
+    """The platform tag of a wheel holding ``result``'s artifacts and the project's shipped
+    files (platform-tag: manylinux by their ELF on Linux); None: the interpreter's."""
+    import sys
+
+    from .distribution import manylinux
+    from .elf import is_elf
+
+    if not sys.platform.startswith("linux") or (result is None and project.platform_tag == "auto"):
+        return None
+    binaries = [
+        manylinux.Binary(path, spec.name, result.plan.objects.get(spec.name, ()))
+        for spec in project.extensions for path in [result.artifacts[spec.name]]
+    ] if result else []
+    binaries += [manylinux.Binary(path, arcname) for arcname, path in project.files if is_elf(path)]
+    if not binaries:
+        return None
+    shipped = {binary.path.name for binary in binaries}
+    decision = manylinux.decide(project.platform_tag, binaries, shipped, tags.platform_tag())
+    log(f"pep517_torch: platform tag {decision.note}")
+    return decision.tag
 
 
 def _build_dir_lock(loaded: Loaded, editable: bool) -> contextlib.AbstractContextManager[None]:
@@ -321,6 +392,8 @@ def build_sdist(root: Path, out_dir: Path, config_settings: ConfigSettings) -> s
         include_globs=project.sdist_include,
         exclude_globs=project.sdist_exclude,
         build_dir=project.options.build_dir,
+        out_dir=out_dir,
+        artifacts=project.in_tree.values(),
     )
     with writing(out_dir):
         out_dir.mkdir(parents=True, exist_ok=True)
