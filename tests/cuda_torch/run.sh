@@ -5,10 +5,10 @@
 # .venv-cuda, git-ignored) made on first use:
 #   - CUDA_TORCH_SITE=<site-packages holding torch 2.14.1> layers the venv on that copy (a .pth
 #     file; seconds, no disk): for dev runs, e.g. CUDA_TORCH_SITE=/work/torch214/lib/python3.11/site-packages
-#   - otherwise `pip install torch==2.14.1` from pip's *local* sources only (its file:// indexes
-#     and find-links directories; ~5.5 GB, a few minutes). It never downloads a torch: where no
-#     local source has that wheel, or under 6 GB are free, the tier says so in one line and
-#     exits 0.
+#   - otherwise `pip install torch==2.14.1`, the torch wheel from pip's *local* sources only (its
+#     file:// indexes and find-links directories; ~5.5 GB with its nvidia-* wheels, a few
+#     minutes). It never downloads a torch: where no local source has that wheel, or under 6 GB
+#     are free, the tier says so in one line and exits 0.
 # PEP517_TORCH_CPU_PYTHON (default .venv/bin/python, torch 2.13.0+cpu) is exported for the
 # tier's cross-version tests. Needs nvcc 13.x; no GPU.
 #
@@ -76,8 +76,12 @@ make_torch_venv() {
             skip "torch==$TORCH_VERSION is not among pip's local sources ($sources); not downloading it"
         fi
         echo "test-cuda-torch: installing torch==$TORCH_VERSION into $VENV from $sources (~5.5 GB)"
+        # torch itself from the local sources only; then its dependencies from pip's usual
+        # sources (the nvidia-* wheels are local too; a few small ones, e.g. cuda-bindings, may
+        # not be), torch being installed already.
         # shellcheck disable=SC2086
-        local_pip "$PY" -m pip install -q $sources "torch==$TORCH_VERSION"
+        local_pip "$PY" -m pip install -q --no-deps $sources "torch==$TORCH_VERSION"
+        "$PY" -m pip install -q "torch==$TORCH_VERSION"
     fi
     touch "$VENV/.torch"
 }
