@@ -126,7 +126,8 @@ def used_pch(build_dir: Path, obj_suffix: str) -> Path:
     """The .gch the TU whose object ends with ``obj_suffix`` really uses: its own command with
     -fsyntax-only -H, where gcc marks a PCH it takes with '!' (and one it rejects with 'x')."""
     commands = subprocess.run(
-        ["ninja", "-C", str(build_dir), "-t", "commands"], capture_output=True, text=True,
+        [str(toolchain.find_ninja(os.environ)), "-C", str(build_dir), "-t", "commands"],
+        capture_output=True, text=True,
         check=True,
     ).stdout.splitlines()
     line = next(c for c in commands if c.endswith(obj_suffix) and " -c " in c)
