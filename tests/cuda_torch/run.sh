@@ -59,22 +59,24 @@ local_pip() {
 }
 
 make_torch_venv() {
-    rm -rf "$VENV"
-    "$PYTHON" -m venv "$VENV"
+    local sources=""
     if [ -n "${CUDA_TORCH_SITE:-}" ]; then
         [ -f "$CUDA_TORCH_SITE/torch/version.py" ] || skip "CUDA_TORCH_SITE=$CUDA_TORCH_SITE holds no torch"
-        site=$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-        echo "$CUDA_TORCH_SITE" >"$site/cuda_torch_site.pth"
-        echo "test-cuda-torch: $VENV layered on $CUDA_TORCH_SITE"
     else
         sources=$(local_pip_sources)
         [ -n "$sources" ] || skip "pip has no local index or find-links directory to install torch==$TORCH_VERSION from (never downloaded)"
         # shellcheck disable=SC2086
-        if ! local_pip "$PY" -m pip install -q --dry-run --no-deps --ignore-installed $sources \
-            "torch==$TORCH_VERSION" >/dev/null 2>&1; then
-            rm -rf "$VENV"
-            skip "torch==$TORCH_VERSION is not among pip's local sources ($sources); not downloading it"
-        fi
+        local_pip "$PYTHON" -m pip install -q --dry-run --no-deps --ignore-installed $sources \
+            "torch==$TORCH_VERSION" >/dev/null 2>&1 \
+            || skip "torch==$TORCH_VERSION is not among pip's local sources ($sources); not downloading it"
+    fi
+    rm -rf "$VENV"
+    "$PYTHON" -m venv "$VENV"
+    if [ -n "${CUDA_TORCH_SITE:-}" ]; then
+        site=$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+        echo "$CUDA_TORCH_SITE" >"$site/cuda_torch_site.pth"
+        echo "test-cuda-torch: $VENV layered on $CUDA_TORCH_SITE"
+    else
         echo "test-cuda-torch: installing torch==$TORCH_VERSION into $VENV from $sources (~5.5 GB)"
         # torch itself from the local sources only; then its dependencies from pip's usual
         # sources (the nvidia-* wheels are local too; a few small ones, e.g. cuda-bindings, may
