@@ -20,6 +20,10 @@ Measures (each on this machine, in this run):
            vs importing the cached .so with importlib, best of 5 fresh processes each; and a
            no-op prepare_metadata + build_wheel through the hooks in one fresh process (their
            own time, processes started: goal 0)
+  cuda     under a CUDA torch (--cuda-python, default .venv-cuda/bin/python: torch 2.14.1+cu130,
+           made by `make test-cuda-torch`): the cold bench4 wheel, and fixtures/cuda_torch's
+           _C (a .cpp with ATen/cuda headers + a .cu on tensors) for three archs, each vs torch's
+           setup.py + BuildExtension/CUDAExtension built the same way
 Results go to docs/performance.md (between the BENCH markers) unless --no-write.
 """
 
@@ -41,6 +45,8 @@ ROOT = Path(__file__).resolve().parent.parent
 WORK = ROOT / ".bench"
 FIXTURE = ROOT / "fixtures" / "bench4"
 HEADER_FIXTURE = ROOT / "fixtures" / "bench4h"
+CUDA_FIXTURE = ROOT / "fixtures" / "cuda_torch"
+CUDA_ARCHS = "8.0;9.0;10.0"
 # Ours builds with a machine-wide PCH cache of the benchmark's own (emptied where a row says
 # "empty") and no compiler cache: torch's path has neither.
 OURS_ENV = {"PEP517_TORCH_COMPILER_LAUNCHER": "none"}
@@ -180,9 +186,10 @@ def run(args: list[str | Path], *, cwd: Path | None = None, env: dict[str, str] 
     return elapsed, result.stdout if stdout_only else output
 
 
-def pip_wheel(project: Path, pch_cache: Path | None = None) -> tuple[float, str]:
-    env = {**OURS_ENV, "PEP517_TORCH_CACHE_DIR": str(pch_cache)} if pch_cache else None
-    return run([PYTHON, "-m", "pip", "wheel", "-v", "--no-build-isolation", "--no-deps",
+def pip_wheel(project: Path, pch_cache: Path | None = None, *, python: str | Path = PYTHON,
+              env: dict[str, str] | None = None) -> tuple[float, str]:
+    env = {**(env or {}), **({**OURS_ENV, "PEP517_TORCH_CACHE_DIR": str(pch_cache)} if pch_cache else {})}
+    return run([python, "-m", "pip", "wheel", "-v", "--no-build-isolation", "--no-deps",
                 "-w", project / "wheelhouse", project], cwd=project, env=env)
 
 
@@ -301,6 +308,72 @@ def bench_jit(results: dict[str, dict[str, float]]) -> None:
     print(f"  jit: torch {theirs:.1f} s, pep517_torch {ours:.1f} s", flush=True)
 
 
+CUDA_SETUP_PY = """\
+from setuptools import setup
+from torch.utils.cpp_extension import BuildExtension, CUDAExtension
+setup(name="cudatorchops", version="0.1.0", packages=["cudatorchops"],
+      ext_modules=[CUDAExtension("cudatorchops._C", ["csrc/ops.cpp", "csrc/kernels.cu"])],
+      cmdclass={"build_ext": BuildExtension})
+"""
+CUDA_PYPROJECT = """\
+[build-system]
+requires = ["pep517_torch", "torch"]
+build-backend = "pep517_torch"
+[project]
+name = "cudatorchops"
+version = "0.1.0"
+dynamic = ["dependencies"]
+[tool.torch-ext]
+packages = ["cudatorchops"]
+[[tool.torch-ext.extension]]
+name = "cudatorchops._C"
+sources = ["csrc/ops.cpp", "csrc/kernels.cu"]
+"""
+
+
+def cuda_kernel_project(target: Path, *, ours: bool) -> Path:
+    """fixtures/cuda_torch's _C alone (ops.cpp + kernels.cu), as a pyproject or a setup.py."""
+    shutil.rmtree(target, ignore_errors=True)
+    (target / "cudatorchops").mkdir(parents=True)
+    shutil.copytree(CUDA_FIXTURE / "csrc", target / "csrc")
+    (target / "cudatorchops" / "__init__.py").write_text("")
+    if ours:
+        (target / "pyproject.toml").write_text(CUDA_PYPROJECT)
+    else:
+        (target / "pyproject.toml").write_text(THEIRS_PYPROJECT.replace("benchops", "cudatorchops"))
+        (target / "setup.py").write_text(CUDA_SETUP_PY)
+    return target
+
+
+def is_cuda_torch(python: Path) -> bool:
+    if not python.exists():
+        return False
+    probe = subprocess.run([str(python), "-c", "import torch.version as v; print(v.cuda)"],
+                           capture_output=True, text=True)
+    return probe.returncode == 0 and probe.stdout.strip() not in ("", "None")
+
+
+def bench_cuda(results: dict[str, dict[str, float]], python: Path) -> None:
+    """Under a CUDA torch, interleaved: torch's setup.py, then ours, per row."""
+    if not is_cuda_torch(python):
+        print(f"  cuda: skipped: {python} has no CUDA build of torch (make test-cuda-torch makes one)")
+        return
+    archs = {"TORCH_CUDA_ARCH_LIST": CUDA_ARCHS}
+    cases = {
+        "cuda_cold": (lambda ours: fresh_copy(FIXTURE, WORK / f"cuda-bench4-{ours}", ours=ours), {}),
+        "cuda_cu3": (lambda ours: cuda_kernel_project(WORK / f"cuda-cu3-{ours}", ours=ours), archs),
+    }
+    for key, (make, env) in cases.items():
+        seconds = {}
+        for who in ("torch", "ours"):
+            ours = who == "ours"
+            print(f"  {key}: {'pep517_torch' if ours else 'torch'} ...", flush=True)
+            cache = empty(WORK / f"pch-cache-{key}") if ours else None
+            seconds[who], _ = pip_wheel(make(ours), cache, python=python, env=env)
+        results[key] = seconds
+        print(f"  {key}: torch {seconds['torch']:.1f} s, pep517_torch {seconds['ours']:.1f} s", flush=True)
+
+
 def bench_warm(results: dict[str, dict[str, float]], repeats: int = 9) -> None:
     base = WORK / "warm"
     shutil.rmtree(base, ignore_errors=True)
@@ -372,6 +445,7 @@ GOALS = {  # measure: (unit, goal on the ratio ours/torch, or on ours alone for 
     "setup_cold": ("s", None), "setup_noop": ("s", None), "setup_edit": ("s", None),
     "warm": ("ms", None), "overhead": ("s", None), "warm_floor": ("ms", 2.0),
     "noop_hooks": ("s", 0.2),
+    "cuda_cold": ("s", 0.45), "cuda_cu3": ("s", None),
 }
 LABELS = {
     "cold": "cold wheel (4 TUs with torch/extension.h), empty PCH cache",
@@ -388,6 +462,8 @@ LABELS = {
     "overhead": "backend overhead (total minus ninja)",
     "warm_floor": "JIT warm load() call alone vs importlib on the cached .so (the floor), best of 5",
     "noop_hooks": "no-op prepare_metadata + build_wheel, one fresh process (import included)",
+    "cuda_cold": "CUDA torch 2.14.1: cold wheel (4 TUs with torch/extension.h), empty PCH cache",
+    "cuda_cu3": f"CUDA torch 2.14.1: .cpp + .cu on tensors, 3 archs ({CUDA_ARCHS}), cold wheel",
 }
 
 
@@ -462,8 +538,10 @@ def write_docs(text: str) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", default="warm,floor,wheels,setuptools,pch,jit",
-                        help="comma list of: warm, floor, wheels, setuptools, pch, jit")
+    parser.add_argument("--only", default="warm,floor,wheels,setuptools,pch,jit,cuda",
+                        help="comma list of: warm, floor, wheels, setuptools, pch, jit, cuda")
+    parser.add_argument("--cuda-python", type=Path, default=ROOT / ".venv-cuda" / "bin" / "python",
+                        help="interpreter with a CUDA build of torch for the cuda rows")
     parser.add_argument("--no-write", action="store_true", help="don't update docs/performance.md")
     args = parser.parse_args()
     WORK.mkdir(exist_ok=True)
@@ -481,6 +559,8 @@ def main() -> None:
         bench_pch(results)
     if "jit" in chosen:
         bench_jit(results)
+    if "cuda" in chosen:
+        bench_cuda(results, args.cuda_python)
     text = f"Measured {when} on: {machine()}.\n\n{table(results)}"
     print("\n" + text)
     (WORK / "results.json").write_text(json.dumps(results, indent=1))

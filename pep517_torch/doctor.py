@@ -131,7 +131,8 @@ def _cuda() -> tuple[str, str]:
 
 
 def _arch() -> tuple[str, str]:
-    from .core import arch, cuda
+    from .core import arch, cuda, cuda_checks
+    from .core.toolchain import find_torch
 
     toolkit = cuda.find_cuda(os.environ)
     if toolkit is None:
@@ -143,8 +144,14 @@ def _arch() -> tuple[str, str]:
     keys = dict(options["keys"])
     chosen = options.get("cuda_arch_list")
     entries = parse_arch_list(chosen, key=keys["cuda_arch_list"]) if chosen else None
+    try:
+        torch = find_torch()
+        torch_archs = cuda_checks.torch_arch_list(torch.library_dir) if torch.has_cuda_runtime else ()
+    except Pep517TorchError:
+        torch_archs = ()
     decision = arch.resolve_arch_flags(
-        entries, toolkit, user_nvcc_flags=(), env=os.environ, choose=keys["cuda_arch_list"]
+        entries, toolkit, user_nvcc_flags=(), env=os.environ, choose=keys["cuda_arch_list"],
+        torch_archs=torch_archs,
     )
     return "info", f"CUDA archs: {' '.join(decision.archs)}" + (
         f" ({decision.note})" if decision.note else ""

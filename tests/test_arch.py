@@ -332,6 +332,63 @@ def test_default_when_nvcc_lists_nothing() -> None:
     assert "nvcc's own default" in decision.note
 
 
+TORCH_2_14_CU130_ARCHS = ("sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120")
+
+
+def test_a_cuda_torch_without_gpu_defaults_to_torchs_own_arch_list() -> None:
+    decision = resolve_arch_flags(
+        None, NVCC_13_0, user_nvcc_flags=[], env=NO_GPU_ENV, torch_archs=TORCH_2_14_CU130_ARCHS
+    )
+    assert decision.archs == [*TORCH_2_14_CU130_ARCHS, "compute_120"]
+    assert decision.flags == [
+        *gencode("75"), *gencode("80"), *gencode("86"), *gencode("90"), *gencode("100"),
+        *gencode("120", ptx=True),
+    ]
+    assert decision.note == (
+        "no GPU visible and no architectures chosen: building for 7.5;8.0;8.6;9.0;10.0;12.0+PTX"
+        " (torch's own arch list sm_75 sm_80 sm_86 sm_90 sm_100 sm_120; PTX for the newest);"
+        " set cuda_arch_list to choose"
+    )
+    # torch's archs this nvcc cannot build are left out, and the note says so.
+    decision = resolve_arch_flags(
+        None, NVCC_12_8, user_nvcc_flags=[], env=NO_GPU_ENV,
+        torch_archs=("sm_80", "sm_90", "sm_110", "compute_90"),
+    )
+    assert decision.archs == ["sm_80", "sm_90", "compute_90"]
+    assert "left out sm_110: nvcc 12.8 cannot build them" in (decision.note or "")
+    # None buildable (or a CPU torch: no list): the documented default.
+    for archs in [("sm_35",), ()]:
+        decision = resolve_arch_flags(
+            None, NVCC_13_0, user_nvcc_flags=[], env=NO_GPU_ENV, torch_archs=archs
+        )
+        assert decision.flags == DEFAULT_13_0 and decision.note == DEFAULT_NOTE_13_0
+
+
+def test_visible_gpus_and_explicit_lists_win_over_torchs_arch_list(tmp_path: Path) -> None:
+    write_fake_nvidia_smi(tmp_path, ["0, GPU-a, 8.6"])
+    decision = resolve_arch_flags(
+        None, NVCC_13_0, user_nvcc_flags=[], env={"PATH": str(tmp_path)},
+        torch_archs=TORCH_2_14_CU130_ARCHS,
+    )
+    assert decision.archs == ["sm_86", "compute_86"]
+    assert flags_for("9.0") == gencode("90")
+
+
+def test_torch_arch_list_is_read_from_libtorch_python(tmp_path: Path) -> None:
+    """torch.cuda.get_arch_list() without importing torch: the C string in libtorch_python."""
+    from pep517_torch.core.cuda_checks import torch_arch_list
+
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    assert torch_arch_list(lib) == ()  # a CPU torch has no such library string
+    (lib / "libtorch_python.so").write_bytes(
+        b"\x7fELF\x00sm_90 is not\x00x\x00sm_75 sm_80 sm_120 compute_120\x00\x00sm_86\x00"
+    )
+    assert torch_arch_list(lib) == ("sm_75", "sm_80", "sm_120", "compute_120")
+    (lib / "libtorch_python.so").write_bytes(b"")
+    assert torch_arch_list(lib) == ()
+
+
 def test_native_without_gpu() -> None:
     decision = resolve_arch_flags(
         parse_arch_list("native", key=KEY), NVCC_13_0, user_nvcc_flags=[], env=NO_GPU_ENV

@@ -58,6 +58,10 @@ BUILD_DIRS = [
 
 text = st.text(st.characters(exclude_characters="\n\r\x00"), max_size=10)  # one line: see line_break
 flags = st.lists(text, max_size=3)
+# an sdist glob: relative, inside the project (config.checks.relative_glob)
+sdist_globs = st.lists(text.filter(lambda s: not s.startswith("/") and "\\" not in s and ".." not in s.split("/")), max_size=3)
+# a -l name: not a flag, not a path, not empty (config.checks.library_name)
+library_names = st.lists(text.filter(lambda s: s and not s.startswith("-") and "/" not in s), max_size=3)
 macros = st.dictionaries(
     st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,6}", fullmatch=True),
     st.one_of(text, st.integers(), st.booleans()),
@@ -103,7 +107,7 @@ cuda_variant = st.fixed_dictionaries(
         "extra-cflags": flags,
         "extra-cuda-cflags": flags,
         "extra-ldflags": flags,
-        "libraries": flags,
+        "libraries": library_names,
         "library-dirs": st.lists(st.sampled_from(LIBRARY_DIRS), max_size=2),
     },
 )
@@ -113,7 +117,7 @@ safe_replace = {
     "openmp": st.booleans(),
     "extra-cflags": flags,
     "define-macros": macros,
-    "libraries": flags,
+    "libraries": library_names,
     "strip": st.booleans(),
     "pch": st.booleans(),
     "python-abi-suffix": st.booleans(),
@@ -122,7 +126,7 @@ safe_replace = {
 }
 safe_append = {
     "sources": st.lists(st.sampled_from(SOURCE_GLOBS), max_size=2),
-    "libraries": flags,
+    "libraries": library_names,
     "extra-cflags": flags,
     "define-macros": macros,
     "include-dirs": st.lists(st.sampled_from(INCLUDE_DIRS), max_size=2),
@@ -158,7 +162,7 @@ def extension(name: str) -> st.SearchStrategy[dict[str, Any]]:
             "extra-cflags": flags,
             "extra-cuda-cflags": flags,
             "extra-ldflags": flags,
-            "libraries": flags,
+            "libraries": library_names,
             "library-dirs": st.lists(st.sampled_from(LIBRARY_DIRS), max_size=2),
             "runtime-library-dirs": flags,
             "with-cuda": st.sampled_from(["auto", True, False]),
@@ -187,14 +191,14 @@ def override(names: list[str]) -> st.SearchStrategy[dict[str, Any]]:
         {"if": condition},
         optional={
             **scalar_settings,
-            "sdist-include": flags,
+            "sdist-include": sdist_globs,
             "cuda-arch-list": arch_list,
             "extension": st.dictionaries(selectors, patch(safe_replace), max_size=2),
             "append": st.fixed_dictionaries(
                 {},
                 optional={
-                    "sdist-include": flags,
-                    "sdist-exclude": flags,
+                    "sdist-include": sdist_globs,
+                    "sdist-exclude": sdist_globs,
                     "cuda-arch-list": arch_list,
                     "extension": st.dictionaries(selectors, patch(safe_append), max_size=2),
                 },
@@ -212,8 +216,8 @@ def tool_table(names: list[str]) -> st.SearchStrategy[dict[str, Any]]:
             "package-dir": st.sampled_from([".", {"": "."}, {}]),
             "py-modules": st.sampled_from([[], ["single"]]),
             "package-data": st.just({"demo": ["*.json"]}),
-            "sdist-include": flags,
-            "sdist-exclude": flags,
+            "sdist-include": sdist_globs,
+            "sdist-exclude": sdist_globs,
             "build-dir": st.sampled_from(BUILD_DIRS),
             "cuda-arch-list": arch_list,
             "pch-header": st.just("include/pch.h"),

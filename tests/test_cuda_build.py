@@ -635,7 +635,7 @@ def test_torch_cuda_headers_with_a_cpu_torch_fail_before_compiling(
     fake_torch(monkeypatch, tmp_path / "torch", "2.13.0+cpu", None)
     ops = FIXTURES / "cuda_torch" / "csrc" / "ops.cpp"
     line = ops.read_text().splitlines().index("#include <ATen/cuda/CUDAContext.h>") + 1
-    spec = ExtensionSpec("cudatorchops._C", (ops, FIXTURES / "cuda_torch" / "csrc" / "scale.cu"))
+    spec = ExtensionSpec("cudatorchops._C", (ops, FIXTURES / "cuda_torch" / "csrc" / "kernels.cu"))
     if TOOLKIT is None:  # without nvcc the toolkit error comes first; the header check is pure
         from pep517_torch.core import scan
 

@@ -6,10 +6,14 @@ Every entry must be one the toolkit's nvcc can build (``nvcc --list-gpu-code``),
 configuration error lists what it can build.
 
 Default, when no list is given (the faces read ``TORCH_CUDA_ARCH_LIST`` into it): the
-visible GPUs, the newest with ``+PTX``; with no GPU visible, the lowest architecture of every
-major from 8 on that this nvcc can build, and PTX for the newest of those: ``8.0;9.0;10.0;11.0;
-12.0+PTX`` for nvcc 13.0, ``8.0;9.0;10.0;12.0+PTX`` for nvcc 12.8. That SASS runs on every GPU
-of those majors and the PTX on anything newer.
+visible GPUs, the newest with ``+PTX``. With no GPU visible and a CUDA build of torch: torch's
+own arch list (``torch.cuda.get_arch_list()``) as far as this nvcc can build it, PTX for the
+newest: the extension then runs wherever that torch does (torch 2.14.1+cu130 with nvcc 13.0:
+``7.5;8.0;8.6;9.0;10.0;12.0+PTX``). Otherwise (a CPU torch, or none of torch's archs buildable)
+the lowest architecture of every major from 8 on that this nvcc can build, and PTX for the
+newest of those: ``8.0;9.0;10.0;11.0;12.0+PTX`` for nvcc 13.0, ``8.0;9.0;10.0;12.0+PTX`` for
+nvcc 12.8. That SASS runs on every GPU of those majors and the PTX on anything newer. Either
+way one note says what was chosen and why.
 
 If the user's own nvcc flags already choose architectures (``-gencode``/``--generate-code``,
 ``-arch``/``--gpu-architecture``, ``-code``/``--gpu-code``, as ``-x=y`` or ``-x y``), no arch
@@ -70,11 +74,13 @@ def resolve_arch_flags(
     env: Mapping[str, str],
     flag_key: Callable[[int], str] = lambda index: f"extra_cuda_cflags[{index}]",
     choose: str = "cuda_arch_list",
+    torch_archs: Sequence[str] = (),
 ) -> ArchDecision:
     """Decide the ``-gencode`` flags for one nvcc command line (see the module docstring).
 
     ``flag_key`` names where the user's flag at an index of ``user_nvcc_flags`` was given;
-    ``choose`` is where the caller's face sets the arch list (named in the notes)."""
+    ``choose`` is where the caller's face sets the arch list (named in the notes);
+    ``torch_archs``: ``torch.cuda.get_arch_list()`` of a CUDA torch (``cuda_checks.torch_arch_list``)."""
     user_arch = arch_options(user_nvcc_flags)
     if user_arch:
         check_user_arch_flags(user_nvcc_flags, toolkit, flag_key)
@@ -88,7 +94,9 @@ def resolve_arch_flags(
             f" adding no arch flags{ignored}",
         )
     if not entries:
-        chosen, note = _visible_or_default(toolkit, env, why="no architectures chosen", choose=choose)
+        chosen, note = _visible_or_default(
+            toolkit, env, why="no architectures chosen", choose=choose, torch_archs=torch_archs
+        )
         return _decision(chosen, note=note)
     explicit = [e for e in entries if not e.native]
     _check_buildable(explicit, toolkit)
@@ -96,12 +104,17 @@ def resolve_arch_flags(
     if native is None:
         return _decision(explicit, note=None)
     why = f"{native.key or choose} has native"
-    chosen, note = _visible_or_default(toolkit, env, why=why, choose=choose)
+    chosen, note = _visible_or_default(toolkit, env, why=why, choose=choose, torch_archs=torch_archs)
     return _decision([*explicit, *chosen], note=note)
 
 
 def _visible_or_default(
-    toolkit: CudaToolkit, env: Mapping[str, str], *, why: str, choose: str
+    toolkit: CudaToolkit,
+    env: Mapping[str, str],
+    *,
+    why: str,
+    choose: str,
+    torch_archs: Sequence[str] = (),
 ) -> tuple[list[ArchEntry], str]:
     """The visible GPUs' entries, else the default; and the note saying which and why."""
     gpus = visible_gpu_archs(env)
@@ -113,13 +126,23 @@ def _visible_or_default(
             f"{why}: building for the visible GPUs ({', '.join(gpus)}): {chosen}{skipped_note};"
             f" set {choose} to choose"
         )
+    gpu_part = f"no usable GPU visible{skipped_note}" if gpus else "no GPU visible"
+    from_torch, left_out = torch_default_entries(torch_archs, toolkit)
+    if from_torch:
+        unbuildable = (
+            f"; left out {', '.join(left_out)}: nvcc {toolkit.version_str} cannot build them"
+            if left_out else ""
+        )
+        return from_torch, (
+            f"{gpu_part} and {why}: building for {format_arch_list(from_torch)} (torch's own arch"
+            f" list {' '.join(torch_archs)}{unbuildable}; PTX for the newest); set {choose} to choose"
+        )
     default = default_arch_entries(toolkit)
     if not default:
         return [], (
             f"{why} and nvcc {toolkit.version_str} lists no GPU architectures: nvcc's own default"
             f" applies; set {choose} to choose"
         )
-    gpu_part = f"no usable GPU visible{skipped_note}" if gpus else "no GPU visible"
     return default, (
         f"{gpu_part} and {why}: building for {format_arch_list(default)} (the default for "
         f"nvcc {toolkit.version_str}); set {choose} to choose"
@@ -140,6 +163,29 @@ def default_arch_entries(toolkit: CudaToolkit) -> list[ArchEntry]:
             lowest.setdefault(major, (major, minor))
     chosen = sorted(lowest.values()) or supported[-1:]  # an nvcc that stops before 8.0
     return [ArchEntry(a, b, ptx=(a, b) == chosen[-1]) for a, b in chosen]
+
+
+def torch_default_entries(
+    torch_archs: Sequence[str], toolkit: CudaToolkit
+) -> tuple[list[ArchEntry], list[str]]:
+    """torch's arch list (``sm_80``, ``compute_90``, ...) as entries nvcc can build, PTX for the
+    newest; and the names left out because this nvcc cannot build them."""
+    supported = set(_supported(toolkit))
+    chosen: dict[tuple[int, int], bool] = {}  # (major, minor) -> PTX asked for
+    left_out: list[str] = []
+    for name in torch_archs:
+        match = _NVCC_ARCH_NAME.fullmatch(name)
+        if match is None or match[3]:
+            continue  # arch-specific builds of torch's own kernels do not carry over
+        pair = (int(match[1]), int(match[2]))
+        if supported and pair not in supported:
+            left_out.append(name)
+            continue
+        chosen[pair] = chosen.get(pair, False) or name.startswith("compute_")
+    if not chosen:
+        return [], left_out
+    newest = max(chosen)
+    return [ArchEntry(a, b, ptx=ptx or (a, b) == newest) for (a, b), ptx in sorted(chosen.items())], left_out
 
 
 def gpu_entries(gpus: Sequence[str], toolkit: CudaToolkit) -> tuple[list[ArchEntry], list[str]]:

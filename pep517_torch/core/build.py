@@ -153,10 +153,11 @@ def _cuda_setup(
 
 
 def _arch_flags(
-    spec: ExtensionSpec, options: BuildOptions, toolkit: Any, notes: list[str]
+    spec: ExtensionSpec, options: BuildOptions, toolkit: Any, notes: list[str],
+    torch: toolchain.TorchInstall | None = None,
 ) -> tuple[tuple[str, ...], int]:
     """The arch flags nvcc gets, and how many GPU targets each CUDA object builds."""
-    from . import arch
+    from . import arch, cuda_checks
 
     value = options.cuda_arch_list or spec.cuda_arch_list
     if options.cuda_arch_list:
@@ -168,6 +169,8 @@ def _arch_flags(
         entries, toolkit, user_nvcc_flags=spec.extra_cuda_cflags, env=options.env,
         flag_key=lambda index: spec.key_of("extra_cuda_cflags", index),
         choose=options.key_of("cuda_arch_list") or spec.key_of("cuda_arch_list"),
+        torch_archs=cuda_checks.torch_arch_list(torch.library_dir)
+        if torch is not None and torch.has_cuda_runtime else (),
     )
     if decision.note and decision.note not in notes:
         notes.append(decision.note)
@@ -207,7 +210,8 @@ class _Planner:
         includes = {s: scan.walk_includes([s], spec.include_dirs) for s in spec.sources}
         _check_torch_cuda_headers(spec, [i for found in includes.values() for i in found], self.tools.torch)
         arch_flags, gpu_targets = (
-            _arch_flags(spec, self.options, self.toolkit, self.notes) if spec.uses_cuda else ((), 0)
+            _arch_flags(spec, self.options, self.toolkit, self.notes, self.tools.torch)
+            if spec.uses_cuda else ((), 0)
         )
         ext_flags = flags_mod.compute(
             spec, self.tools, source_root=self.options.source_root, arch_flags=arch_flags,

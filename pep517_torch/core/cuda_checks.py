@@ -7,6 +7,7 @@ Nothing here imports torch: torch's CUDA version is passed in by the caller.
 from __future__ import annotations
 
 import functools
+import mmap
 import re
 import shutil
 import subprocess
@@ -120,6 +121,41 @@ def check_host_compiler(
         f"CC={compiler_family}-{newest}; or add -allow-unsupported-compiler to {flags_key} "
         "(at your own risk)"
     )
+
+
+# ------------------------------------------------------------------------ torch's archs
+
+# torch.cuda.get_arch_list() is torch._C._cuda_getArchFlags().split(): the string CUDA_ARCH_FLAGS
+# ("sm_75 sm_80 ... sm_120") compiled into libtorch_python. Read from the file, not by importing
+# torch (the hooks run where importing torch is slow or impossible).
+_ARCH_FLAGS_RE = re.compile(rb"((?:sm|compute)_\d+[af]?(?: (?:sm|compute)_\d+[af]?)*)\x00")
+
+
+def torch_arch_list(library_dir: Path) -> tuple[str, ...]:
+    """The architectures a CUDA build of torch was compiled for (``torch.cuda.get_arch_list()``,
+    e.g. ``("sm_75", ..., "sm_120")``), read from ``library_dir``; () when not found."""
+    library = next(iter(sorted(library_dir.glob("libtorch_python.*"))), None)
+    if library is None:
+        return ()
+    try:
+        return _arch_flags_in(str(library), *file_stamp(library))
+    except (OSError, ValueError):  # unreadable, or empty (mmap refuses)
+        return ()
+
+
+@functools.lru_cache(maxsize=8)
+def _arch_flags_in(library: str, _mtime_ns: int, _size: int) -> tuple[str, ...]:
+    found: list[bytes] = []
+    with open(library, "rb") as file, mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        for lead in (b"\x00sm_", b"\x00compute_"):  # a C string of arch names only
+            index = data.find(lead)
+            while index != -1:
+                match = _ARCH_FLAGS_RE.match(data, index + 1)
+                if match:
+                    found.append(match[1])
+                index = data.find(lead, index + 1)
+    longest = max(found, key=lambda hit: hit.count(b" "), default=b"")
+    return tuple(longest.decode().split())
 
 
 # ---------------------------------------------------------------------------------- GPUs

@@ -1,180 +1,354 @@
-"""The CUDA-torch tier (`make test-cuda-torch`): build against a CUDA build of torch.
+"""The CUDA-torch tier (`make test-cuda-torch`): build against torch 2.14.1, the CUDA 13.0 build.
 
-Runs in its own venv (.venv-cuda, made by tests/cuda_torch/run.sh) holding torch 2.13.0+cu130
-and the nvidia-* wheels it pulls in. fixtures/cuda_torch uses torch's CUDA APIs
-(``at::cuda::getCurrentCUDAStream()``, ``c10::cuda::CUDAGuard``, ``at::cuda::getDeviceProperties``)
-so it must link c10_cuda and torch_cuda, and its ``ATen/cuda/CUDAContext.h`` pulls in cuBLAS,
-cuSPARSE and cuSOLVER headers that a trimmed toolkit lacks: they come from
-``site-packages/nvidia/cu13/include``. No GPU is needed; with one, the kernel runs too.
+fixtures/cuda_torch is an op library as their authors write them: a .cu on torch tensors
+(AT_DISPATCH_*, at::cuda::getCurrentCUDAStream(), CUDAGuard, C10_CUDA_KERNEL_LAUNCH_CHECK), a .cpp
+including ATen/cuda headers that dispatches CPU/CUDA in one module and registers a TORCH_LIBRARY
+op with a CPU and a CUDA kernel, and a second extension with `dlink = true`. It is built once per
+face: a wheel through the PEP 517 hooks (pip), a wheel through the setuptools face, and through
+load() / load_inline(cuda_sources=...). Each artifact is checked: it NEEDs the CUDA libraries it
+uses, imports on this GPU-less machine, its CPU path computes the right tensor, cuobjdump shows
+exactly the requested archs, and the precompiled torch header is used under CUDA torch too.
 
-Under the default suite's CPU torch every test here is skipped.
+Under the default suite's CPU torch this module is skipped in one line.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from pep517_torch.core import cuda, cuda_checks, toolchain
-from tests.conftest import FIXTURES, run_python
+from pep517_torch.core import cuda, pch_cache, toolchain
+from tests.conftest import FIXTURES
+from tests.cuda_tools import fatbin_contents, find_cuobjdump
 
 TORCH = toolchain.find_torch()
 TOOLKIT = cuda.find_cuda(os.environ)
+if not TORCH.has_cuda_runtime or TOOLKIT is None:
+    pytest.skip(
+        f"CUDA-torch tier: needs a CUDA build of torch and nvcc (this is torch {TORCH.version}):"
+        " make test-cuda-torch", allow_module_level=True,
+    )
+CUOBJDUMP = find_cuobjdump()
 FIXTURE = FIXTURES / "cuda_torch"
 
-pytestmark = [
-    pytest.mark.skipif(
-        not TORCH.has_cuda_runtime,
-        reason=f"needs a CUDA build of torch (this is {TORCH.version}): make test-cuda-torch",
-    ),
-    pytest.mark.skipif(TOOLKIT is None, reason="needs nvcc"),
-    pytest.mark.cuda,
-    pytest.mark.torch_ext,
-]
+# A CUDA-torch TU takes minutes under load: generous per-test limits (the builds are shared).
+pytestmark = [pytest.mark.cuda, pytest.mark.torch_ext, pytest.mark.timeout(2700)]
 
+# Runs in a fresh interpreter against the built package: everything a GPU-less machine can check.
 CHILD = """
-import torch, cudatorchops as ops
-print("available", ops.cuda_available(), torch.cuda.is_available())
-print("count", ops.device_count(), torch.cuda.device_count())
+import json, torch, cudatorchops as ops
+x = torch.arange(7, dtype=torch.float32) - 2.5
+result = {
+    "available": [ops.cuda_available(), torch.cuda.is_available()],
+    "count": [ops.device_count(), torch.cuda.device_count()],
+    "scale_float": torch.equal(ops.scale(x, 1.5), x * 1.5),
+    "scale_double": torch.equal(ops.scale(x.double(), -3.0), x.double() * -3.0),
+    "scale_strided": torch.equal(ops.scale(x[::2], 4.0), x[::2] * 4.0),
+    "op": torch.equal(torch.ops.cudatorchops.scale(x, 1.5), x * 1.5),
+    "op_schema": str(torch.ops.cudatorchops.scale.default._schema),
+    "affine": torch.equal(ops.affine(x), x * 2 + 1),
+    "launch_status": ops.launch_status(),
+}
 try:
-    ops.scale_(torch.ones(4), 2.0)
+    ops.scale_cuda(x, 2.0)
 except RuntimeError as exc:
-    print("cpu tensor:", str(exc).splitlines()[0])
+    result["cuda_on_cpu_tensor"] = str(exc).splitlines()[0]
 if torch.cuda.is_available():
-    x = torch.randn(1 << 20, device="cuda")
-    expected = x * 3.0
-    stream = torch.cuda.Stream()
-    with torch.cuda.stream(stream):  # the extension must launch on the current stream
-        ops.scale_(x, 3.0)
-    stream.synchronize()
-    print("gpu max abs diff", (x - expected).abs().max().item(), ops.device_name(0))
+    y = torch.randn(1 << 16, device="cuda")
+    result["gpu_scale"] = torch.equal(ops.scale(y, 3.0), y * 3.0)
+    result["gpu_op"] = torch.equal(torch.ops.cudatorchops.scale(y.half(), 2.0), y.half() * 2.0)
+    result["gpu_affine"] = torch.equal(ops.affine_cuda_(y.clone()), y * 2 + 1)
+print(json.dumps(result))
 """
 
 
-def check_module_output(stdout: str) -> None:
-    lines = dict(line.split(" ", 1) for line in stdout.splitlines() if " " in line)
-    ours, theirs = lines["available"].split()
-    assert ours == theirs
-    ours, theirs = lines["count"].split()
-    assert ours == theirs
-    assert "cpu tensor: x must be a CUDA tensor" in stdout
-    if "gpu" in lines:
-        assert float(lines["gpu"].split()[3]) == 0.0
-
-
-def nvidia_include() -> Path:
-    assert TOOLKIT is not None
-    wheel_dirs = [d for d in TOOLKIT.extra_include_dirs if (d / "cublas_v2.h").is_file()]
-    assert wheel_dirs, f"no cublas_v2.h among the nvidia-* wheel include dirs {TOOLKIT.extra_include_dirs}"
-    return wheel_dirs[0]
-
-
-def test_torch_is_a_cuda_build_matching_nvcc() -> None:
-    assert TOOLKIT is not None and TORCH.cuda is not None
-    assert TORCH.cuda.split(".")[0] == str(TOOLKIT.version[0])
-    notes = cuda_checks.check_versions(TOOLKIT, TORCH.cuda, allow_mismatch=False)  # raises on a major
-    assert len(notes) == (0 if TORCH.cuda == TOOLKIT.version_str else 1), notes
-    # The toolkit itself is trimmed here; cuBLAS headers come from the nvidia wheels.
-    include = nvidia_include()
-    assert "site-packages/nvidia/" in str(include)
-
-
-def test_wheel_links_c10_cuda_and_torch_cuda(tmp_path: Path) -> None:
-    project = tmp_path / "cuda_torch"
-    shutil.copytree(FIXTURE, project, ignore=shutil.ignore_patterns("build", "dist"))
-    result = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "-v", "--no-build-isolation", "--no-deps",
-         "-w", str(tmp_path / "dist"), "-Ccuda-arch-list=8.0;9.0+PTX", str(project)],
-        capture_output=True, text=True, timeout=900,
+def check_package(site: Path) -> None:
+    """Import the built package in a fresh interpreter; its CPU paths compute x * a exactly."""
+    child = subprocess.run(
+        [sys.executable, "-c", CHILD], capture_output=True, text=True, timeout=600,
+        env={**os.environ, "PYTHONPATH": str(site)}, cwd=site,
     )
-    log = result.stdout + result.stderr
-    assert result.returncode == 0, log
-    assert "is a CPU build" not in log  # the CPU-torch note is for CPU torch only
-    assert "does not match" not in log
-    (ninja_file,) = (project / "build").glob("*/build.ninja")
-    graph = ninja_file.read_text()
-    ldflags = next(line for line in graph.splitlines() if line.startswith("ldflags_0 = "))
-    for lib in ("-lc10", "-lc10_cuda", "-ltorch_cpu", "-ltorch_cuda", "-ltorch"):
-        assert f" {lib} " in f"{ldflags} ", ldflags
-    assert f"-isystem {nvidia_include()}" in graph
-    (wheel,) = (tmp_path / "dist").glob("cudatorchops-0.1.0-*.whl")
-    site = tmp_path / "site"
-    zipfile.ZipFile(wheel).extractall(site)
-    (so,) = (site / "cudatorchops").glob("_C.*.so")
-    needed = subprocess.run(["readelf", "-d", str(so)], capture_output=True, text=True,
-                            check=True).stdout
-    for lib in ("libc10_cuda.so", "libtorch_cuda.so", "libcudart.so"):
-        assert lib in needed, needed
-    check_module_output(run_python(CHILD, env={"PYTHONPATH": str(site)}).stdout)
+    assert child.returncode == 0, child.stdout + child.stderr
+    result = json.loads(child.stdout.splitlines()[-1])
+    assert result["available"][0] == result["available"][1]
+    assert result["count"][0] == result["count"][1]
+    for key in ("scale_float", "scale_double", "scale_strided", "op", "affine"):
+        assert result[key] is True, (key, result)
+    assert result["op_schema"] == "cudatorchops::scale(Tensor x, float a) -> Tensor"
+    assert result["cuda_on_cpu_tensor"].startswith("x must be a CUDA tensor")
+    if result["available"][1]:
+        assert result["launch_status"] == 0
+        assert result["gpu_scale"] and result["gpu_op"] and result["gpu_affine"], result
+    else:
+        assert result["launch_status"] != 0  # no GPU: the runtime's error code, not a crash
 
 
-def test_load_links_torch_cuda_apis(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def needed(so: Path) -> set[str]:
+    """DT_NEEDED of a shared object, read from its ELF dynamic section."""
+    from elftools.elf.dynamic import DynamicSection
+    from elftools.elf.elffile import ELFFile
+
+    with so.open("rb") as stream:
+        elf = ELFFile(stream)
+        return {
+            tag.needed
+            for section in elf.iter_sections() if isinstance(section, DynamicSection)
+            for tag in section.iter_tags() if tag.entry.d_tag == "DT_NEEDED"
+        }
+
+
+def soname_stems(libs: set[str]) -> set[str]:
+    return {lib.split(".so")[0] for lib in libs}
+
+
+def check_cuda_libs(so: Path, *, torch_cuda: bool) -> None:
+    stems = soname_stems(needed(so))
+    assert {"libc10", "libc10_cuda", "libcudart"} <= stems, stems
+    assert ("libtorch_cuda" in stems) == torch_cuda, stems  # only where torch_cuda's API is used
+
+
+def check_archs(so: Path, sass: set[str], ptx: set[str]) -> None:
+    if CUOBJDUMP is None:
+        pytest.skip("needs cuobjdump: pip install 'nvidia-cuda-cuobjdump==13.*'")
+    assert fatbin_contents(CUOBJDUMP, so) == (sass, ptx)
+
+
+def used_pch(build_dir: Path, obj_suffix: str) -> Path:
+    """The .gch the TU whose object ends with ``obj_suffix`` really uses: its own command with
+    -fsyntax-only -H, where gcc marks a PCH it takes with '!' (and one it rejects with 'x')."""
+    commands = subprocess.run(
+        [str(toolchain.find_ninja(os.environ)), "-C", str(build_dir), "-t", "commands"],
+        capture_output=True, text=True,
+        check=True,
+    ).stdout.splitlines()
+    line = next(c for c in commands if c.endswith(obj_suffix) and " -c " in c)
+    argv = shlex.split(line.split(" && ")[0])
+    keep: list[str] = []
+    skip_next = False
+    for arg in argv:
+        if skip_next:
+            skip_next = False
+        elif arg in ("-o", "-MF"):
+            skip_next = True
+        elif arg not in ("-MMD", "-c"):
+            keep.append(arg)
+    probe = subprocess.run([*keep, "-fsyntax-only", "-H"], capture_output=True, text=True,
+                           cwd=build_dir, timeout=1800)
+    assert probe.returncode == 0, probe.stderr[-3000:]
+    used = [line[2:] for line in probe.stderr.splitlines() if line.startswith("! ")]
+    assert len(used) == 1 and used[0].endswith("pch.h.gch"), probe.stderr[:3000]
+    return Path(used[0])
+
+
+# ------------------------------------------------------------------------------------ JIT
+
+
+JIT_CPP = """
+at::Tensor scale_cuda(const at::Tensor& x, double a);
+// CPU/CUDA dispatch in one function: the tensor's device picks the path.
+at::Tensor scale(const at::Tensor& x, double a) { return x.is_cuda() ? scale_cuda(x, a) : x * a; }
+"""
+JIT_CUDA = """
+#include <ATen/core/Tensor.h>
+#include <ATen/Dispatch.h>
+#include <ATen/ops/empty_like.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAGuard.h>
+
+template <typename scalar_t>
+__global__ void scale_kernel(const scalar_t* x, scalar_t* out, scalar_t a, int64_t n) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i < n) out[i] = x[i] * a;
+}
+
+at::Tensor scale_cuda(const at::Tensor& x, double a) {
+  TORCH_CHECK(x.is_cuda(), "x must be a CUDA tensor");
+  const c10::cuda::CUDAGuard guard(x.device());
+  const at::Tensor input = x.contiguous();
+  at::Tensor out = at::empty_like(input);
+  const int64_t n = input.numel();
+  if (n == 0) return out;
+  AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "scale_cuda", [&] {
+    scale_kernel<scalar_t><<<(n + 255) / 256, 256, 0, at::cuda::getCurrentCUDAStream()>>>(
+        input.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(), static_cast<scalar_t>(a), n);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  });
+  return out;
+}
+"""
+
+
+@dataclass
+class Jit:
+    module: object
+    build_dir: Path
+
+
+@pytest.fixture(scope="module")
+def jit_load(tmp_path_factory: pytest.TempPathFactory) -> Jit:
+    """load() of the fixture's _C sources (ops.cpp + kernels.cu) for 9.0 only."""
     import pep517_torch
 
-    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "ext"))
-    monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "8.0")
-    module = pep517_torch.load(
-        "jit_cudatorchops",
-        [str(FIXTURE / "csrc" / "ops.cpp"), str(FIXTURE / "csrc" / "scale.cu")],
-        build_directory=str(tmp_path / "b"),
-        use_pch=False,
-    )
+    root = tmp_path_factory.mktemp("jit-load")
+    os.environ["TORCH_CUDA_ARCH_LIST"] = "9.0"
+    try:
+        module = pep517_torch.load(
+            "jit_cudatorchops",
+            [str(FIXTURE / "csrc" / "ops.cpp"), str(FIXTURE / "csrc" / "kernels.cu")],
+            build_directory=str(root / "b"),
+        )
+    finally:
+        del os.environ["TORCH_CUDA_ARCH_LIST"]
+    return Jit(module, root / "b")
+
+
+@pytest.fixture(scope="module")
+def jit_inline(tmp_path_factory: pytest.TempPathFactory) -> Jit:
+    """load_inline(cuda_sources=...) for 8.6+PTX."""
+    import pep517_torch
+
+    root = tmp_path_factory.mktemp("jit-inline")
+    os.environ["TORCH_CUDA_ARCH_LIST"] = "8.6+PTX"
+    try:
+        module = pep517_torch.load_inline(
+            "jit_inline_scale", cpp_sources=JIT_CPP, cuda_sources=JIT_CUDA,
+            functions=["scale", "scale_cuda"], build_directory=str(root / "b"),
+        )
+    finally:
+        del os.environ["TORCH_CUDA_ARCH_LIST"]
+    return Jit(module, root / "b")
+
+
+def test_load_builds_the_op_library_against_cuda_torch(jit_load: Jit) -> None:
     import torch
 
-    assert module.cuda_available() == torch.cuda.is_available()
-    assert module.device_count() == torch.cuda.device_count()
+    module = jit_load.module
+    x = torch.arange(5, dtype=torch.float64) - 1.0
+    assert torch.equal(module.scale(x, 2.5), x * 2.5)  # type: ignore[attr-defined]
+    assert module.cuda_available() == torch.cuda.is_available()  # type: ignore[attr-defined]
     with pytest.raises(RuntimeError, match="x must be a CUDA tensor"):
-        module.scale_(torch.ones(2), 2.0)
+        module.scale_cuda(x, 2.0)  # type: ignore[attr-defined]
+    so = jit_load.build_dir / "jit_cudatorchops.so"
+    check_cuda_libs(so, torch_cuda=True)
+    check_archs(so, {"sm_90"}, set())
+
+
+def test_load_inline_with_cuda_sources(jit_inline: Jit) -> None:
+    import torch
+
+    module = jit_inline.module
+    x = torch.linspace(-1, 1, 9)
+    assert torch.equal(module.scale(x, -0.5), x * -0.5)  # type: ignore[attr-defined]
+    with pytest.raises(RuntimeError, match="x must be a CUDA tensor"):
+        module.scale_cuda(x, 2.0)  # type: ignore[attr-defined]
     if torch.cuda.is_available():
-        x = torch.randn(4096, device="cuda")
-        assert torch.equal(module.scale_(x.clone(), 2.0), x * 2.0)
-    needed = subprocess.run(["readelf", "-d", str(tmp_path / "b" / "jit_cudatorchops.so")],
-                            capture_output=True, text=True, check=True).stdout
-    assert "libc10_cuda.so" in needed and "libtorch_cuda.so" in needed
+        y = torch.randn(1000, device="cuda", dtype=torch.float64)
+        assert torch.equal(module.scale(y, 3.0), y * 3.0)  # type: ignore[attr-defined]
+    so = jit_inline.build_dir / "jit_inline_scale.so"
+    check_cuda_libs(so, torch_cuda=False)  # c10_cuda (stream, guard) but nothing of torch_cuda's
+    check_archs(so, {"sm_86"}, {"compute_86"})
 
 
-SETUP_PY = """
-from setuptools import setup
-from {module} import BuildExtension, CUDAExtension
-setup(name="cudatorchops", version="0.1.0", packages=["cudatorchops"],
-      ext_modules=[CUDAExtension("cudatorchops._C", ["csrc/ops.cpp", "csrc/scale.cu"])],
-      cmdclass={{"build_ext": BuildExtension}})
-"""
+def test_the_torch_pch_is_used_under_cuda_torch(
+    jit_load: Jit, jit_inline: Jit, machine_cache: Path
+) -> None:
+    """Both JIT builds' torch/extension.h TUs take the same machine-wide PCH, built for this
+    CUDA torch (its size is printed: docs/cuda.md compares it with the CPU torch's)."""
+    gch = used_pch(jit_load.build_dir, "ops.cpp.o")
+    assert used_pch(jit_inline.build_dir, "main.cpp.o") == gch
+    [entry] = [e for e in pch_cache.entries(machine_cache / "pch") if e.directory == gch.parent]
+    assert entry.info["header"] == "torch/extension.h"
+    assert entry.info["torch"] == TORCH.version
+    print(f"CUDA-torch PCH: {gch.stat().st_size / 2**20:.0f} MiB, {entry.info}")
 
 
-def test_setuptools_face_links_c10_cuda_and_torch_cuda_like_torchs(tmp_path: Path) -> None:
-    """The same setup.py with torch's BuildExtension and with ours: same files, both link
-    torch's CUDA libraries, ours pins torch."""
-    wheels = {}
-    for who, module in (("torch", "torch.utils.cpp_extension"), ("ours", "pep517_torch.setuptools")):
-        project = tmp_path / who
-        shutil.copytree(FIXTURE, project, ignore=shutil.ignore_patterns("build", "dist"))
-        (project / "pyproject.toml").unlink()  # a setup.py project
-        (project / "setup.py").write_text(SETUP_PY.format(module=module))
-        result = subprocess.run(
-            [sys.executable, "-m", "pip", "wheel", "-v", "--no-build-isolation", "--no-deps",
-             "-w", str(tmp_path / f"dist-{who}"), str(project)],
-            capture_output=True, text=True, timeout=1800,
-            env={**os.environ, "TORCH_CUDA_ARCH_LIST": "8.0"},
-        )
-        assert result.returncode == 0, result.stdout + result.stderr
-        (wheels[who],) = (tmp_path / f"dist-{who}").glob("cudatorchops-0.1.0-*.whl")
-    names = {who: sorted(n for n in zipfile.ZipFile(w).namelist() if ".dist-info/" not in n)
-             for who, w in wheels.items()}
-    assert names["ours"] == names["torch"]
-    site = tmp_path / "site"
-    zipfile.ZipFile(wheels["ours"]).extractall(site)
-    (so,) = (site / "cudatorchops").glob("_C.*.so")
-    needed = subprocess.run(["readelf", "-d", str(so)], capture_output=True, text=True,
-                            check=True).stdout
-    for lib in ("libc10_cuda.so", "libtorch_cuda.so", "libcudart.so"):
-        assert lib in needed, needed
-    metadata = zipfile.ZipFile(wheels["ours"]).read("cudatorchops-0.1.0.dist-info/METADATA")
-    assert b"Requires-Dist: torch<" in metadata
-    check_module_output(run_python(CHILD, env={"PYTHONPATH": str(site)}).stdout)
+# --------------------------------------------------------------------------------- wheels
+
+
+@dataclass
+class Wheel:
+    wheel: Path
+    site: Path
+    build_dir: Path
+    log: str
+
+
+def extracted(wheel: Path, site: Path) -> Path:
+    zipfile.ZipFile(wheel).extractall(site)
+    return site
+
+
+@pytest.fixture(scope="module")
+def pyproject_wheel(tmp_path_factory: pytest.TempPathFactory) -> Wheel:
+    root = tmp_path_factory.mktemp("pyproject-face")
+    project = root / "cuda_torch"
+    shutil.copytree(FIXTURE, project, ignore=shutil.ignore_patterns("build", "dist", "setup.py"))
+    result = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-v", "--no-build-isolation", "--no-deps",
+         "-w", str(root / "dist"), "-Ccuda-arch-list=8.0;9.0+PTX", str(project)],
+        capture_output=True, text=True, timeout=2400,
+    )
+    log = result.stdout + result.stderr
+    assert result.returncode == 0, log[-6000:]
+    (wheel,) = (root / "dist").glob("cudatorchops-0.1.0-*.whl")
+    (build_dir,) = {p.parent for p in (project / "build").glob("*/build.ninja")}
+    return Wheel(wheel, extracted(wheel, root / "site"), build_dir, log)
+
+
+@pytest.fixture(scope="module")
+def setuptools_wheel(tmp_path_factory: pytest.TempPathFactory) -> Wheel:
+    root = tmp_path_factory.mktemp("setuptools-face")
+    project = root / "cuda_torch"
+    shutil.copytree(FIXTURE, project, ignore=shutil.ignore_patterns("build", "dist"))
+    (project / "pyproject.toml").unlink()  # a setup.py project, as published ones are
+    result = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-v", "--no-build-isolation", "--no-deps",
+         "-w", str(root / "dist"), str(project)],
+        capture_output=True, text=True, timeout=2400,
+        env={**os.environ, "TORCH_CUDA_ARCH_LIST": "8.6"},
+    )
+    log = result.stdout + result.stderr
+    assert result.returncode == 0, log[-6000:]
+    (wheel,) = (root / "dist").glob("cudatorchops-0.1.0-*.whl")
+    builds = {p.parent for p in (project / "build").glob("**/build.ninja")}
+    return Wheel(wheel, extracted(wheel, root / "site"), sorted(builds)[0], log)
+
+
+def sos(site: Path) -> dict[str, Path]:
+    return {so.name.split(".")[0]: so for so in (site / "cudatorchops").glob("*.so")}
+
+
+def test_pyproject_face_wheel(pyproject_wheel: Wheel) -> None:
+    built = sos(pyproject_wheel.site)
+    assert set(built) == {"_C", "_dlink"}
+    check_cuda_libs(built["_C"], torch_cuda=True)  # at::cuda::getDeviceProperties
+    check_cuda_libs(built["_dlink"], torch_cuda=False)
+    check_archs(built["_C"], {"sm_80", "sm_90"}, {"compute_90"})
+    # nvcc -dlink links SASS only: the device-linked code carries no PTX.
+    check_archs(built["_dlink"], {"sm_80", "sm_90"}, set())
+    graph = (pyproject_wheel.build_dir / "build.ninja").read_text()
+    assert "-rdc=true" in graph and " -dlink " in graph
+    assert "is a CPU build" not in pyproject_wheel.log and "does not match" not in pyproject_wheel.log
+    metadata = zipfile.ZipFile(pyproject_wheel.wheel).read("cudatorchops-0.1.0.dist-info/METADATA")
+    assert b"Requires-Dist: torch<" in metadata or b"Requires-Dist: torch==" in metadata
+    check_package(pyproject_wheel.site)
+
+
+def test_setuptools_face_wheel(setuptools_wheel: Wheel) -> None:
+    built = sos(setuptools_wheel.site)
+    assert set(built) == {"_C", "_dlink"}
+    check_cuda_libs(built["_C"], torch_cuda=True)
+    check_cuda_libs(built["_dlink"], torch_cuda=False)
+    check_archs(built["_C"], {"sm_86"}, set())  # TORCH_CUDA_ARCH_LIST, as torch's BuildExtension
+    check_archs(built["_dlink"], {"sm_86"}, set())
+    check_package(setuptools_wheel.site)

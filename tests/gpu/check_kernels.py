@@ -4,13 +4,15 @@ Used by tests/gpu/check.sh; not a pytest module. Modes:
 
   check_kernels.py wheel            import the installed/unpacked ``cudaops`` package
   check_kernels.py jit ROOT         build fixtures/cuda with pep517_torch.load() and run it
-  check_kernels.py torch-apis ROOT  build fixtures/cuda_torch with load() (torch's CUDA APIs)
+  check_kernels.py torch-wheel      import the unpacked ``cudatorchops`` wheel (fixtures/cuda_torch)
+  check_kernels.py torch-apis ROOT  build fixtures/cuda_torch's _C with load() (torch's CUDA APIs)
 
 Prints one line per case and ``RESULT PASS`` or ``RESULT FAIL`` last; exit status 0 on PASS.
 """
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 import traceback
@@ -22,13 +24,28 @@ SIZES = (1, 31, 255, 256, 257, 1000, 65_536, (1 << 20) + 3, (1 << 22) + 17)
 AXPY_TOLERANCE = 1e-6  # fp32 fma vs the float64 reference, relative to max |reference|
 SUMSQ_TOLERANCE = 1e-9  # float64 accumulation of fp32 squares
 failures: list[str] = []
+results: list[tuple[str, float, float, bool]] = []  # (kernel, error, tolerance, ok) per case
 
 
 def report(name: str, error: float, tolerance: float) -> None:
     ok = error == error and error <= tolerance  # error != error: NaN
     print(f"{'ok  ' if ok else 'FAIL'} {name}: relative error {error:.3e} (tolerance {tolerance:.0e})")
+    results.append((re.split(r" n=| on cuda", name)[0], error, tolerance, ok))
     if not ok:
         failures.append(name)
+
+
+def print_table() -> None:
+    """One row per kernel (sizes and devices folded): cases, worst error against torch, result."""
+    rows: dict[str, list[tuple[float, float, bool]]] = {}
+    for kernel, error, tolerance, ok in results:
+        rows.setdefault(kernel, []).append((error, tolerance, ok))
+    width = max((len(k) for k in rows), default=6)
+    print(f"| {'kernel':<{width}} | cases | worst rel. error | tolerance | result |")
+    for kernel, cases in rows.items():
+        worst = max((e if e == e else float("inf")) for e, _, _ in cases)
+        result = "PASS" if all(ok for _, _, ok in cases) else "FAIL"
+        print(f"| {kernel:<{width}} | {len(cases):>5} | {worst:>16.3e} | {cases[0][1]:>9.0e} | {result:<6} |")
 
 
 def relative_error(ours: torch.Tensor, reference: torch.Tensor) -> float:
@@ -92,6 +109,49 @@ def check_cudaops(label: str, ops: object) -> None:
     report(f"{label} axpy_ on a side stream", relative_error(y, 2.0 * x.double() + 1.0), AXPY_TOLERANCE)
 
 
+SCALE_TOLERANCE = {torch.float32: 1e-7, torch.float64: 1e-15, torch.float16: 1e-3}
+
+
+def check_cudatorchops(label: str, module: object, dlink: object | None) -> None:
+    """fixtures/cuda_torch: scale (AT_DISPATCH over float/double/half, CUDAGuard, current
+    stream), its TORCH_LIBRARY op, and the device-linked affine_cuda_, against torch's ops."""
+    if module.cuda_available() is not True or module.device_count() != torch.cuda.device_count():
+        failures.append(f"{label}: at::cuda::is_available / c10::cuda::device_count disagree with torch")
+    print(f"info {label}: device_name(0) = {module.device_name(0)}")
+    generator = torch.Generator().manual_seed(1)
+    op = getattr(getattr(torch.ops, "cudatorchops", None), "scale", None)
+    for index in range(torch.cuda.device_count()):
+        device = torch.device("cuda", index)
+        for dtype, tolerance in SCALE_TOLERANCE.items():
+            for n in (1, 257, 65_536, (1 << 20) + 5):
+                x = torch.randn(n, generator=generator).to(device, dtype)
+                reference = x * -1.5  # torch's own mul
+                ours = module.scale(x, -1.5)
+                torch.cuda.synchronize(device)
+                report(f"{label} scale {dtype} n={n} on {device}", relative_error(ours, reference), tolerance)
+                if op is not None:  # the TORCH_LIBRARY op ops.cpp registers
+                    report(f"{label} torch.ops.cudatorchops.scale {dtype} n={n} on {device}",
+                           relative_error(op(x, -1.5), reference), tolerance)
+        # The current stream is honoured, and CUDAGuard switches to x's device.
+        x = torch.randn((1 << 22) + 1, generator=generator).to(device)
+        stream = torch.cuda.Stream(device)
+        stream.wait_stream(torch.cuda.current_stream(device))
+        other = torch.cuda.device_count() - 1 - index
+        with torch.cuda.device(other), torch.cuda.stream(stream):
+            big = torch.randn(2048, 2048, device=device)
+            for _ in range(4):
+                big = big @ big / 2048  # keep the side stream busy
+            ours = module.scale(x, 3.0)
+        stream.synchronize()
+        report(f"{label} scale on {device}, side stream, device {other} current",
+               relative_error(ours, x * 3.0), 1e-7)
+        if dlink is not None:
+            x = torch.randn(100_003, generator=generator).to(device)
+            ours = dlink.affine_cuda_(x.clone())
+            torch.cuda.synchronize(device)
+            report(f"{label} affine_cuda_ (dlink) on {device}", relative_error(ours, x * 2 + 1), 1e-7)
+
+
 def load_fixture(root: Path, name: str, fixture: str, **kwargs: object) -> object:
     import pep517_torch
 
@@ -127,35 +187,22 @@ def main(argv: list[str]) -> int:
                                   extra_cflags=["-DCUDAOPS_CXX_ONLY=1"],
                                   extra_cuda_cflags=["-DCUDAOPS_NVCC_ONLY=1"])
             check_cudaops("jit", RawKernels(module))
+        elif mode == "torch-wheel":
+            import cudatorchops
+
+            print(f"info cudatorchops from {cudatorchops.__file__}")
+            check_cudatorchops("torch-wheel", cudatorchops, cudatorchops)
         elif mode == "torch-apis":
-            module = load_fixture(Path(argv[1]), "gpu_check_cudatorchops", "cuda_torch")
-            if module.cuda_available() is not True or module.device_count() != torch.cuda.device_count():
-                failures.append("at::cuda::is_available / c10::cuda::device_count disagree with torch")
-            print(f"info device_name(0) = {module.device_name(0)}")
-            for index in range(torch.cuda.device_count()):
-                device = torch.device("cuda", index)
-                x = torch.randn((1 << 20) + 5, device=device)
-                reference = x.double() * 1.5
-                stream = torch.cuda.Stream(device)
-                stream.wait_stream(torch.cuda.current_stream(device))
-                with torch.cuda.device(0), torch.cuda.stream(stream):  # CUDAGuard switches device
-                    module.scale_(x, 1.5)
-                stream.synchronize()
-                report(f"torch-apis scale_ on {device}, side stream", relative_error(x, reference), 1e-7)
-                # c10::cuda::CUDAGuard: x on `device` while another device is current.
-                y = torch.randn(4099, device=device)
-                reference = y.double() * -2.0
-                with torch.cuda.device(torch.cuda.device_count() - 1 - index):
-                    module.scale_(y, -2.0)
-                torch.cuda.synchronize(device)
-                report(f"torch-apis scale_ on {device}, other device current",
-                       relative_error(y, reference), 1e-7)
+            root = Path(argv[1])
+            module = load_fixture(root, "gpu_check_cudatorchops", "cuda_torch")
+            check_cudatorchops("torch-apis load()", module, None)
         else:
             print(f"unknown mode {mode!r}")
             return 2
     except Exception:  # a crash is a failure with its traceback, not a silent exit
         traceback.print_exc()
         failures.append(f"{mode}: exception")
+    print_table()
     print(f"RESULT {'FAIL' if failures else 'PASS'}" + (f" ({len(failures)} failed)" if failures else ""))
     return 1 if failures else 0
 
