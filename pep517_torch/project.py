@@ -14,8 +14,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from packaging.requirements import Requirement
-
 from . import config
 from .atomic import writing
 from .core import isolation, toolchain
@@ -23,12 +21,14 @@ from .core.graph import artifact_name
 from .core.spec import ExtensionSpec, Kind
 from .distribution import metadata as dist_metadata
 from .distribution import tags
+from .distribution.import_guard import Guard
 from .distribution.reproducible import source_date_epoch
 from .errors import ConfigError, ToolchainError
 
 if TYPE_CHECKING:
     from .core.build import BuildResult
     from .distribution.editable import RebuildCommand
+    from .distribution import torch_requirement
     from .distribution.wheel import WheelWriter
 
 ConfigSettings = Mapping[str, "str | list[str]"] | None
@@ -44,6 +44,7 @@ class Loaded:
     torch: toolchain.TorchInstall | None
     metadata: dist_metadata.ProjectMetadata
     env: Mapping[str, str]  # the caller's environment (the build passes only part of it on)
+    static_torch: bool = False  # a static torch requirement was kept: the import check guards
 
 
 def _torch_or_none() -> toolchain.TorchInstall | None:
@@ -113,18 +114,41 @@ def load(
     extensions to build (``for_build``) or a torch pin to write into the metadata."""
     env = dict(os.environ if env is None else env)
     project, torch = _resolve(root, config_settings, env)
-    pin: list[Requirement] = []
-    if project.extensions and (for_build or project.torch_requirement != "none"):
+    if project.extensions and (for_build or project.torch_requirement != "none"
+                               or project.local_version == "torch"):
         if torch is None:
             toolchain.find_torch()  # raises the "torch is not installed" error
         assert torch is not None
-        requirement = dist_metadata.torch_pin(torch.version, project.torch_requirement)
-        pin = [requirement] if requirement else []
+    build_torch = torch if project.extensions else None
+    plan = _dependency_plan(project, build_torch.version if build_torch else None)
     metadata = dist_metadata.build_metadata(
         {"project": project.project_table}, project.root,
-        version=config.version_string(project, env), extra_requirements=pin,
+        version=config.version_string(project, env), dependencies=plan.dependencies,
     )
-    return Loaded(project, torch, metadata, env)
+    if build_torch is not None and project.local_version == "torch":
+        _add_local_label(metadata, build_torch)
+    return Loaded(project, torch, metadata, env, plan.static_torch)
+
+
+def _dependency_plan(project: config.ResolvedProject, torch_version: str | None) -> (
+    "torch_requirement.DependencyPlan"
+):
+    from .distribution import torch_requirement
+
+    return torch_requirement.plan_dependencies(
+        project.project_table, project.dependencies, project.torch_requirement,
+        torch_version, bool(project.extensions),
+    )
+
+
+def _add_local_label(metadata: dist_metadata.ProjectMetadata, torch: toolchain.TorchInstall) -> None:
+    """local-version = "torch": the wheel's version names its torch (``+pt213cpu``)."""
+    from packaging.version import Version
+
+    from .distribution.torch_requirement import local_label, with_local_label
+
+    label = local_label(torch.version, torch.cuda)
+    metadata.standard.version = Version(with_local_label(metadata.version, label))
 
 
 def _compile(loaded: Loaded) -> BuildResult | None:
@@ -170,13 +194,24 @@ def build_wheel(root: Path, out_dir: Path, config_settings: ConfigSettings, *, e
                 for arcname, path in files:
                     wheel.add_file(arcname, path)
                 for spec in project.extensions:
-                    guard = _guard_torch(loaded, spec)
+                    guard = _guard_torch(loaded, spec, artifacts[spec.name])
                     add_artifact(wheel, artifact_name(spec), spec.name, artifacts[spec.name], guard)
+                _record_build_torch(loaded)
             wheel.finish(meta)
     ninja = result.run.seconds if result else 0.0
     overhead = time.perf_counter() - started - ninja
     log(f"pep517_torch: wrote {wheel.path} (ninja {ninja:.2f} s, pep517_torch {overhead:.2f} s)")
     return wheel.filename
+
+
+def _record_build_torch(loaded: Loaded) -> None:
+    """A wheel with binaries names the torch they were built against (``index`` sorts wheels
+    into find-links pages by it)."""
+    from .distribution.index import BUILD_RECORD, build_record
+
+    if loaded.project.extensions and loaded.torch is not None:
+        record = build_record(loaded.torch.version, loaded.torch.cuda)
+        loaded.metadata.extra_dist_info[BUILD_RECORD] = record
 
 
 def _build_dir_lock(loaded: Loaded, editable: bool) -> contextlib.AbstractContextManager[None]:
@@ -189,12 +224,22 @@ def _build_dir_lock(loaded: Loaded, editable: bool) -> contextlib.AbstractContex
     return build_lock(loaded.project.options.build_dir, f"{kind} of {meta.name} {meta.version}")
 
 
-def _guard_torch(loaded: Loaded, spec: ExtensionSpec) -> str | None:
-    """The torch version a module's import guard checks (torch-import-check), or None."""
-    if not (loaded.project.torch_import_check and spec.kind is Kind.MODULE):
+def _guard_torch(loaded: Loaded, spec: ExtensionSpec, built: Path) -> Guard | None:
+    """The torch a module's import guard checks (torch-import-check), or None. ``"auto"``
+    guards a kept static torch requirement and every module that links torch's CUDA
+    libraries or the CUDA runtime: no requirement can name the CUDA variant."""
+    from .distribution.elf import links_cuda
+
+    project = loaded.project
+    if spec.kind is not Kind.MODULE:
+        return None
+    wanted = project.torch_import_check or (
+        project.torch_import_check_auto and (loaded.static_torch or links_cuda(built))
+    )
+    if not wanted:
         return None
     assert loaded.torch is not None
-    return loaded.torch.version
+    return Guard(loaded.torch.version, loaded.torch.cuda if links_cuda(built) else None)
 
 
 def _add_editable(
@@ -285,12 +330,14 @@ def build_sdist(root: Path, out_dir: Path, config_settings: ConfigSettings) -> s
 
     project, _ = _resolve(root, config_settings, os.environ)
     # The sdist cannot know which torch its wheel will be built against: no pin in PKG-INFO,
-    # and Requires-Dist is declared dynamic (core metadata 2.2) for the wheel to add it.
-    dynamic = ["Requires-Dist"] if project.extensions and project.torch_requirement != "none" else []
+    # and Requires-Dist is declared dynamic (PEP 643) for the wheel to add it. It never
+    # carries the local label either (local-version names the wheel's torch).
+    plan = _dependency_plan(project, None)
     meta = dist_metadata.build_metadata(
         {"project": project.project_table}, project.root,
         version=config.version_string(project, os.environ),
-        dynamic_metadata=dynamic,
+        dynamic_metadata=["Requires-Dist"] if plan.pin_from_build else [],
+        dependencies=plan.dependencies,
     )
     files = sdist_files(
         project.root,

@@ -455,6 +455,7 @@ CUDA_PYPROJECT = """\
 [project]
 name = "kern"
 version = "1.0"
+dynamic = ["dependencies"]
 
 [tool.torch-ext]
 packages = ["kern"]

@@ -478,6 +478,7 @@ def write_project(root: Path, tool: str, files: tuple[str, ...] = ("csrc/a.cpp",
         [project]
         name = "bad"
         version = "1.0"
+        dynamic = ["dependencies"]
         """) + textwrap.dedent(tool))
     for name in files:
         (root / name).parent.mkdir(parents=True, exist_ok=True)
