@@ -103,14 +103,21 @@ def _pure_wheel(base: Path) -> bytes:
     return path.read_bytes()
 
 
-def test_wheel_python_names_a_missing_interpreter_before_compiling(tmp_path: Path) -> None:
+def test_wheel_python_names_each_unusable_interpreter_before_compiling(tmp_path: Path) -> None:
     root = write_project(tmp_path / "proj", "nopython")
+    bare = tmp_path / "bare"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", bare], check=True)
     done = subprocess.run([sys.executable, "-m", "pep517_torch", "wheel", str(root), "--python",
-                           str(tmp_path / "nope"), "--python", sys.executable],
-                          capture_output=True, text=True, timeout=300)
+                           str(tmp_path / "nope"), "--python", str(bare / "bin" / "python"),
+                           "--python", sys.executable], capture_output=True, text=True,
+                          timeout=300)
     assert done.returncode == 2
-    assert done.stderr.strip() == f"pep517_torch: error: --python: {tmp_path / 'nope'}: no such interpreter"
-    assert not (root / "build").exists()
+    assert done.stderr.splitlines() == [
+        f"pep517_torch: error: --python: {tmp_path / 'nope'}: no such interpreter",
+        f"pep517_torch: error: --python: {bare / 'bin' / 'python'}: torch is not installed there"
+        f" ({bare / 'bin' / 'python'} -m pip install torch)",
+    ]
+    assert not (root / "build").exists() and done.stdout == ""
 
 
 def test_wheel_python_builds_with_that_interpreter(tmp_path: Path) -> None:
@@ -155,3 +162,37 @@ def test_uv_pip_compile_resolves_the_torch_the_wheel_requires(tmp_path: Path) ->
     metadata, _ = _metadata(wheel)
     requirement = next(r for r in metadata.get_all("Requires-Dist") if r.startswith("torch"))  # type: ignore[attr-defined]
     assert requirement == f"torch<{major}.{minor + 1},>={major}.{minor}"
+
+
+def test_uv_build_with_a_build_constraint_builds_against_that_torch(tmp_path: Path) -> None:
+    """The quickstart's uv recipe: an isolated build, kept on this torch by a constraint file,
+    everything from this machine (pep517_torch's wheel, the local index, the local torch)."""
+    uv = Path(sys.executable).parent / "uv"
+    wheels = sorted(Path("/opt/wheels").glob(f"torch-{TORCH.version}-*.whl"))
+    index = Path("/opt/pypi/simple")
+    if not uv.exists() or not wheels or not index.is_dir():
+        pytest.skip("needs uv, this torch's wheel in /opt/wheels and the local index /opt/pypi")
+    links = tmp_path / "links"
+    fetched = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d",
+                              str(links), "pyproject-metadata>=0.9"], capture_output=True,
+                             text=True, timeout=300)
+    if fetched.returncode != 0:
+        pytest.skip("pyproject-metadata's wheel cannot be fetched here")
+    own = subprocess.run([sys.executable, "-m", "pep517_torch", "wheel", str(Path(__file__)
+                          .resolve().parent.parent), "-o", str(links)], capture_output=True,
+                         text=True, timeout=300)
+    assert own.returncode == 0, own.stderr
+    root = write_project(tmp_path / "proj", "constrained")
+    (tmp_path / "constraints.txt").write_text(f"torch=={TORCH.version.split('+')[0]}\n")
+    env = {**os.environ, "UV_CACHE_DIR": str(tmp_path / "cache"), "UV_NO_CONFIG": "1"}
+    done = subprocess.run(
+        [str(uv), "build", "--wheel", "--build-constraint", str(tmp_path / "constraints.txt"),
+         "--index-url", index.as_uri(), "--find-links", str(links), "--find-links",
+         "/opt/wheels", "--python", sys.executable, "-o", str(tmp_path / "out"), str(root)],
+        capture_output=True, text=True, env=env, timeout=1200)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    (wheel,) = (tmp_path / "out").glob("constrained-*.whl")
+    metadata, _ = _metadata(wheel)
+    major, minor = TORCH.version.split(".")[:2]
+    assert f"torch<{major}.{int(minor) + 1},>={major}.{minor}" in metadata.get_all("Requires-Dist")  # type: ignore[attr-defined]
+    assert "from an isolated build environment" in done.stdout + done.stderr  # uv's, not ours

@@ -97,7 +97,6 @@ def test_publishing_matrix_runs_as_written(tmp_path: Path) -> None:
     for variant, label in (("2.13.0+cpu", "pt213cpu"), ("2.14.1+cu130", "pt214cu130")):
         page = (wheelhouse / f"torch-{variant}.html").read_text()
         assert label in page and page.count(".whl#sha256=") == 1
-    assert "torch 2.14.1+cu130" in done.stdout.split("tensor")[0] or True
     assert "tensor([3., 3.])" in done.stdout
     for env_python, label, torch_version in ((cpu_env, "pt213cpu", "2.13.0+cpu"),
                                              (cuda_env, "pt214cu130", TORCH.version)):
