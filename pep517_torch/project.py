@@ -130,9 +130,10 @@ def load(
     return Loaded(project, torch, metadata, env, plan.static_torch)
 
 
-def _dependency_plan(project: config.ResolvedProject, torch_version: str | None) -> (
-    "torch_requirement.DependencyPlan"
-):
+def _dependency_plan(
+    project: config.ResolvedProject, torch_version: str | None
+) -> torch_requirement.DependencyPlan:
+    """What Requires-Dist may hold (PEP 621): the pin only into a dynamic ``dependencies``."""
     from .distribution import torch_requirement
 
     return torch_requirement.plan_dependencies(

@@ -48,16 +48,24 @@ class IndexedWheel:
     sha256: str
 
 
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as stream:  # CUDA wheels run to hundreds of MB: never whole in memory
+        for block in iter(lambda: stream.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
 def read_wheel(path: Path) -> IndexedWheel:
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()
     try:
+        digest = _sha256(path)
         with zipfile.ZipFile(path) as archive:
             names = [n for n in archive.namelist() if re.fullmatch(
                 r"[^/]+\.dist-info/" + re.escape(BUILD_RECORD), n)]
             record = json.loads(archive.read(names[0])) if names else None
-    except (zipfile.BadZipFile, OSError, ValueError, KeyError) as error:
-        raise OutputError(f"{path}: not a readable wheel ({error})") from None
-    variant = variant_name(record["torch"], record.get("torch_cuda")) if record else None
+        variant = variant_name(str(record["torch"]), record.get("torch_cuda")) if record else None
+    except (zipfile.BadZipFile, OSError, ValueError, KeyError, TypeError) as error:
+        raise OutputError(f"{path}: not a readable wheel ({error!r})") from None
     return IndexedWheel(path, variant, digest)
 
 
