@@ -1,4 +1,5 @@
-"""``python -m pep517_torch`` / ``pep517-torch``: wheel, sdist, index, doctor, migrate.
+"""``python -m pep517_torch`` / ``pep517-torch``: wheel, sdist, index, doctor, cache, trace,
+migrate.
 
 ``wheel`` builds against the torch installed in *this* environment (no isolation, never a
 download): the wheel runs with exactly the torch it was built for.
@@ -159,6 +160,45 @@ def _cache(args: argparse.Namespace) -> int:
     return 0
 
 
+def _trace(args: argparse.Namespace) -> int:
+    from .atomic import write_atomic
+    from .core import trace, trace_view
+    from .errors import OutputError
+
+    build_dir = _trace_dir(args.build_dir)
+    try:
+        found = trace.read(build_dir)
+    except OSError as exc:
+        raise ConfigError(f"cannot read {build_dir / trace.TRACE_NAME}: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    print(trace_view.table(found))
+    if args.html:
+        page = Path(args.html)
+        try:
+            write_atomic(page, trace_view.render(found, str(build_dir)))
+        except OSError as exc:
+            raise OutputError(f"cannot write {page}: {exc.strerror or exc}") from None
+        print(f"pep517_torch: wrote {page}")
+    return 0
+
+
+def _trace_dir(given: str | None) -> Path:
+    """The build directory named, else ``.`` when it holds a trace, else the build directory
+    under ``./build`` that wrote one last (a project's default build directories live there)."""
+    from .core.trace import TRACE_NAME
+
+    if given is not None:
+        return Path(given)
+    if (Path(TRACE_NAME)).is_file():
+        return Path(".")
+    found = [p for p in Path("build").glob(f"**/{TRACE_NAME}") if p.is_file()]
+    if not found:
+        raise ConfigError(f"no {TRACE_NAME} in . or under ./build: name the build directory"
+                          f" ({PROG} trace BUILD_DIR)")
+    return max(found, key=lambda p: p.stat().st_mtime_ns).parent
+
+
 def _age(seconds: float) -> str:
     for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
         if seconds >= size:
@@ -229,6 +269,15 @@ def _parser() -> argparse.ArgumentParser:
         "cache", help="show the machine-wide precompiled-header cache (or --clear it)"
     )
     cache.add_argument("--clear", action="store_true", help="remove every entry not in use")
+    trace_parser = commands.add_parser(
+        "trace", help="show where the last build's time went (its build-trace.json)",
+        description="The steps of the last build in BUILD_DIR, slowest first: seconds, job slot"
+        " and share of the wall time.",
+    )
+    trace_parser.add_argument("build_dir", nargs="?", metavar="BUILD_DIR",
+                              help="build directory (default: ., else the newest under ./build)")
+    trace_parser.add_argument("--html", metavar="FILE",
+                              help="also write the timeline as one self-contained HTML page")
     commands.add_parser("migrate", help="convert a setup.py to pyproject.toml", add_help=False)
     return parser
 
@@ -239,7 +288,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _migrate(argv[1:])
     args = _parser().parse_args(argv)
     handlers = {"wheel": _wheel, "sdist": _sdist, "doctor": _doctor, "cache": _cache,
-                "index": _index}
+                "trace": _trace, "index": _index}
     try:
         return handlers[args.command](args)
     except Pep517TorchError as exc:

@@ -165,7 +165,8 @@ def _compile(loaded: Loaded) -> BuildResult | None:
     if note:
         log(f"pep517_torch: {note}")
     result = core_build.build(list(project.extensions), project.options, log=log)
-    log(f"pep517_torch: {result.summary()}")
+    for line in result.summary().splitlines():
+        log(f"pep517_torch: {line}")
     return result
 
 
@@ -280,7 +281,7 @@ def _record_editable(
     import sys
 
     from .config.layers import read_env
-    from .core import progress
+    from .core import progress, trace
     from .distribution import editable
     from .project_tree import is_build_dir
 
@@ -290,6 +291,7 @@ def _record_editable(
         plan.ninja, plan.build_dir, tuple(plan.targets.values()),
         Path(progress.__file__).read_text(encoding="utf-8"),
         editable.Replan(sys.executable, state_file),
+        Path(trace.__file__).read_text(encoding="utf-8"),
     )
     names = {*read_env(), project.version.suffix_env or ""} - {""}
     sources = [source for spec in project.extensions for source in spec.sources]

@@ -360,7 +360,9 @@ def test_a_watched_load_shows_its_steps(tmp_path: Path, verbose: bool, tty: bool
     assert lines[1] == f"[1/2] compiling {name}.cpp..."
     assert f"[2/2] linking {name}..." in lines
     assert any(line.startswith(f"[1/2] compiling {name}.cpp: done in ") for line in lines)
-    assert lines[-1].startswith(f"pep517_torch: built '{name}' in ")
-    assert lines[-1].endswith(f"1 compiled, 1 linked (log: {build / 'build.log'})")
+    assert lines[-3].startswith(f"pep517_torch: built '{name}' in ")
+    assert lines[-3].endswith(f"1 compiled, 1 linked (log: {build / 'build.log'})")
+    assert lines[-2].startswith("pep517_torch: slowest: compiling ")  # then the timeline's lines
+    assert lines[-1].startswith("pep517_torch: idle job slots: ")
     commands = [line for line in lines if line.startswith("  $ ")]
     assert len(commands) == (2 if verbose else 0)  # verbose: each command under its step

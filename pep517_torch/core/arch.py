@@ -291,6 +291,11 @@ def user_arch_flags(flags: Sequence[str]) -> list[str]:
     return [flag for _, flag in arch_options(flags)]
 
 
+def archs_named_by(flags: Sequence[str]) -> list[str]:
+    """The GPU targets nvcc ``flags`` build (``sm_80``, ``compute_90``), for people to read."""
+    return _archs_named_by(user_arch_flags(flags))
+
+
 def _archs_named_by(arch_flags: Sequence[str], *, every: bool = False) -> list[str]:
     """What user arch options name, for printing: gencode/-code targets, else -arch values;
     ``every``: the gencode ``arch=`` values and every -arch value too (to check them)."""

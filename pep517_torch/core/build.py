@@ -15,7 +15,7 @@ from ..atomic import write_if_changed
 from ..errors import BuildError, ConfigError, ToolchainError
 from ..project_tree import mark_build_dir
 from . import flags as flags_mod
-from . import graph, inputs, jobs, pch, pch_cache, scan, toolchain
+from . import graph, inputs, jobs, pch, pch_cache, scan, toolchain, trace, trace_view
 from . import launcher as launchers
 from .progress import LOG_NAME
 from .runner import Log, NinjaRun, _stderr, run_ninja
@@ -39,6 +39,7 @@ class BuildPlan:
     descriptions: dict[str, str]  # ninja output -> what building it means, for error messages
     pch_cache: tuple[pch.PchPlan, ...] = ()  # the machine-wide cache's entries this build uses
     pch_cache_dir: Path | None = None  # that cache (None: PCHs stay in the build directory)
+    steps: dict[str, dict[str, object]] = dataclasses.field(default_factory=dict)  # for the trace
 
 
 @dataclass(frozen=True)
@@ -58,10 +59,13 @@ class BuildResult:
         pch = f", {run.precompiled} header{plural} precompiled" if run.precompiled else ""
         cached = f" ({run.cache_hits} from cache)" if run.cache_hits is not None else ""
         log = f"; log: {run.log_file}" if run.log_file else ""
-        return (
+        first = (
             f"{count} extension{'s' * (count != 1)}: {run.compiled} compiled{cached},"
             f" {run.linked} linked{pch} in {run.seconds:.1f} s{log}"
         )
+        timeline = run.timeline  # then the slowest steps and idle job slots, a line each
+        trace_file = self.plan.build_dir / trace.TRACE_NAME
+        return "\n".join([first, *(trace_view.summary_lines(timeline, trace_file) if timeline else [])])
 
 
 def _check_build_dir(build_dir: Path) -> None:
@@ -329,6 +333,10 @@ def prepare(
         descriptions=_descriptions(plans, options.source_root),
         pch_cache=tuple(p for p in planner.pch_plans.values() if p.shared),
         pch_cache_dir=pch_dir if shared_pch else None,
+        steps=graph.step_details(
+            plans, list(planner.pch_plans.values()), build_dir=build_dir,
+            launcher_name=launcher_name, nvcc_launched=launchers.wraps_nvcc(launcher_name),
+        ),
     )
 
 
@@ -390,7 +398,12 @@ def run(
             env.setdefault("CCACHE_BASEDIR", str(options.source_root))
     hits_before = launchers.cache_hits(plan.launcher, env)
     started_ns = time.time_ns()
-    with pch_cache.Hold(entry.directory for entry in plan.pch_cache):
+    recorder = trace.Recorder(
+        plan.build_dir, plan.descriptions, plan.steps, jobs=plan.jobs.jobs, env=env,
+        ccache=launchers.launcher_name(plan.launcher, plan.compiler) == "ccache",
+    )
+    recorder.remember()
+    with pch_cache.Hold(entry.directory for entry in plan.pch_cache), recorder:
         for entry in plan.pch_cache:
             pch_cache.write_info(entry.directory, entry.info)
         result = run_ninja(
@@ -407,6 +420,7 @@ def run(
             descriptions=plan.descriptions,
             log_file=plan.build_dir / LOG_NAME,
         )
+    result.timeline = recorder.timeline
     if plan.pch_cache_dir is not None and plan.pch_cache:
         pch_cache.evict(plan.pch_cache_dir, options.pch_cache_size)
     if result.steps or not inputs.has_record(plan.build_dir):

@@ -281,3 +281,45 @@ def _compile_edge(
     rule = "nvcc" if unit.nvcc else "cxx"
     w.build([unit.object], rule, [str(unit.source)], implicit=implicit, order_only=order_only,
             variables=variables)
+
+
+def step_details(
+    extensions: Sequence[ExtensionPlan],
+    pchs: Sequence[PchPlan],
+    *,
+    build_dir: Path,
+    launcher_name: str | None,
+    nvcc_launched: bool,
+) -> dict[str, dict[str, object]]:
+    """What a build's timeline says of each output ninja may build (by its name in
+    build.ninja): the kind of step, its source, the CUDA archs it compiles for, the PCH it
+    may use and the launcher (ccache, sccache, distcc) in front of its compiler."""
+    launched = {"launcher": launcher_name} if launcher_name else {}
+    details: dict[str, dict[str, object]] = {}
+    for pch in pchs:
+        stub = _relative_or_absolute(pch.stub, build_dir)
+        details[stub] = {"kind": "pch-stub", "name": f"writing the stub of {pch.header}"}
+        details[_relative_or_absolute(pch.output, build_dir)] = {
+            "kind": "pch", "name": f"precompiling {pch.header}", "source": str(pch.stub),
+            **launched,
+        }
+    for ext in extensions:
+        archs: list[str] = []
+        if ext.flags.nvcc:
+            from .arch import archs_named_by  # CUDA builds only
+
+            archs = archs_named_by(ext.flags.nvcc)
+        for unit in ext.units:
+            entry: dict[str, object] = {"kind": "compile", "source": str(unit.source)}
+            if unit.nvcc:
+                entry["archs"] = archs
+            if unit.pch is not None:
+                entry["pch"] = unit.pch.header
+                entry["pch_output"] = _relative_or_absolute(unit.pch.output, build_dir)
+            if not unit.nvcc or nvcc_launched:
+                entry.update(launched)
+            details[unit.object] = entry
+        if ext.dlink_object:
+            details[ext.dlink_object] = {"kind": "device-link", "archs": archs}
+        details[ext.output] = {"kind": "link"}
+    return details

@@ -21,6 +21,7 @@ from pathlib import Path
 from ..errors import BuildError
 from . import progress as progress_module
 from .progress import Progress, run_ninja_followed
+from .trace import Timeline
 
 # Why a tool stopped when the code is not to blame: the cause beats the error it provokes
 # (ld's "final link failed: No space left on device" beats collect2's "ld returned 1").
@@ -53,6 +54,7 @@ class NinjaRun:
     output: str = ""  # the tools' own lines and ninja's, without progress lines
     log_file: Path | None = None  # where all of it was written (None: nothing was done)
     cache_hits: int | None = None  # compiles the compiler cache served (None: no cache)
+    timeline: Timeline | None = None  # its steps from ninja's log (None: no trace was written)
 
     @property
     def compiled(self) -> int:

@@ -223,10 +223,14 @@ def run_ninja(config):
     )
     started = time.monotonic()
     with _lock(command["build_dir"], f"{project} (editable rebuild on import)"):
+        recorder = _recorder(command["build_dir"], environment)
         try:
             returncode = follow.run_ninja_followed(arguments, environment, progress)
         except OSError as error:
             raise ImportError(_failure_message(project, f"cannot run {ninja}: {error}")) from None
+        finally:
+            if recorder is not None:
+                recorder.finish()
     if returncode != 0:
         _say(f"rebuilding {project} failed")
         output = "\n".join(progress.output)
@@ -244,6 +248,23 @@ def _progress_module():
     if CONFIG_JSON is None:  # the template itself, in the package
         return importlib.import_module("pep517_torch.core.progress")
     return importlib.import_module(__name__ + "_progress")
+
+
+def _recorder(build_dir, environment):
+    """The compile core's timeline recorder (pep517_torch/core/trace.py, shipped as
+    ``<this module>_trace``): the rebuild's build-trace.json. None when this install has no
+    copy (made by an older pep517_torch) or it cannot load: no trace is reason to fail."""
+    import importlib
+    from pathlib import Path
+
+    try:
+        if CONFIG_JSON is None:
+            module = importlib.import_module("pep517_torch.core.trace")
+        else:
+            module = importlib.import_module(__name__ + "_trace")
+        return module.Recorder.for_hook(Path(build_dir), environment)
+    except Exception:  # noqa: BLE001 - any failure here only costs the timeline
+        return None
 
 
 def _print(line):

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
 _TEMPLATE = Path(__file__).with_name("_editable_hook.py")
 PROGRESS_SUFFIX = "_progress"  # the hook imports <its own name>_progress (see the template)
+TRACE_SUFFIX = "_trace"  # and <its own name>_trace, which writes the rebuild's timeline
 _PLACEHOLDER = (
     "CONFIG_JSON = None  # editable_members() replaces this line with the project's parameters\n"
 )
@@ -33,13 +34,15 @@ _PLACEHOLDER = (
 class RebuildCommand:
     """How the hook brings the build up to date: ``ninja -C build_dir targets...``, run and
     followed by ``progress_source``, a standard-library module shipped beside the hook (the
-    compile core's own, so that progress and logs read alike in every face)."""
+    compile core's own, so that progress and logs read alike in every face); ``trace_source``
+    (the core's timeline module, likewise) writes the rebuild's build-trace.json."""
 
     ninja: Path
     build_dir: Path
     targets: tuple[str, ...]
     progress_source: str
     replan: Replan | None = None
+    trace_source: str | None = None
 
 
 @dataclass(frozen=True)
@@ -114,6 +117,8 @@ def editable_members(
     ]
     if rebuild is not None:  # imported only when a rebuild runs: nothing more at startup
         members.append((f"{module}{PROGRESS_SUFFIX}.py", rebuild.progress_source.encode("utf-8")))
+        if rebuild.trace_source is not None:
+            members.append((f"{module}{TRACE_SUFFIX}.py", rebuild.trace_source.encode("utf-8")))
     return members
 
 

@@ -10,6 +10,8 @@ from pathlib import Path
 
 from ..core import build as core_build
 from ..core import inputs as core_inputs
+from ..core import trace as core_trace
+from ..core import trace_view
 from ..core.lock import build_lock
 from ..core.spec import BuildOptions, ExtensionSpec, Kind
 from ..config.layers import environment_options
@@ -123,3 +125,6 @@ def _build(
         log = f" (log: {run.log_file})" if run.log_file else ""
         say(f"pep517_torch: built '{spec.name}' in {elapsed:.1f} s: {run.compiled} compiled,"
             f" {run.linked} linked{extra}{log}")
+        if run.timeline is not None:  # the slowest steps, idle job slots
+            for line in trace_view.summary_lines(run.timeline, plan.build_dir / core_trace.TRACE_NAME):
+                say(f"pep517_torch: {line}")

@@ -114,7 +114,8 @@ class BuildExtension(build_ext):
         # Held until the artifacts are copied out: no concurrent build relinks them meanwhile.
         with build_lock(build_dir, what):
             result = core_build.build(specs, build_options(self, build_dir, root), log=log)
-            log(f"pep517_torch: {result.summary()}")
+            for line in result.summary().splitlines():
+                log(f"pep517_torch: {line}")
             for ext, spec in zip(self.extensions, specs, strict=True):
                 _place(result.artifacts[spec.name], Path(self.get_ext_fullpath(ext.name)))
         pinned = getattr(self.distribution, APPLIED, None)

@@ -1,0 +1,178 @@
+"""What a person reads of a build's timeline: the summary's two lines, the ``trace`` table,
+and one self-contained HTML page (inline data, inline script, inline SVG).
+
+No network, no CDN: the page's script draws one ``<rect class="step">`` per step (its slot's
+lane, start and length to scale, coloured by kind, named in a tooltip and, where it fits, in
+the bar), with ``data-`` attributes a test or a person can read back, and a table below.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+from .trace import Timeline
+
+
+def summary_lines(found: Timeline, trace_file: Path | None = None) -> list[str]:
+    """Two lines: the three slowest steps with their share of the wall time, and how long the
+    job slots stood idle (and what they waited for); none for a build that ran nothing."""
+    if not found.steps:
+        return []
+    slowest = ", ".join(
+        f"{s.name} {s.seconds:.1f} s ({found.share(s):.0%})" for s in found.slowest(3)
+    )
+    idle_ms, culprit = found.idle()
+    wall = found.wall_ms / 1000
+    slots = found.slots
+    idle = f"idle job slots: {idle_ms / 1000:.1f} s of {slots} × {wall:.1f} s"
+    if slots and wall:
+        idle += f" ({idle_ms / (slots * found.wall_ms):.0%})"
+    if culprit is not None and idle_ms:
+        idle += f", most while waiting for {culprit.name}"
+    if trace_file is not None:
+        idle += f"; timeline: {trace_file}"
+    return [f"slowest: {slowest}", idle]
+
+
+def table(found: Timeline) -> str:
+    """The steps, slowest first: step, seconds, slot, share of the wall time."""
+    rows = [(s.name, f"{s.seconds:.2f}", str(s.slot + 1), f"{found.share(s):.0%}")
+            for s in found.slowest()]
+    header = ("step", "seconds", "slot", "share")
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(4)]
+
+    def line(row: Sequence[str]) -> str:
+        return "  ".join([row[0].ljust(widths[0]), *(c.rjust(w) for c, w in zip(row[1:], widths[1:]))])
+
+    return "\n".join([line(header), *map(line, rows), overview(found)])
+
+
+def overview(found: Timeline) -> str:
+    """``5 steps in 20.60 s on 2 slots (-j 2); slots idle 1.92 s, most while waiting for ...``"""
+    idle_ms, culprit = found.idle()
+    count, slots = len(found.steps), found.slots
+    return (f"{count} step{'s' * (count != 1)} in {found.wall_ms / 1000:.2f} s"
+            f" on {slots} slot{'s' * (slots != 1)} (-j {found.jobs}); slots idle {idle_ms / 1000:.2f} s"
+            + (f", most while waiting for {culprit.name}" if culprit and idle_ms else ""))
+
+
+_STYLE = """
+body { font: 13px/1.4 system-ui, sans-serif; margin: 16px; color: #222; }
+h1 { font-size: 16px; margin: 0 0 4px; }
+p.meta { margin: 0 0 12px; color: #555; }
+svg text { font: 11px system-ui, sans-serif; }
+rect.step { stroke: #fff; stroke-width: 1; }
+text.label { fill: #111; pointer-events: none; }
+text.axis, text.lane { fill: #555; }
+line.tick { stroke: #ddd; }
+table { border-collapse: collapse; margin-top: 14px; }
+td, th { padding: 2px 10px; text-align: right; }
+td:first-child, th:first-child { text-align: left; }
+tr:nth-child(even) td { background: #f4f4f4; }
+.legend span { display: inline-block; margin-right: 14px; }
+.legend i { display: inline-block; width: 10px; height: 10px; margin-right: 4px; }
+"""
+
+_SCRIPT = """
+(function () {
+  const data = JSON.parse(document.getElementById("trace-data").textContent);
+  const colours = {compile: "#6fa8dc", pch: "#e69138", "pch-stub": "#cccccc",
+                   "device-link": "#8e7cc3", link: "#93c47d", other: "#bbbbbb"};
+  const ns = "http://www.w3.org/2000/svg";
+  const width = 1100, left = 70, right = 20, lane = 26, top = 24;
+  const slots = Math.max(data.slots, 1);
+  const wall = Math.max(data.wall_ms, 1);
+  const scale = (width - left - right) / wall;
+  const svg = document.createElementNS(ns, "svg");
+  svg.setAttribute("width", width);
+  svg.setAttribute("height", top + slots * lane + 8);
+  svg.setAttribute("id", "timeline");
+  function add(parent, name, attributes, text) {
+    const node = document.createElementNS(ns, name);
+    for (const key in attributes) node.setAttribute(key, attributes[key]);
+    if (text !== undefined) node.textContent = text;
+    parent.appendChild(node);
+    return node;
+  }
+  const raw = wall / 8, magnitude = Math.pow(10, Math.floor(Math.log10(raw)));
+  const step = magnitude * (raw / magnitude < 2 ? 2 : raw / magnitude < 5 ? 5 : 10);  // ~8 ticks
+  const decimals = Math.max(0, -Math.floor(Math.log10(step / 1000)));
+  for (let t = 0; t <= wall; t += step) {
+    const x = left + t * scale;
+    add(svg, "line", {class: "tick", x1: x, x2: x, y1: top - 6, y2: top + slots * lane});
+    add(svg, "text", {class: "axis", x: x + 2, y: top - 10}, (t / 1000).toFixed(decimals) + " s");
+  }
+  for (let s = 0; s < slots; s++) {
+    add(svg, "text", {class: "lane", x: 4, y: top + s * lane + lane / 2 + 4}, "slot " + (s + 1));
+  }
+  data.steps.forEach(function (st, index) {
+    const x = left + st.start_ms * scale, y = top + st.slot * lane + 2;
+    const w = Math.max((st.end_ms - st.start_ms) * scale, 1);
+    const g = add(svg, "g", {});
+    const rect = add(g, "rect", {
+      class: "step", x: x, y: y, width: w, height: lane - 4, rx: 2,
+      fill: colours[st.kind] || colours.other, "data-index": index, "data-name": st.name,
+      "data-slot": st.slot + 1, "data-start-ms": st.start_ms, "data-duration-ms": st.end_ms - st.start_ms,
+      "data-kind": st.kind,
+    });
+    const detail = Object.keys(st.args).map(function (k) { return k + ": " + st.args[k]; }).join("\\n");
+    add(rect, "title", {}, st.name + " (" + ((st.end_ms - st.start_ms) / 1000).toFixed(2) + " s)\\n" + detail);
+    if (w > 40) {
+      const clip = add(g, "clipPath", {id: "clip" + index});
+      add(clip, "rect", {x: x, y: y, width: w - 4, height: lane - 4});
+      add(g, "text", {class: "label", x: x + 4, y: y + lane / 2 + 2, "clip-path": "url(#clip" + index + ")"},
+          st.name.replace(/^(compiling|precompiling|linking|device-linking|writing) /, ""));
+    }
+  });
+  document.getElementById("chart").appendChild(svg);
+  const legend = document.getElementById("legend");
+  Object.keys(colours).forEach(function (kind) {
+    if (!data.steps.some(function (st) { return st.kind === kind; })) return;
+    const item = document.createElement("span");
+    item.innerHTML = '<i style="background:' + colours[kind] + '"></i>' + kind;
+    legend.appendChild(item);
+  });
+  document.body.setAttribute("data-steps-drawn", document.querySelectorAll("rect.step").length);
+})();
+"""
+
+
+def render(found: Timeline, title: str) -> str:
+    """The page for ``found``; ``title`` names the build (its directory)."""
+    steps = sorted(found.steps, key=lambda s: (s.start_ms, s.slot))
+    data = {
+        "slots": found.slots,
+        "wall_ms": found.wall_ms,
+        "steps": [
+            {"name": s.name, "slot": s.slot, "start_ms": s.start_ms, "end_ms": s.end_ms,
+             "kind": s.kind, "args": {k: v for k, v in s.args.items() if k != "kind"}}
+            for s in steps
+        ],
+    }
+    payload = json.dumps(data).replace("</", "<\\/")  # nothing in it can end the script element
+    meta = overview(found)
+    rows = "\n".join(
+        f"<tr><td>{html.escape(s.name)}</td><td>{s.seconds:.2f}</td><td>{s.slot + 1}</td>"
+        f"<td>{found.share(s):.0%}</td></tr>"
+        for s in found.slowest()
+    )
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<title>build timeline: {html.escape(title)}</title>
+<style>{_STYLE}</style></head>
+<body>
+<h1>build timeline: {html.escape(title)}</h1>
+<p class="meta">{html.escape(meta)}</p>
+<div id="legend" class="legend"></div>
+<div id="chart"></div>
+<table><thead><tr><th>step</th><th>seconds</th><th>slot</th><th>share</th></tr></thead>
+<tbody>
+{rows}
+</tbody></table>
+<script type="application/json" id="trace-data">{payload}</script>
+<script>{_SCRIPT}</script>
+</body></html>
+"""
