@@ -91,7 +91,7 @@ def test_nested_layout_paths_and_dynamic_version(capsys: pytest.CaptureFixture[s
     assert tool["packages"] == ["nestpkg"] and tool["package-dir"] == "src"
     assert tool["py-modules"] == ["nest_compat"]
     assert tool["package-data"] == {"nestpkg": ["data/*.json"]}
-    assert document["project"]["dynamic"] == ["version"]
+    assert document["project"]["dynamic"] == ["version", "dependencies"]
     assert tool["version"] == {"file": "src/nestpkg/__init__.py"}
     assert document["project"]["readme"] == "README.md"
     first, second = tool["extension"]
