@@ -232,16 +232,18 @@ def _guard_torch(loaded: Loaded, spec: ExtensionSpec, built: Path) -> Guard | No
     libraries or the CUDA runtime: no requirement can name the CUDA variant."""
     from .distribution.elf import links_cuda
 
-    project = loaded.project
+    project, torch = loaded.project, loaded.torch
     if spec.kind is not Kind.MODULE:
         return None
+    assert torch is not None
+    # the variant to protect is torch's: against a CPU torch, a module's own CUDA is no torch ABI
+    cuda_variant = torch.cuda is not None and links_cuda(built)
     wanted = project.torch_import_check or (
-        project.torch_import_check_auto and (loaded.static_torch or links_cuda(built))
+        project.torch_import_check_auto and (loaded.static_torch or cuda_variant)
     )
     if not wanted:
         return None
-    assert loaded.torch is not None
-    return Guard(loaded.torch.version, loaded.torch.cuda if links_cuda(built) else None)
+    return Guard(torch.version, torch.cuda if cuda_variant else None)
 
 
 def _add_editable(

@@ -315,8 +315,8 @@ class ProjectSettings:
         help="Check at import time that the running torch matches the build (its major.minor,"
         ' and its CUDA variant: none or CUDA, and the CUDA major); `"auto"`: when'
         ' `torch-requirement = "none"`, when a static `project.dependencies` holds the torch'
-        " requirement, and for every module that links torch's CUDA libraries or the CUDA"
-        " runtime (no requirement can name the variant).",
+        " requirement, and for every module built against a CUDA torch that links torch's CUDA"
+        " libraries or the CUDA runtime (no requirement can name the variant).",
         config_setting=True,
     )
     dependencies: list[str] | None = setting(
