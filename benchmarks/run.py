@@ -16,6 +16,10 @@ Measures (each on this machine, in this run):
            fixtures/bench4h (TUs reach torch/extension.h through their own "ops.h") with an
            empty and with a warm cache, each against torch's cold build of the same fixture
   overhead pep517_torch's own time in the wheel builds: total minus time inside ninja
+  floor    against the floor, no torch side: the warm JIT load() call alone (API imported)
+           vs importing the cached .so with importlib, best of 5 fresh processes each; and a
+           no-op prepare_metadata + build_wheel through the hooks in one fresh process (their
+           own time, processes started: goal 0)
 Results go to docs/performance.md (between the BENCH markers) unless --no-write.
 """
 
@@ -89,6 +93,68 @@ else:
     from torch.utils.cpp_extension import load
 load(sys.argv[2], [sys.argv[3]], build_directory=sys.argv[4], is_python_module=False)
 print(json.dumps({"ms": (time.perf_counter() - start) * 1000, "subprocesses": calls}))
+"""
+C_API_SOURCE = """\
+#include <Python.h>
+#define STR_(a) #a
+#define STR(a) STR_(a)
+#define INIT_(a) PyInit_##a
+#define INIT(a) INIT_(a)
+static PyObject* answer(PyObject*, PyObject*) { return PyLong_FromLong(42); }
+static PyMethodDef methods[] = {{"answer", answer, METH_NOARGS, nullptr}, {nullptr, nullptr, 0, nullptr}};
+static PyModuleDef definition = {PyModuleDef_HEAD_INIT, STR(TORCH_EXTENSION_NAME), nullptr, -1, methods};
+PyMODINIT_FUNC INIT(TORCH_EXTENSION_NAME)() { return PyModule_Create(&definition); }
+"""
+# Counts every process start; times the load() call alone, or the floor: importlib on the .so.
+FLOOR_CHILD = """\
+import glob, importlib.util, json, os, sys, time
+started = []
+events = ("subprocess.Popen", "os.posix_spawn", "os.exec", "os.fork", "os.system")
+sys.addaudithook(lambda event, args: started.append(event) if event in events else None)
+import torch
+from pep517_torch import load
+who, name, source, build = sys.argv[1:5]
+if who == "ours":
+    start = time.perf_counter()
+    module = load(name, [source], build_directory=build)
+else:
+    path = glob.glob(os.path.join(build, name + "*.so"))[0]
+    start = time.perf_counter()
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+ms = (time.perf_counter() - start) * 1000
+assert module.answer() == 42
+print(json.dumps({"ms": ms, "subprocesses": len(started)}))
+"""
+HOOKS_CHILD = """\
+import json, sys, time
+started = []
+events = ("subprocess.Popen", "os.posix_spawn", "os.exec", "os.fork", "os.system")
+sys.addaudithook(lambda event, args: started.append(event) if event in events else None)
+wall, cpu = time.perf_counter(), time.process_time()
+import pep517_torch.buildapi as api
+api.prepare_metadata_for_build_wheel(sys.argv[1])
+api.build_wheel(sys.argv[2])
+print(json.dumps({"s": time.perf_counter() - wall, "cpu": time.process_time() - cpu,
+                  "subprocesses": len(started)}))
+"""
+FLOOR_PYPROJECT = """\
+[build-system]
+requires = ["pep517_torch", "torch"]
+build-backend = "pep517_torch"
+
+[project]
+name = "floorops"
+version = "1.0"
+dynamic = ["dependencies"]
+
+[tool.torch-ext]
+packages = []
+
+[[tool.torch-ext.extension]]
+name = "floorops"
+sources = ["module.cpp"]
 """
 JIT_CHILD = """\
 import sys, time
@@ -261,11 +327,52 @@ def bench_warm(results: dict[str, dict[str, float]], repeats: int = 9) -> None:
           flush=True)
 
 
+def bench_floor(results: dict[str, dict[str, float]], repeats: int = 5) -> None:
+    base = WORK / "floor"
+    shutil.rmtree(base, ignore_errors=True)
+    base.mkdir(parents=True)
+    source = base / "module.cpp"
+    source.write_text(C_API_SOURCE)
+    env = {**OURS_ENV, "PEP517_TORCH_CACHE_DIR": str(base / "machine-cache")}
+    build = base / "jit"
+    build.mkdir()
+    child = [PYTHON, "-c", FLOOR_CHILD]
+    run([*child, "ours", "floorops", source, build], env=env)  # the cold build
+    samples: dict[str, list[dict[str, float]]] = {"ours": [], "floor": []}
+    for _ in range(repeats):  # interleaved: the host's speed drifts
+        for who in samples:
+            output = run([*child, who, "floorops", source, build], env=env, stdout_only=True)[1]
+            samples[who].append(json.loads(output.strip().splitlines()[-1]))
+    results["warm_floor"] = {
+        "floor": min(s["ms"] for s in samples["floor"]),
+        "ours": min(s["ms"] for s in samples["ours"]),
+        "subprocesses": max(s["subprocesses"] for s in samples["ours"]),
+    }
+    project = base / "project"
+    project.mkdir()
+    shutil.copy(source, project / "module.cpp")
+    (project / "pyproject.toml").write_text(FLOOR_PYPROJECT)
+    hooks = [PYTHON, "-c", HOOKS_CHILD, str(base / "meta"), str(base / "wheels")]
+    run(hooks, cwd=project, env=env)  # the real build
+    noops = [json.loads(run(hooks, cwd=project, env=env, stdout_only=True)[1].strip().splitlines()[-1])
+             for _ in range(repeats)]
+    results["noop_hooks"] = {
+        "ours": min(n["s"] for n in noops),
+        "cpu": min(n["cpu"] for n in noops),
+        "subprocesses": max(n["subprocesses"] for n in noops),
+    }
+    floor, hooks_row = results["warm_floor"], results["noop_hooks"]
+    print(f"  floor: load() {floor['ours']:.2f} ms vs importlib {floor['floor']:.2f} ms;"
+          f" no-op hooks {hooks_row['ours']:.2f} s ({hooks_row['cpu']:.2f} CPU-s),"
+          f" {hooks_row['subprocesses']:.0f} processes started", flush=True)
+
+
 GOALS = {  # measure: (unit, goal on the ratio ours/torch, or on ours alone for absolutes)
     "cold": ("s", 0.45), "noop": ("s", 0.3), "edit": ("s", 0.35), "jit": ("s", 0.4),
     "cold_warm": ("s", 0.35), "header_cold": ("s", 0.45), "header_warm": ("s", 0.35),
     "setup_cold": ("s", None), "setup_noop": ("s", None), "setup_edit": ("s", None),
-    "warm": ("ms", None), "overhead": ("s", None),
+    "warm": ("ms", None), "overhead": ("s", None), "warm_floor": ("ms", 2.0),
+    "noop_hooks": ("s", 0.2),
 }
 LABELS = {
     "cold": "cold wheel (4 TUs with torch/extension.h), empty PCH cache",
@@ -280,6 +387,8 @@ LABELS = {
     "jit": "JIT: a second, different extension",
     "warm": "JIT warm load() in a fresh process",
     "overhead": "backend overhead (total minus ninja)",
+    "warm_floor": "JIT warm load() call alone vs importlib on the cached .so (the floor), best of 5",
+    "noop_hooks": "no-op prepare_metadata + build_wheel, one fresh process (import included)",
 }
 
 
@@ -299,6 +408,18 @@ def table(results: dict[str, dict[str, float]]) -> str:
             met = ours <= 5 and procs["ours"] == 0
             lines.append(f"| {label} | {theirs:.1f} ms ({procs['torch']:.0f} subprocesses) | "
                          f"{ours:.1f} ms ({procs['ours']:.0f} subprocesses) | {ratio:.2f} | {goal_text} | {'yes' if met else 'NO'} |")
+            continue
+        if key == "warm_floor":
+            met = ours <= 2 * row["floor"] and row["subprocesses"] == 0
+            lines.append(f"| {label} | floor {row['floor']:.2f} ms | {ours:.2f} ms"
+                         f" ({row['subprocesses']:.0f} subprocesses) | {ours / row['floor']:.2f} |"
+                         f" ≤ 2× the floor, 0 subprocesses | {'yes' if met else 'NO'} |")
+            continue
+        if key == "noop_hooks":
+            met = ours <= 0.2 and row["subprocesses"] == 0
+            lines.append(f"| {label} | — | {ours:.2f} s ({row['cpu']:.2f} CPU-s,"
+                         f" {row['subprocesses']:.0f} processes) | — | ≤ 0.2 s, 0 processes |"
+                         f" {'yes' if met else 'NO'} |")
             continue
         if key == "overhead":
             lines.append(f"| {label} | — | {ours:.2f} s | — | ≤ 0.5 s | {'yes' if ours <= 0.5 else 'NO'} |")
@@ -342,8 +463,8 @@ def write_docs(text: str) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", default="warm,wheels,setuptools,pch,jit",
-                        help="comma list of: warm, wheels, setuptools, pch, jit")
+    parser.add_argument("--only", default="warm,floor,wheels,setuptools,pch,jit",
+                        help="comma list of: warm, floor, wheels, setuptools, pch, jit")
     parser.add_argument("--no-write", action="store_true", help="don't update docs/performance.md")
     args = parser.parse_args()
     WORK.mkdir(exist_ok=True)
@@ -353,6 +474,8 @@ def main() -> None:
     print(f"benchmarking on {machine()}", flush=True)
     if "warm" in chosen:
         bench_warm(results)
+    if "floor" in chosen:
+        bench_floor(results)
     if "wheels" in chosen or "setuptools" in chosen:
         bench_wheels(results, pyproject="wheels" in chosen, setuptools="setuptools" in chosen)
     if "pch" in chosen:

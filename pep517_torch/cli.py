@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from .errors import ConfigError, Pep517TorchError, print_error
 
@@ -31,18 +32,49 @@ def _config_settings(pairs: Sequence[str]) -> dict[str, str | list[str]]:
     return settings
 
 
+OUR_BACKENDS = frozenset({"pep517_torch"})
+REQUIRES_KEY = "build-system.requires"
+
+
+def build_system(root: Path) -> Mapping[str, Any]:
+    """The ``[build-system]`` table, once it is one this CLI may build: a ``requires`` that is
+    a list of requirement strings and a ``build-backend``, when given, that is ours."""
+    from .config import read_pyproject
+
+    table = read_pyproject(root).get("build-system", {})
+    if not isinstance(table, dict):
+        raise ConfigError("must be a table", "build-system")
+    backend = table.get("build-backend")
+    if backend is not None and backend not in OUR_BACKENDS:
+        raise ConfigError(
+            f"is {backend!r}, not pep517_torch: this CLI builds only pep517_torch projects;"
+            " build this one with `pip wheel --no-build-isolation --no-deps -w dist .`",
+            "build-system.build-backend",
+        )
+    requires = table.get("requires", [])
+    if not isinstance(requires, list) or not all(isinstance(item, str) for item in requires):
+        raise ConfigError(
+            f"must be a list of requirement strings (e.g. [\"pep517_torch\", \"torch\"]), got"
+            f" {requires!r}", REQUIRES_KEY,
+        )
+    return table
+
+
 def missing_build_requirements(root: Path) -> list[str]:
     """[build-system] requires entries not satisfied in this environment."""
     from importlib import metadata
 
-    from packaging.requirements import Requirement
+    from packaging.requirements import InvalidRequirement, Requirement
 
-    from .config import read_pyproject
-
-    requires = read_pyproject(root).get("build-system", {}).get("requires", [])
     missing = []
-    for text in requires:
-        requirement = Requirement(text)
+    for index, text in enumerate(build_system(root).get("requires", [])):
+        try:
+            requirement = Requirement(text)
+        except InvalidRequirement as exc:
+            raise ConfigError(
+                f"{text!r} is not a requirement: {str(exc).splitlines()[0]}",
+                f"{REQUIRES_KEY}[{index}]",
+            ) from None
         if requirement.marker is not None and not requirement.marker.evaluate():
             continue
         if _is_this_backend(requirement):
@@ -99,6 +131,7 @@ def _sdist(args: argparse.Namespace) -> int:
     from . import project
 
     root = Path(args.path).resolve()
+    build_system(root)
     out = Path(args.outdir) if args.outdir else root / "dist"
     name = project.build_sdist(root, out.resolve(), _config_settings(args.config_setting))
     print(f"pep517_torch: wrote {out / name}")

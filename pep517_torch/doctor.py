@@ -204,11 +204,16 @@ def run_checks(path: Path) -> int:
     if (path / "pyproject.toml").is_file():
         checks.append(_project(path))
     failed = False
+    said: list[str] = []  # failures printed: a later check that hits one again stays silent
     for check in checks:
         try:
             verdict, text = check()
         except Pep517TorchError as exc:
             verdict, text = "fail", str(exc)
         failed |= verdict == "fail"
+        if verdict == "fail":
+            if any(text.endswith(earlier) for earlier in said):
+                continue
+            said.append(text)
         print(f"{verdict:<5} {text}")
     return 1 if failed else 0

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from packaging.requirements import Requirement
+
 from . import config
 from .atomic import writing
 from .core import isolation, toolchain
@@ -44,6 +46,7 @@ class Loaded:
     torch: toolchain.TorchInstall | None
     metadata: dist_metadata.ProjectMetadata
     env: Mapping[str, str]  # the caller's environment (the build passes only part of it on)
+    toolkit: object | None = None  # the CUDA toolkit resolving found, if it looked (core.cuda)
     static_torch: bool = False  # a static torch requirement was kept: the import check guards
 
 
@@ -54,28 +57,48 @@ def _torch_or_none() -> toolchain.TorchInstall | None:
         return None
 
 
-def _facts(env: Mapping[str, str], torch: toolchain.TorchInstall | None) -> config.Facts:
-    from .core import cuda
+class Discovery:
+    """What a build finds on this machine, each once and only when asked: torch (read from
+    its files) at once, the CUDA toolkit (nvcc runs) when a condition or `cuda = "auto"` needs
+    it; the core gets both instead of looking again."""
 
-    toolkit = cuda.find_cuda(env)
-    return config.Facts(
-        env=dict(env),
-        torch_version=torch.version if torch else None,
-        torch_cuda=torch.cuda if torch else None,
-        nvcc_available=toolkit is not None,
-        nvcc_version=toolkit.version_str if toolkit else None,
-    )
+    def __init__(self, env: Mapping[str, str], torch: toolchain.TorchInstall | None) -> None:
+        self.env = dict(env)
+        self.torch = torch
+        self._toolkit: list[object] = []  # [CudaToolkit | None] once looked up
+
+    @property
+    def toolkit(self) -> object | None:
+        """The toolkit found, if it was looked up (None: not looked up, or none found)."""
+        return self._toolkit[0] if self._toolkit else None
+
+    def _nvcc(self) -> tuple[bool, str | None]:
+        if not self._toolkit:
+            from .core import cuda
+
+            self._toolkit.append(cuda.find_cuda(self.env))
+        found = self._toolkit[0]
+        return (True, found.version_str) if found is not None else (False, None)  # type: ignore[attr-defined]
+
+    def facts(self) -> config.Facts:
+        torch = self.torch
+        return config.Facts(
+            env=self.env,
+            torch_version=torch.version if torch else None,
+            torch_cuda=torch.cuda if torch else None,
+            nvcc_lookup=self._nvcc,
+        )
 
 
 def machine_facts(env: Mapping[str, str]) -> config.Facts:
     """What a build here evaluates conditions against: this environment, torch and nvcc."""
-    return _facts(env, _torch_or_none())
+    return Discovery(env, _torch_or_none()).facts()
 
 
 def _resolve(
     root: Path, config_settings: ConfigSettings, env: Mapping[str, str]
-) -> tuple[config.ResolvedProject, toolchain.TorchInstall | None]:
-    return resolve_document(root, config.read_pyproject(root), env, config_settings)
+) -> tuple[config.ResolvedProject, Discovery]:
+    return _resolve_with(root, config.read_pyproject(root), env, config_settings)
 
 
 def resolve_document(
@@ -85,14 +108,22 @@ def resolve_document(
     config_settings: ConfigSettings = None,
 ) -> tuple[config.ResolvedProject, toolchain.TorchInstall | None]:
     """Resolve a parsed pyproject.toml as a build on this machine would; compiles nothing."""
-    torch = _torch_or_none()
+    project, found = _resolve_with(root, pyproject, env, config_settings)
+    return project, found.torch
+
+
+def _resolve_with(
+    root: Path, pyproject: Mapping[str, object], env: Mapping[str, str],
+    config_settings: ConfigSettings,
+) -> tuple[config.ResolvedProject, Discovery]:
+    found = Discovery(env, _torch_or_none())
     build_dir_vars = {
         "wheel_tag": tags.wheel_tag(True),
         "python_tag": tags.python_tag(),
-        "torch_version": _torch_key(torch),
+        "torch_version": _torch_key(found.torch),
     }
-    facts = _facts(env, torch)
-    return config.resolve_project(root, pyproject, config_settings, facts, build_dir_vars), torch
+    project = config.resolve_project(root, pyproject, config_settings, found.facts(), build_dir_vars)
+    return project, found
 
 
 def _torch_key(torch: toolchain.TorchInstall | None) -> str:
@@ -113,32 +144,34 @@ def load(
     """Read and validate everything; compile nothing. Torch must be installed when there are
     extensions to build (``for_build``) or a torch pin to write into the metadata."""
     env = dict(os.environ if env is None else env)
-    project, torch = _resolve(root, config_settings, env)
+    project, found = _resolve(root, config_settings, env)
+    torch = found.torch
     if project.extensions and (for_build or project.torch_requirement != "none"
                                or project.local_version == "torch"):
         if torch is None:
             toolchain.find_torch()  # raises the "torch is not installed" error
         assert torch is not None
     build_torch = torch if project.extensions else None
-    plan = _dependency_plan(project, build_torch.version if build_torch else None)
+    pin = _torch_pin(project, build_torch) if build_torch is not None else None
+    plan = _dependency_plan(project, build_torch.version if build_torch else None, pin)
     metadata = dist_metadata.build_metadata(
         {"project": project.project_table}, project.root,
         version=config.version_string(project, env), dependencies=plan.dependencies,
     )
     if build_torch is not None and project.local_version == "torch":
         _add_local_label(metadata, build_torch)
-    return Loaded(project, torch, metadata, env, plan.static_torch)
+    return Loaded(project, torch, metadata, env, found.toolkit, plan.static_torch)
 
 
 def _dependency_plan(
-    project: config.ResolvedProject, torch_version: str | None
+    project: config.ResolvedProject, torch_version: str | None, pin: Requirement | None = None
 ) -> torch_requirement.DependencyPlan:
     """What Requires-Dist may hold (PEP 621): the pin only into a dynamic ``dependencies``."""
     from .distribution import torch_requirement
 
     return torch_requirement.plan_dependencies(
         project.project_table, project.dependencies, project.torch_requirement,
-        torch_version, bool(project.extensions),
+        torch_version, bool(project.extensions), pin,
     )
 
 
@@ -150,6 +183,18 @@ def _add_local_label(metadata: dist_metadata.ProjectMetadata, torch: toolchain.T
 
     label = local_label(torch.version, torch.cuda)
     metadata.standard.version = Version(with_local_label(metadata.version, label))
+
+
+def _torch_pin(project: config.ResolvedProject, torch: toolchain.TorchInstall) -> Requirement | None:
+    """The torch requirement: ``torch>=<target>`` when every extension uses the stable ABI
+    (the newest target among them), the pin of the building torch otherwise."""
+    targets = [spec.stable_abi for spec in project.extensions]
+    if targets and all(targets):
+        from .stable_abi import newest
+
+        target = newest(t for t in targets if t)
+        return dist_metadata.stable_torch_pin(target, torch.version, project.torch_requirement)
+    return dist_metadata.torch_pin(torch.version, project.torch_requirement)
 
 
 def _compile(loaded: Loaded) -> BuildResult | None:
@@ -164,7 +209,9 @@ def _compile(loaded: Loaded) -> BuildResult | None:
     note = isolation.isolation_note(loaded.torch, loaded.env)
     if note:
         log(f"pep517_torch: {note}")
-    result = core_build.build(list(project.extensions), project.options, log=log)
+    result = core_build.build(
+        list(project.extensions), project.options, log=log, torch=loaded.torch, toolkit=loaded.toolkit
+    )
     for line in result.summary().splitlines():
         log(f"pep517_torch: {line}")
     return result
@@ -188,7 +235,10 @@ def build_wheel(root: Path, out_dir: Path, config_settings: ConfigSettings, *, e
         artifacts = result.artifacts if result else {}
         with writing(out_dir):
             out_dir.mkdir(parents=True, exist_ok=True)
-        tag = tags.extensions_wheel_tag([spec.py_limited_api for spec in project.extensions])
+        tag = tags.extensions_wheel_tag(
+            [spec.py_limited_api for spec in project.extensions],
+            None if editable else _platform_tag(project, result),
+        )
         with WheelWriter(out_dir, meta.name, meta.version, tag, source_date_epoch=source_date_epoch()) as wheel:
             if editable:
                 _add_editable(wheel, loaded, result, in_tree, config_settings)
@@ -197,7 +247,8 @@ def build_wheel(root: Path, out_dir: Path, config_settings: ConfigSettings, *, e
                     wheel.add_file(arcname, path)
                 for spec in project.extensions:
                     guard = _guard_torch(loaded, spec, artifacts[spec.name])
-                    add_artifact(wheel, artifact_name(spec), spec.name, artifacts[spec.name], guard)
+                    add_artifact(wheel, artifact_name(spec), spec.name, artifacts[spec.name], guard,
+                                 spec.stable_abi)
                 _record_build_torch(loaded)
             wheel.finish(meta)
     ninja = result.run.seconds if result else 0.0
@@ -214,6 +265,29 @@ def _record_build_torch(loaded: Loaded) -> None:
     if loaded.project.extensions and loaded.torch is not None:
         record = build_record(loaded.torch.version, loaded.torch.cuda)
         loaded.metadata.extra_dist_info[BUILD_RECORD] = record
+
+
+def _platform_tag(project: config.ResolvedProject, result: BuildResult | None) -> str | None:
+    """The platform tag of a wheel holding ``result``'s artifacts and the project's shipped
+    files (platform-tag: manylinux by their ELF on Linux); None: the interpreter's."""
+    import sys
+
+    from .distribution import manylinux
+    from .elf import is_elf
+
+    if not sys.platform.startswith("linux") or (result is None and project.platform_tag == "auto"):
+        return None
+    binaries = [
+        manylinux.Binary(path, spec.name, result.plan.objects.get(spec.name, ()))
+        for spec in project.extensions for path in [result.artifacts[spec.name]]
+    ] if result else []
+    binaries += [manylinux.Binary(path, arcname) for arcname, path in project.files if is_elf(path)]
+    if not binaries:
+        return None
+    shipped = {binary.path.name for binary in binaries}
+    decision = manylinux.decide(project.platform_tag, binaries, shipped, tags.platform_tag())
+    log(f"pep517_torch: platform tag {decision.note}")
+    return decision.tag
 
 
 def _build_dir_lock(loaded: Loaded, editable: bool) -> contextlib.AbstractContextManager[None]:
@@ -350,6 +424,8 @@ def build_sdist(root: Path, out_dir: Path, config_settings: ConfigSettings) -> s
         include_globs=project.sdist_include,
         exclude_globs=project.sdist_exclude,
         build_dir=project.options.build_dir,
+        out_dir=out_dir,
+        artifacts=project.in_tree.values(),
     )
     with writing(out_dir):
         out_dir.mkdir(parents=True, exist_ok=True)

@@ -8,6 +8,7 @@ setup.py project. tests/conftest.py builds them once per session (``torch_built_
 from __future__ import annotations
 
 import importlib.machinery
+import re
 import os
 import shutil
 import subprocess
@@ -46,7 +47,8 @@ def run(args: list[str], cwd: Path | None = None, env: dict[str, str] | None = N
 
 
 def wheel_contents(wheel: Path) -> tuple[str, set[str], set[str], set[str]]:
-    """(tag, Python modules, native modules, data files), .dist-info left out."""
+    """(tag, Python modules, native modules, data files), .dist-info left out; a manylinux
+    platform tag (pep517_torch computes one, setuptools writes linux_<arch>) reads as linux."""
     suffixes = sorted([*importlib.machinery.EXTENSION_SUFFIXES, ".so"], key=len, reverse=True)
     python, native, data = set(), set(), set()
     for name in zipfile.ZipFile(wheel).namelist():
@@ -59,7 +61,7 @@ def wheel_contents(wheel: Path) -> tuple[str, set[str], set[str], set[str]]:
             native.add(name[: -len(suffix)].replace("/", "."))
         else:
             data.add(name)
-    tag = "-".join(wheel.stem.split("-")[2:])
+    tag = re.sub(r"manylinux_\d+_\d+_", "linux_", "-".join(wheel.stem.split("-")[2:]))
     return tag, python, native, data
 
 

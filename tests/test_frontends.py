@@ -69,7 +69,7 @@ def test_python_m_build_no_isolation(fixture_copy) -> None:
     run(sys.executable, "-m", "build", "--no-isolation", project, cwd=project)
     wheel = only(project / "dist", "*.whl")
     sdist = only(project / "dist", "*.tar.gz")
-    assert wheel.name == "lightops-0.3.0-cp311-cp311-linux_x86_64.whl"
+    assert re.fullmatch(r"lightops-0\.3\.0-cp311-cp311-manylinux_2_\d+_x86_64\.whl", wheel.name)
     assert sdist.name == "lightops-0.3.0.tar.gz"
     run(BIN / "check-wheel-contents", wheel)
     with zipfile.ZipFile(wheel) as zf:
@@ -164,7 +164,7 @@ def test_heavy_extension_wheel_installs_and_computes(fixture_copy, tmp_path: Pat
     project = fixture_copy("minimal")
     out = tmp_path / "out"
     run(sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-w", out, project)
-    wheel = only(out, "myops-1.0.0-cp311-cp311-linux_x86_64.whl")
+    wheel = only(out, "myops-1.0.0-cp311-cp311-manylinux_2_*_x86_64.whl")
     run(BIN / "check-wheel-contents", wheel)
     site = tmp_path / "site"
     run(sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--target", site, wheel)

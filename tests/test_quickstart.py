@@ -66,6 +66,11 @@ def test_the_page_is_complete() -> None:
     assert "myops.fused_scale_add(" in check and "myops._C.fused_scale_add(" in check
 
 
+# Two torch installs into fresh environments and two torch/extension.h builds: the heaviest
+# single test. What it proves besides the page's own text (pip wheel/install, the editable
+# install, an isolated build kept to the constrained torch, a torch/extension.h wheel that
+# computes) make test proves in tests/test_frontends.py; the page itself runs in make test-all.
+@pytest.mark.slow
 def test_quickstart_runs_as_written(tmp_path: Path) -> None:
     wheels = _local_torch_wheels()
     if not wheels:

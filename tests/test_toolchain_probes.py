@@ -43,11 +43,16 @@ def test_a_compiler_that_prints_no_version_is_named(tmp_path: Path) -> None:
     assert compiler_error(str(script)) == f"CXX={script} printed no version: not a C/C++ compiler"
 
 
-def test_a_failing_version_query_names_the_compiler_and_its_last_line(tmp_path: Path) -> None:
+def test_a_failing_version_query_names_the_compiler_and_what_it_said(tmp_path: Path) -> None:
     script = write_script(tmp_path / "broken cxx", "echo 'license expired' >&2; exit 3\n")
     assert compiler_error(f"'{script}'") == (
-        f"CXX='{script}': `--version` failed (exit 3): license expired"
+        f"CXX='{script}': `--version` failed (exit 3; it said 'license expired'): not a working"
+        " C/C++ compiler"
     )
+    # its error line, not a closing credit (`false --version` ends "Written by Jim Meyering.")
+    script = write_script(tmp_path / "cxx2", "echo 'cxx2 (Tools) 1.0'; echo 'cxx2: fatal error:"
+                          " no licence'; echo 'Written by someone.'; exit 1\n")
+    assert "it said 'cxx2: fatal error: no licence'" in compiler_error(str(script))
 
 
 def test_a_hanging_compiler_is_named_and_killed(

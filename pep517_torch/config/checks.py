@@ -38,6 +38,24 @@ def extension_name_problem(value: str) -> str | None:
     return None
 
 
+def relative_glob(value: str) -> str | None:
+    """An sdist glob: relative, inside the project (the sdist writer refuses the others too,
+    but every command reads the same settings)."""
+    if value.startswith("/") or "\\" in value or ".." in value.split("/"):
+        return f"{value!r} must be a relative glob inside the project (no '/' start, '..' or '\\')"
+    return None
+
+
+def library_name(value: str) -> str | None:
+    """A ``-l`` name: ``m``, ``cublas``, not a flag or a path."""
+    if value.startswith("-l") and len(value) > 2:
+        return f"{value!r}: name the library without -l: {value[2:]!r}"
+    if value.startswith("-") or "/" in value or not value:
+        return (f"{value!r} is not a library name (`m` links libm): put flags in extra-ldflags"
+                " and a library file's directory in library-dirs")
+    return None
+
+
 def valid_specifier(value: str) -> str | None:
     try:
         SpecifierSet(value)
@@ -87,7 +105,10 @@ def parse_size(value: str) -> int:
     """``"5G"`` -> bytes (K, M, G, T are powers of 1024; an optional ``B``/``iB`` is allowed)."""
     found = _SIZE.fullmatch(value.strip())
     if found is None:
-        raise ValueError(f"{value!r} is not a size (e.g. '8G', '500M' or a number of bytes)")
+        raise ValueError(
+            f"{value!r} is not a size: bytes, or a number with K, M, G or T (powers of 1024),"
+            " e.g. '8G' or '500M'"
+        )
     power = " KMGT".index(found.group(2).upper() or " ")
     return int(float(found.group(1)) * 1024**power)
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import fnmatch
 import json
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Literal
 
 from packaging.specifiers import SpecifierSet
@@ -18,16 +19,21 @@ from .resolved import Facts
 def cuda_enabled(setting: Literal["auto"] | bool, facts: Facts) -> bool:
     """`cuda = "auto"` means: torch is a CUDA build and nvcc is there to compile with."""
     if setting == "auto":
-        return facts.torch_cuda is not None and facts.nvcc_available
+        return facts.torch_cuda is not None and facts.nvcc()[0]
     return bool(setting)
 
 
 @dataclass(frozen=True)
 class CudaState:
-    """Whether CUDA is enabled, and the sentence that says why."""
+    """Whether CUDA is enabled, and the sentence that says why (made only when a condition
+    that fails shows it: with a CPU torch, `cuda = "auto"` is off without asking for nvcc)."""
 
     on: bool
-    why: str
+    _why: Callable[[], str] = field(repr=False, compare=False)
+
+    @property
+    def why(self) -> str:
+        return self._why()
 
 
 def _torch_text(facts: Facts) -> str:
@@ -38,24 +44,28 @@ def _torch_text(facts: Facts) -> str:
 
 
 def _nvcc_text(facts: Facts) -> str:
-    if not facts.nvcc_available:
+    available, version = facts.nvcc()
+    if not available:
         return "no nvcc was found"
-    return f"nvcc {facts.nvcc_version} was found" if facts.nvcc_version else "nvcc was found"
+    return f"nvcc {version} was found" if version else "nvcc was found"
 
 
 def cuda_state(setting: Literal["auto"] | bool, facts: Facts, key: str) -> CudaState:
     """``setting`` is the `cuda` value that wins, ``key`` where it was given."""
     on = cuda_enabled(setting, facts)
-    state = "on" if on else "off"
+    return CudaState(on, lambda: _cuda_why(on, setting, facts, key))
+
+
+def _cuda_why(on: bool, setting: Literal["auto"] | bool, facts: Facts, key: str) -> str:
     if setting != "auto":
-        return CudaState(on, f"{key} = {json.dumps(setting)}, so CUDA is {state}")
+        return f"{key} = {json.dumps(setting)}, so CUDA is {'on' if on else 'off'}"
     torch, nvcc = _torch_text(facts), _nvcc_text(facts)
     if on:
-        return CudaState(on, f"{torch} and {nvcc}, so CUDA is on")
-    if facts.torch_cuda is None and facts.nvcc_available:
-        return CudaState(on, f"{torch}, so CUDA is off although {nvcc}")
+        return f"{torch} and {nvcc}, so CUDA is on"
+    if facts.torch_cuda is None and facts.nvcc()[0]:
+        return f"{torch}, so CUDA is off although {nvcc}"
     joint = "but" if facts.torch_cuda else "and"
-    return CudaState(on, f"{torch} {joint} {nvcc}, so CUDA is off")
+    return f"{torch} {joint} {nvcc}, so CUDA is off"
 
 
 def _version_fails(spec: str, version: str | None, what: str, missing: str) -> str | None:

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import limited_api
-from ..core.ninja_syntax import unwritable_character
+from .. import stable_abi as stable
+from ..core.ninja_syntax import unnameable_character
 from ..core.spec import BuildType, ExtensionSpec, Kind, first_duplicate, is_cuda_source
 from ..errors import ConfigError
 from .checks import split_list
@@ -78,10 +79,15 @@ def _entries(
 def _sources(ctx: ExtensionContext, entries: list[tuple[str, str]]) -> dict[Path, str]:
     """Each matched file and the key of the glob that matched it first."""
     files: dict[Path, str] = {}
+    real_files: set[Path] = set()
     for pattern, key in entries:
-        for path in expand_glob(ctx.root, pattern, key, "source", skip_dir=ctx.build_dir):
+        for path in _source_glob(ctx, pattern, key):
+            real = path.resolve()
+            if real in real_files and path not in files:
+                continue  # the same file through another directory link compiles once
+            real_files.add(real)
             relative = str(path.relative_to(ctx.root))
-            problem = unwritable_character(relative)
+            problem = unnameable_character(relative)
             if problem:
                 raise ConfigError(
                     f"{pattern!r} matches {relative!r}, whose name contains {problem}: no"
@@ -90,6 +96,27 @@ def _sources(ctx: ExtensionContext, entries: list[tuple[str, str]]) -> dict[Path
                 )
             files.setdefault(path, key)
     return files
+
+
+def _source_glob(ctx: ExtensionContext, pattern: str, key: str) -> list[Path]:
+    """The sources a glob matches outside the build directory; a glob that matches only
+    files inside it blames the build directory, which was put among the sources."""
+    try:
+        return expand_glob(ctx.root, pattern, key, "source", skip_dir=ctx.build_dir)
+    except ConfigError:
+        try:
+            inside = expand_glob(ctx.root, pattern, key, "source")
+        except ConfigError:
+            inside = []
+        if inside:
+            shown = inside[0].relative_to(ctx.root).as_posix()
+            raise ConfigError(
+                f"the build directory {ctx.build_dir} holds the sources {pattern!r} matches"
+                f" ({shown!r}): build output and sources must not share a directory; choose"
+                " another build-dir",
+                ctx.project_origins.of("build_dir"),
+            ) from None
+        raise
 
 
 def _macros(
@@ -167,7 +194,10 @@ def build_spec(ctx: ExtensionContext, ext: ExtensionSettings, origins: Origins) 
         )
     else:
         header = None
+    stable_target, stable_key = _stable_abi(ctx, ext, origins)
     target = limited_api.DEFAULT if ext.py_limited_api is True else ext.py_limited_api or None
+    if stable_target is not None and target is None:
+        target = limited_api.DEFAULT  # the stable ABI is one abi3 wheel for every CPython too
     if target:
         flags = _flags(ext, variant, "extra_cflags") + _flags(ext, variant, "extra_cuda_cflags")
         _check_limited_api(_macros(ext, variant), flags, target, origins.of("py_limited_api"))
@@ -187,6 +217,7 @@ def build_spec(ctx: ExtensionContext, ext: ExtensionSettings, origins: Origins) 
         with_cuda=None if ext.with_cuda == "auto" else bool(ext.with_cuda),
         cuda_arch_list=tuple(arch_list) or None,
         py_limited_api=target,
+        stable_abi=stable_target,
         kind=Kind(ext.kind),
         python_abi_suffix=ext.python_abi_suffix,
         openmp=ext.openmp,
@@ -197,8 +228,24 @@ def build_spec(ctx: ExtensionContext, ext: ExtensionSettings, origins: Origins) 
         dlink=dlink,
         dlink_libraries=dlink_libraries,
         extra_dlink_flags=extra_dlink_flags,
-        keys=_spec_keys(ext, variant, origins, arch_key, sources),
+        keys=(*_spec_keys(ext, variant, origins, arch_key, sources), ("stable_abi", stable_key)),
     )
+
+
+def _stable_abi(
+    ctx: ExtensionContext, ext: ExtensionSettings, origins: Origins
+) -> tuple[str | None, str]:
+    """The extension's stable-ABI target (its own, else the project's) and that value's key;
+    a target newer than the torch building it is refused here, before anything compiles."""
+    if ext.stable_abi is not None:
+        target, key = ext.stable_abi, origins.of("stable_abi")
+    else:
+        target, key = ctx.project.stable_abi, ctx.project_origins.of("stable_abi")
+    if target is not None and ctx.facts.torch_version is not None:
+        problem = stable.torch_problem(target, ctx.facts.torch_version)
+        if problem:
+            raise ConfigError(problem, key)
+    return target, key
 
 
 def _spec_keys(

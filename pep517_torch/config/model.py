@@ -10,13 +10,17 @@ from dataclasses import dataclass
 from typing import ClassVar, Literal
 
 from .. import limited_api
+from .. import stable_abi
 from ..core.arch_list import arch_list_problem
 from ..core.spec import DEFAULT_PCH_CACHE_BYTES
+from ..distribution.manylinux import tag_problem as manylinux_tag_problem
 from .checks import (
     extension_name_problem,
+    library_name,
     no_keyword_parts,
     one_group_regex,
     parse_size,
+    relative_glob,
     split_list,
     valid_size,
     valid_requirement,
@@ -38,6 +42,15 @@ MODULE_NAME = {
 }
 EXTENSION_NAME = {**MODULE_NAME, "check": extension_name_problem}
 SPECIFIER = {"check": valid_specifier, "format": "pep508-versionspec"}
+STABLE_ABI = {"pattern": stable_abi.PATTERN, "check": stable_abi.problem}
+STABLE_ABI_HELP = (
+    "Build against LibTorch's stable ABI (torch/csrc/stable, torch/headeronly), for every torch"
+    ' from this `MAJOR.MINOR` on (`"2.10"` or newer, not newer than the building torch):'
+    " defines `TORCH_TARGET_VERSION` for the C++ compiler and nvcc, turns on the limited API"
+    " (`py-limited-api` picks the CPython, default `cp310`), links no libtorch_python and"
+    " precompiles no torch header; the wheel requires `torch>=MAJOR.MINOR` and is tagged"
+    " abi3. After linking, an undefined symbol of torch's C++ API fails the build."
+)
 ARCH_LIST = {"check": arch_list_problem}  # the syntax only: what nvcc can build is core's check
 
 
@@ -119,10 +132,14 @@ class CudaVariant:
     extra_cflags: list[str] = setting(factory=list, help="Appended to `extra-cflags`.")
     extra_cuda_cflags: list[str] = setting(factory=list, help="Appended to `extra-cuda-cflags`.")
     extra_ldflags: list[str] = setting(factory=list, help="Appended to `extra-ldflags`.")
-    libraries: list[str] = setting(factory=list, help="Appended to `libraries`.")
+    libraries: list[str] = setting(
+        factory=list, help="Appended to `libraries`.", check=library_name
+    )
     library_dirs: list[str] = setting(factory=list, help="Appended to `library-dirs`.")
     dlink: bool | None = setting(None, help="Replaces `dlink`; unset: the extension's value.")
-    dlink_libraries: list[str] = setting(factory=list, help="Appended to `dlink-libraries`.")
+    dlink_libraries: list[str] = setting(
+        factory=list, help="Appended to `dlink-libraries`.", check=library_name
+    )
     extra_dlink_flags: list[str] = setting(factory=list, help="Appended to `extra-dlink-flags`.")
 
 
@@ -159,7 +176,9 @@ class ExtensionSettings:
     extra_ldflags: list[str] = setting(
         factory=list, help="Extra linker arguments, one argument per entry."
     )
-    libraries: list[str] = setting(factory=list, help="Libraries to link (`-l` names).")
+    libraries: list[str] = setting(
+        factory=list, help="Libraries to link (`-l` names: `m`, not `-lm`).", check=library_name
+    )
     library_dirs: list[str] = setting(
         factory=list, help="Library search directories (relative ones are inside the root)."
     )
@@ -178,7 +197,9 @@ class ExtensionSettings:
         ' Moot without `.cu` sources when `with-cuda = "auto"`.',
     )
     dlink_libraries: list[str] = setting(
-        factory=list, help="`-l` names for the device link (e.g. NVSHMEM's); implies `dlink`."
+        factory=list,
+        help="`-l` names for the device link (e.g. NVSHMEM's); implies `dlink`.",
+        check=library_name,
     )
     extra_dlink_flags: list[str] = setting(
         factory=list, help="Extra `nvcc -dlink` arguments, one per entry (e.g. `-dlto`)."
@@ -189,6 +210,9 @@ class ExtensionSettings:
         ' CPython (`"cp38"` or newer).',
         pattern=limited_api.PATTERN,
         check=limited_api.problem,
+    )
+    stable_abi: str | None = setting(
+        None, help=STABLE_ABI_HELP + " Unset: the project value.", **STABLE_ABI
     )
     cuda_arch_list: list[str] | str | None = setting(
         None,
@@ -282,10 +306,14 @@ class ProjectSettings:
         " wheel (data, prebuilt libraries). Each glob must match at least one file.",
     )
     sdist_include: list[str] = setting(
-        factory=list, help="Extra globs (relative to the root) to put in the sdist."
+        factory=list,
+        help="Extra globs (relative to the root) to put in the sdist.",
+        check=relative_glob,
     )
     sdist_exclude: list[str] = setting(
-        factory=list, help="Globs (relative to the root) to leave out of the sdist."
+        factory=list,
+        help="Globs (relative to the root) to leave out of the sdist.",
+        check=relative_glob,
     )
     build_dir: str = setting(
         DEFAULT_BUILD_DIR,
@@ -308,6 +336,23 @@ class ProjectSettings:
         "minor",
         help="Torch requirement written into the wheel: `minor` (`torch>=2.13,<2.14`), `exact`"
         " (`torch==2.13.0`) or `none`.",
+        config_setting=True,
+    )
+    stable_abi: str | None = setting(
+        None, help=STABLE_ABI_HELP + " Each extension's own value wins.", **STABLE_ABI
+    )
+    platform_tag: str = setting(
+        "auto",
+        help='The wheel\'s platform tag on Linux: `"auto"` is the strictest `manylinux_2_X` that'
+        " every shipped binary satisfies (read from its ELF: the versions of glibc, libstdc++"
+        " and libgcc symbols it needs and its NEEDED libraries, by auditwheel's policies;"
+        " torch's own libraries and the CUDA libraries torch brings count as supplied by the"
+        " torch requirement); a NEEDED library outside both makes it `linux_<arch>` with a"
+        ' note. `"linux"`: always `linux_<arch>`. An explicit tag (`manylinux_2_28_x86_64`,'
+        " `manylinux2014_x86_64`) is checked: binaries that need more are an error. Other"
+        " platforms keep their interpreter's tag.",
+        pattern=r"^(auto|linux|[a-z]+[0-9_]*_[a-z0-9_]+)$",
+        check=manylinux_tag_problem,
         config_setting=True,
     )
     torch_import_check: Literal["auto"] | bool = setting(
@@ -374,7 +419,7 @@ class ProjectSettings:
         DEFAULT_PCH_CACHE_SIZE,
         help="Bound on the machine-wide cache of precompiled torch headers that wheel builds"
         " and the JIT share (least recently used entries go first): bytes, or a number with"
-        " `K`, `M`, `G` (powers of 1024), e.g. `8G`; `0` keeps precompiled headers in each"
+        " `K`, `M`, `G` or `T` (powers of 1024), e.g. `8G`; `0` keeps precompiled headers in each"
         " build directory instead. The JIT reads the same environment variable.",
         config_setting=True,
         env="PEP517_TORCH_PCH_CACHE_SIZE",

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import fnmatch
 import glob
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 from ..errors import ConfigError
@@ -68,17 +70,73 @@ def expand_glob(
         where = "the project root" if base == root else f"the package directory {base}"
         raise ConfigError(f"{what} glob {pattern!r} points outside {where}", key)
     try:
-        matches = glob.glob(pattern, root_dir=base, recursive=True)
+        matches = list(_glob(base, [part for part in pattern.split("/") if part]))
     except (OSError, ValueError) as exc:
         raise ConfigError(f"{what} glob {pattern!r} cannot be expanded: {exc}", key) from None
     files: list[Path] = []
+    seen: set[str] = set()
     for match in sorted(set(matches)):
         path = absolute(base, match)
         if skip_dir is not None and path.is_relative_to(skip_dir):
             continue
         if not path.is_file():
             continue
+        real = os.path.realpath(path)
+        if real in seen:  # one file reached through two directory links is one source
+            continue
+        seen.add(real)
         files.append(require_inside(root, path, key, what, shown=match))
     if not files:
         raise ConfigError(f"{what} glob {pattern!r} matches no file (relative to {base})", key)
     return files
+
+
+def _glob(base: Path, parts: list[str], prefix: str = "") -> Iterator[str]:
+    """``glob.glob(pattern, root_dir=base, recursive=True)`` as relative paths, except that
+    ``**`` never enters a directory twice: a symlink to an ancestor (a cycle) or to a
+    directory already walked is not followed."""
+    if not parts:
+        yield prefix.rstrip("/")
+        return
+    part, rest = parts[0], parts[1:]
+    here = base / prefix if prefix else base
+    if part == "**":
+        for directory in _directories_once(here):
+            yield from _glob(base, rest, prefix + directory)
+            if not rest:  # a final `**` matches the files below too
+                names = sorted(os.listdir(here / directory))
+                yield from (prefix + directory + name for name in names if not name.startswith("."))
+    elif glob.has_magic(part):
+        try:
+            names = sorted(os.listdir(here))
+        except OSError:
+            return
+        hidden_ok = part.startswith(".")
+        for name in fnmatch.filter(names, part):
+            if hidden_ok or not name.startswith("."):
+                if rest == [] or (here / name).is_dir():
+                    yield from _glob(base, rest, f"{prefix}{name}/")
+    elif rest == [] and os.path.lexists(here / part) or (here / part).is_dir():
+        yield from _glob(base, rest, f"{prefix}{part}/")
+
+
+def _directories_once(top: Path) -> Iterator[str]:
+    """``""`` and every non-hidden directory below ``top`` as ``"a/b/"``, following symlinked
+    directories but entering each real directory once."""
+    entered = {os.path.realpath(top)}
+    yield ""
+    for dirpath, dirnames, _ in os.walk(top, followlinks=True):
+        kept = []
+        for name in sorted(dirnames):
+            if name.startswith("."):
+                continue
+            real = os.path.realpath(os.path.join(dirpath, name))
+            if real in entered:
+                continue
+            entered.add(real)
+            kept.append(name)
+        dirnames[:] = kept
+        relative = os.path.relpath(dirpath, top)
+        prefix = "" if relative == "." else relative.replace(os.sep, "/") + "/"
+        for name in kept:
+            yield f"{prefix}{name}/"

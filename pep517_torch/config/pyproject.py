@@ -35,6 +35,11 @@ def read_pyproject(root: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: not valid UTF-8 ({exc})") from None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot be read ({exc.strerror})") from None
+    if text.startswith("\ufeff"):
+        raise ConfigError(
+            f"{path}: starts with a UTF-8 byte-order mark (BOM), which pip, build and TOML"
+            " readers reject; save the file as UTF-8 without a BOM"
+        )
     try:
         document: dict[str, Any] = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

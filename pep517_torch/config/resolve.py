@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..core.ninja_syntax import unwritable_character
+from ..core.ninja_syntax import unnameable_character
 from ..core.spec import BuildOptions, BuildType
 from ..errors import ConfigError
 from .entry_points import check_entry_points
@@ -66,6 +66,12 @@ def resolve_build_dir(
     path = Path(text)
     path = path if path.is_absolute() else root / path
     path = Path(path.resolve() if ".." in path.parts else path)
+    shown = path.relative_to(root) if path.is_relative_to(root) else path  # the root: below
+    problem = unnameable_character(str(shown))
+    if problem:
+        raise ConfigError(
+            f"the build directory {str(path)!r} contains {problem}: choose a name without it", key
+        )
     if root.is_relative_to(path):
         raise ConfigError(f"the build directory {path} must not contain the project root", key)
     return path
@@ -132,6 +138,14 @@ def resolve_project(
         **_project_options(project, origins, arch_layer),
     )
     layout = resolve_layout(root, project, origins, build_dir)
+    for package, directory in layout.packages.items():
+        if build_dir.is_relative_to(directory) or directory.is_relative_to(build_dir):
+            raise ConfigError(
+                f"the build directory {build_dir} and the directory of package {package!r}"
+                f" ({directory}) overlap: build output would sit among the files a wheel ships;"
+                " choose a build-dir outside the packages",
+                origins.of("build_dir"),
+            )
     context = ExtensionContext(
         root=root,
         build_dir=build_dir,
@@ -142,7 +156,7 @@ def resolve_project(
         build_type=build_type,
     )
     specs, skipped = resolve_extensions(context, applied.extensions, applied.extension_origins)
-    problem = unwritable_character(str(root)) if specs else None
+    problem = unnameable_character(str(root)) if specs else None
     if problem:
         raise ConfigError(
             f"the project directory {str(root)!r} contains {problem}: no compiler command can"
@@ -173,6 +187,7 @@ def resolve_project(
         torch_import_check_auto=import_check == "auto",
         dependencies=None if project.dependencies is None else tuple(project.dependencies),
         local_version=project.local_version,
+        platform_tag=project.platform_tag,
         cuda_enabled=cuda_on,
         sdist_include=tuple(project.sdist_include),
         sdist_exclude=tuple(project.sdist_exclude),

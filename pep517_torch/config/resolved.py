@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import platform as platform_module
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -29,6 +29,17 @@ class Facts:
     torch_cuda: str | None = None  # torch.version.cuda, e.g. "13.0"; None for a CPU build
     nvcc_available: bool = False
     nvcc_version: str | None = None  # e.g. "13.0", for the reasons CUDA is on or off
+    # Given, it finds (nvcc_available, nvcc_version) when a condition or `cuda = "auto"` first
+    # asks, in place of the two fields above: a project that never asks never starts nvcc.
+    nvcc_lookup: Callable[[], tuple[bool, str | None]] | None = field(
+        default=None, compare=False, repr=False
+    )
+
+    def nvcc(self) -> tuple[bool, str | None]:
+        """(whether nvcc is there, its version)."""
+        if self.nvcc_lookup is not None:
+            return self.nvcc_lookup()
+        return self.nvcc_available, self.nvcc_version
 
 
 @dataclass(frozen=True)
@@ -65,6 +76,7 @@ class ResolvedProject:
     torch_import_check_auto: bool = False
     dependencies: tuple[str, ...] | None = None  # [tool.torch-ext] dependencies
     local_version: Literal["torch", "none"] = "none"
+    platform_tag: str = "auto"  # "auto", "linux" or a tag (distribution/manylinux.py decides)
     cuda_enabled: bool = False
     sdist_include: tuple[str, ...] = ()  # extra globs for the sdist, relative to root
     sdist_exclude: tuple[str, ...] = ()

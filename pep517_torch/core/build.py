@@ -15,7 +15,7 @@ from ..atomic import write_if_changed
 from ..errors import BuildError, ConfigError, ToolchainError
 from ..project_tree import mark_build_dir
 from . import flags as flags_mod
-from . import graph, inputs, jobs, pch, pch_cache, scan, toolchain, trace, trace_view
+from . import graph, inputs, jobs, pch, pch_cache, scan, stable_audit, toolchain, trace, trace_view, up_to_date
 from . import launcher as launchers
 from .progress import LOG_NAME
 from .runner import Log, NinjaRun, _stderr, run_ninja
@@ -40,6 +40,9 @@ class BuildPlan:
     pch_cache: tuple[pch.PchPlan, ...] = ()  # the machine-wide cache's entries this build uses
     pch_cache_dir: Path | None = None  # that cache (None: PCHs stay in the build directory)
     steps: dict[str, dict[str, object]] = dataclasses.field(default_factory=dict)  # for the trace
+    stable: tuple[stable_audit.StableArtifact, ...] = ()  # audited after every run
+    # spec name -> each object file and the source it compiles (as shown): who needs a symbol
+    objects: dict[str, tuple[tuple[Path, str], ...]] = dataclasses.field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -110,10 +113,12 @@ def _cuda_setup(
     compiler: toolchain.Compiler,
     torch: toolchain.TorchInstall,
     notes: list[str],
+    found: Any = None,
 ) -> CudaSetup:
+    """``found``: the toolkit the caller found already (None: look here)."""
     from . import cuda, cuda_checks
 
-    toolkit = cuda.require_cuda(options.env, torch_cuda=torch.cuda)
+    toolkit = found or cuda.require_cuda(options.env, torch_cuda=torch.cuda)
     allow = options.allow_cuda_version_mismatch
     notes.extend(cuda_checks.check_versions(
         toolkit, torch.cuda, allow_mismatch=allow,
@@ -206,7 +211,9 @@ class _Planner:
         )
         nvcc_sources = {s for s in spec.sources if spec.uses_cuda and is_cuda_source(s)}
         pch_users: dict[Path, pch.PchPlan] = {}
-        if self.pch_dir is not None and spec.pch:
+        # A stable-ABI TU includes no torch/extension.h: nothing of torch is worth a PCH.
+        torch_pch = spec.stable_abi is None or spec.pch_header is not None
+        if self.pch_dir is not None and spec.pch and torch_pch:
             cxx_sources = [s for s in spec.sources if s not in nvcc_sources]
             pch_users = pch.plan(
                 spec, cxx_sources, ext_flags, self.tools.compiler, self.tools.torch,
@@ -235,12 +242,18 @@ def check(specs: Sequence[ExtensionSpec], options: BuildOptions) -> tuple[str, .
 
 
 def prepare(
-    specs: Sequence[ExtensionSpec], options: BuildOptions, *, check_only: bool = False
+    specs: Sequence[ExtensionSpec],
+    options: BuildOptions,
+    *,
+    check_only: bool = False,
+    torch: toolchain.TorchInstall | None = None,
+    toolkit: Any = None,
 ) -> BuildPlan:
     """Discover tools, compute flags, plan PCHs and write build.ninja (compiles nothing).
 
     Everything that can fail is checked before the build directory is created or written;
-    ``check_only`` stops there (the plan then names no artifacts)."""
+    ``check_only`` stops there (the plan then names no artifacts). ``torch`` and ``toolkit``
+    (a ``cuda.CudaToolkit``) are what the caller found already; None: found here."""
     if not specs:
         raise ConfigError("nothing to build: no extensions")
     specs = [_with_cuda_headers(spec) for spec in specs]
@@ -254,7 +267,8 @@ def prepare(
     build_dir = options.build_dir.resolve()
     env = options.env
     compiler = toolchain.find_compiler(env)
-    torch = toolchain.find_torch()
+    torch = torch or toolchain.find_torch()
+    stable_audit.check_targets(specs, torch.version)
     ninja = toolchain.find_ninja(env)
     launcher = launchers.find_launcher(options.compiler_launcher, compiler, env)
     launcher_name = launchers.launcher_name(launcher, compiler)
@@ -266,7 +280,7 @@ def prepare(
     tools = flags_mod.ResolvedTools(compiler, torch, toolchain.python_include_dir())
     cuda = None
     if any(s.uses_cuda for s in specs):
-        cuda = _cuda_setup(specs, options, compiler, torch, notes)
+        cuda = _cuda_setup(specs, options, compiler, torch, notes, toolkit)
         tools = dataclasses.replace(
             tools,
             cuda_include_dirs=cuda.include_dirs,
@@ -293,6 +307,8 @@ def prepare(
         notes,
     )
     plans = [planner.plan(spec) for spec in specs]
+    if cuda is not None:
+        _set_nvcc_threads(plans, job_plan, cuda.toolkit, _tool_env(options))
     if check_only:
         return BuildPlan(build_dir, ninja, build_dir / "build.ninja", {}, {}, job_plan,
                          tuple(notes), compiler, torch, tuple(launcher), {})
@@ -315,6 +331,7 @@ def prepare(
         arguments=launchers.command_arguments(launcher_name, options.source_root, build_dir),
         nvcc_dlink=[str(cuda.toolkit.nvcc)] if cuda else None,
     )
+    objects = stable_audit.objects(plans, build_dir, options.source_root)
     ninja_file = build_dir / "build.ninja"
     if write_if_changed(ninja_file, text) or not (build_dir / COMPDB).exists():
         _write_compile_commands(ninja, build_dir)
@@ -337,7 +354,31 @@ def prepare(
             plans, list(planner.pch_plans.values()), build_dir=build_dir,
             launcher_name=launcher_name, nvcc_launched=launchers.wraps_nvcc(launcher_name),
         ),
+        stable=stable_audit.artifacts(plans, build_dir, objects),
+        objects=objects,
     )
+
+
+_THREADS_FLAGS = ("-t", "--threads")
+
+
+def _set_nvcc_threads(
+    plans: Sequence[graph.ExtensionPlan], job_plan: jobs.JobPlan, toolkit: Any, env: dict[str, str]
+) -> None:
+    """nvcc --threads for each .cu with several GPU targets, within the jobs budget (jobs.py);
+    none where the extension's own flags already say, or nvcc predates the flag (11.2)."""
+    if tuple(toolkit.version) < (11, 2):
+        return
+    units = [unit for plan in plans for unit in plan.units]
+    requested = env.get(jobs.NVCC_THREADS_ENV)
+    for plan in plans:
+        own = any(
+            flag in _THREADS_FLAGS or flag.startswith(("--threads=", "-t="))
+            for flag in plan.spec.extra_cuda_cflags
+        )
+        for unit in plan.units:
+            if unit.nvcc and not own and (unit.gpu_targets > 1 or requested):
+                unit.nvcc_threads = jobs.nvcc_threads(unit.gpu_targets, len(units), job_plan, requested)
 
 
 def _descriptions(plans: Sequence[graph.ExtensionPlan], source_root: Path | None) -> dict[str, str]:
@@ -396,7 +437,8 @@ def run(
         env.setdefault("CCACHE_SLOPPINESS", "pch_defines,time_macros,include_file_mtime,include_file_ctime")
         if options.source_root is not None:  # ccache's own relative paths, for debug builds
             env.setdefault("CCACHE_BASEDIR", str(options.source_root))
-    hits_before = launchers.cache_hits(plan.launcher, env)
+    skip = up_to_date.current(plan.build_dir)
+    hits_before = None if skip else launchers.cache_hits(plan.launcher, env)
     started_ns = time.time_ns()
     recorder = trace.Recorder(
         plan.build_dir, plan.descriptions, plan.steps, jobs=plan.jobs.jobs, env=env,
@@ -406,38 +448,70 @@ def run(
     with pch_cache.Hold(entry.directory for entry in plan.pch_cache), recorder:
         for entry in plan.pch_cache:
             pch_cache.write_info(entry.directory, entry.info)
-        result = run_ninja(
-            plan.ninja,
-            plan.build_dir,
-            jobs=plan.jobs.jobs,
-            verbose=options.verbose,
-            show_progress=not options.quiet,
-            log=log,
-            env=env,
-            what=what,
-            header=header,
-            notes=plan.notes,
-            descriptions=plan.descriptions,
-            log_file=plan.build_dir / LOG_NAME,
-        )
+        if skip:
+            result = _nothing_to_do(plan, options, log)
+        else:
+            up_to_date.forget(plan.build_dir)  # a failed run must not leave the last record
+            try:
+                result = run_ninja(
+                    plan.ninja,
+                    plan.build_dir,
+                    jobs=plan.jobs.jobs,
+                    verbose=options.verbose,
+                    show_progress=not options.quiet,
+                    log=log,
+                    env=env,
+                    what=what,
+                    header=header,
+                    notes=plan.notes,
+                    descriptions=plan.descriptions,
+                    log_file=plan.build_dir / LOG_NAME,
+                )
+            except BuildError as exc:
+                raise (plan.stable and stable_audit.non_stable_include(exc)) or exc from None
     result.timeline = recorder.timeline
     if plan.pch_cache_dir is not None and plan.pch_cache:
         pch_cache.evict(plan.pch_cache_dir, options.pch_cache_size)
+    if not skip:
+        _record_inputs(plan, result, started_ns)
+    hits_after = launchers.cache_hits(plan.launcher, env) if hits_before is not None else None
+    if hits_before is not None and hits_after is not None:
+        result.cache_hits = hits_after - hits_before
+    stable_audit.audit_all(plan.stable)
+    return result
+
+
+def _nothing_to_do(plan: BuildPlan, options: BuildOptions, log: Log) -> NinjaRun:
+    """What ninja would have said with nothing to do (up_to_date.py knows without running it):
+    the plan's notes, no steps, and the last build's log left as it was."""
+    if not options.quiet:
+        for note in plan.notes:
+            log(f"pep517_torch: {note}")
+    return NinjaRun()
+
+
+def _record_inputs(plan: BuildPlan, result: NinjaRun, started_ns: int) -> None:
+    """After ninja succeeded: the content of what each object read (inputs.py) and the stamps
+    that let the next build skip ninja (up_to_date.py)."""
+    deps = None
     if result.steps or not inputs.has_record(plan.build_dir):
         # The PCH stubs this build wrote into the machine cache are its outputs, not inputs.
         ours = [plan.pch_cache_dir] if plan.pch_cache_dir is not None else []
         deps = header_dependencies(plan)
         inputs.record(plan.build_dir, deps, [plan.torch.root, *ours], started_ns=started_ns)
-    hits_after = launchers.cache_hits(plan.launcher, env) if hits_before is not None else None
-    if hits_before is not None and hits_after is not None:
-        result.cache_hits = hits_after - hits_before
-    return result
+    up_to_date.record(plan.build_dir, deps or header_dependencies(plan), started_ns=started_ns)
 
 
 def build(
-    specs: Sequence[ExtensionSpec], options: BuildOptions, *, log: Log = _stderr
+    specs: Sequence[ExtensionSpec],
+    options: BuildOptions,
+    *,
+    log: Log = _stderr,
+    torch: toolchain.TorchInstall | None = None,
+    toolkit: Any = None,
 ) -> BuildResult:
-    plan = prepare(specs, options)
+    """Plan and run; ``torch`` and ``toolkit`` as in :func:`prepare`."""
+    plan = prepare(specs, options, torch=torch, toolkit=toolkit)
     return BuildResult(plan, run(plan, options, log=log))
 
 

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import ToolchainError
+from . import probe_cache
 from .toolchain import run_probe
 
 DEFAULT_SEARCH_PATHS: tuple[Path, ...] = (Path("/usr/local/cuda"),)
@@ -167,7 +168,11 @@ def _toolkit_from(
     if not os.access(nvcc, os.X_OK):
         raise _Rejected(f"{nvcc} is not executable")
     real_nvcc, root = _real_nvcc(nvcc, env)
-    version, archs = _probe_nvcc(str(real_nvcc), *file_stamp(real_nvcc))
+    version, archs = probe_cache.remembered(
+        "nvcc", [], [real_nvcc], lambda: _probe_nvcc(str(real_nvcc), *file_stamp(real_nvcc)),
+        env=env, encode=lambda found: [list(found[0]), list(found[1])],
+        decode=lambda saved: ((int(saved[0][0]), int(saved[0][1])), tuple(map(str, saved[1]))),
+    )
     if label == WHEEL_FOUND_VIA:
         _check_wheel_companions(root, version)
     includes, libs = _toolkit_dirs(root)
@@ -192,7 +197,12 @@ def _real_nvcc(nvcc: Path, env: Mapping[str, str]) -> tuple[Path, Path]:
     resolved = nvcc.resolve()
     if not _is_script(resolved):
         return resolved, resolved.parent.parent
-    top = _dryrun_top(str(resolved), *file_stamp(resolved), env_path(env))
+    search = env_path(env)
+    top = probe_cache.remembered(
+        "nvcc-wrapper", [search], [resolved],
+        lambda: _dryrun_top(str(resolved), *file_stamp(resolved), search),
+        env=env, encode=str, decode=Path,
+    )
     real = top / "bin" / _NVCC
     if not real.is_file():
         raise _Rejected(f"wrapper script whose nvcc -dryrun reports TOP={top}, with no bin/{_NVCC}")

@@ -12,6 +12,7 @@ from pathlib import Path
 from packaging.version import Version
 
 from .. import limited_api
+from .. import stable_abi as stable
 from .spec import BUILD_TYPE_FLAGS, BuildType, ExtensionSpec, Kind
 from .toolchain import Compiler, TorchInstall
 
@@ -78,6 +79,20 @@ def _defines(spec: ExtensionSpec) -> list[str]:
         out.append(f"-D{name}" if value is None else f"-D{name}={value}")
     if spec.py_limited_api and not _defines_limited_api(spec):
         out.append(f"-DPy_LIMITED_API=0x{limited_api.macro_value(spec.py_limited_api):08X}")
+    return out + _stable_abi_defines(spec)
+
+
+def _stable_abi_defines(spec: ExtensionSpec) -> list[str]:
+    """TORCH_TARGET_VERSION (unless the user defines it: the spec checked it agrees) and, for a
+    CUDA extension, USE_CUDA, which declares the C shim's CUDA stream functions."""
+    if spec.stable_abi is None:
+        return []
+    flags = (*spec.extra_cflags, *spec.extra_cuda_cflags)
+    defined = stable.user_defines(spec.define_macros, flags)
+    out = [] if defined else [f"-D{stable.MACRO}={stable.macro_text(spec.stable_abi)}"]
+    user_cuda = any(name == "USE_CUDA" for name, _ in spec.define_macros) or "-DUSE_CUDA" in flags
+    if spec.uses_cuda and not user_cuda:
+        out.append("-DUSE_CUDA")
     return out
 
 
@@ -216,11 +231,23 @@ def torch_libraries(spec: ExtensionSpec, torch: TorchInstall) -> list[str]:
     return libraries
 
 
+def _torch_link(spec: ExtensionSpec, torch: TorchInstall) -> list[str]:
+    """``-l`` flags for torch's libraries. A stable-ABI CUDA artifact keeps libtorch.so among
+    its NEEDED even where the linker drops unused libraries: the C shim's CUDA functions
+    (``aoti_torch_get_current_cuda_stream``) live in libtorch_cuda, which libtorch.so of a CUDA
+    torch brings in at load time, whichever torch (even a CPU one) it was linked against."""
+    flags = [f"-l{lib}" for lib in torch_libraries(spec, torch)]
+    if spec.stable_abi is not None and spec.uses_cuda:
+        index = flags.index("-ltorch")
+        flags[index:index + 1] = ["-Wl,--no-as-needed", "-ltorch", "-Wl,--as-needed"]
+    return flags
+
+
 def _link_flags(spec: ExtensionSpec, tools: ResolvedTools) -> list[str]:
     torch = tools.torch
     executable = spec.kind is Kind.EXECUTABLE
     ld = [] if executable else ["-shared"]
-    ld += [f"-L{torch.library_dir}", *(f"-l{lib}" for lib in torch_libraries(spec, torch))]
+    ld += [f"-L{torch.library_dir}", *_torch_link(spec, torch)]
     if executable:
         ld.append(f"-Wl,-rpath,{torch.library_dir}")
     ld += [f"-L{d}" for d in spec.library_dirs]

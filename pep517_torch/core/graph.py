@@ -35,6 +35,7 @@ class CompileUnit:
     heavy: bool  # includes torch headers: runs in the memory-bounded pool
     pch: PchPlan | None = None
     gpu_targets: int = 0  # nvcc: the GPU architectures (SASS and PTX) it compiles for
+    nvcc_threads: int = 1  # nvcc --threads: targets compiled at once (1: no flag; jobs.py)
 
     @property
     def estimated_cost(self) -> int:
@@ -138,7 +139,7 @@ def render(
     )
     w.rule(
         "nvcc",
-        command="$nvcc -MMD -MF $out.d $cuflags -c $in_q -o $out",
+        command="$nvcc -MMD -MF $out.d $cuflags $threads -c $in_q -o $out",
         depfile="$out.d",
         deps="gcc",
         description="compiling $desc",
@@ -267,6 +268,8 @@ def _compile_edge(
     order_only: list[str] = []
     if unit.nvcc:
         variables["cuflags"] = f"$cuflags_{index}"
+        if unit.nvcc_threads != 1:
+            variables["threads"] = shell_args(["--threads", str(unit.nvcc_threads)])
     else:
         variables["cflags"] = f"$cflags_{index}"
         if unit.pch is not None:

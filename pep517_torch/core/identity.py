@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
+import stat
 from collections.abc import Mapping
-from pathlib import Path
 
 LAUNCHERS = frozenset({"ccache", "sccache", "distcc"})  # may stand before the compiler in CXX
 
@@ -22,20 +22,31 @@ def torch_flavour(cuda: str | None, hip: str | None) -> str:
     return f"cu{cuda.replace('.', '')}" if cuda else "cpu"
 
 
-def compiler_identity(env: Mapping[str, str]) -> tuple[str, int, int] | None:
-    """(real path, mtime, size) of the C++ compiler CXX or ``c++`` names; None if not found."""
+def compiler_identity(env: Mapping[str, str]) -> tuple[str, int, int, int, int] | None:
+    """(path on PATH, device, inode, mtime, size) of the C++ compiler CXX or ``c++`` names;
+    None if not found. The stat follows symlinks (``c++`` -> alternatives -> ``g++-12``), so an
+    alternative switched to another compiler has another inode: one ``stat`` per PATH entry
+    looked at, nothing resolved in Python (the JIT's warm path pays for every call)."""
+    given = env.get("CXX")
     try:
-        args = shlex.split(env.get("CXX") or "c++")
+        args = shlex.split(given) if given else ["c++"]
     except ValueError:
         return None
-    if args and Path(args[0]).name in LAUNCHERS and len(args) > 1:
+    if args and os.path.basename(args[0]) in LAUNCHERS and len(args) > 1:
         args = args[1:]
-    found = which(args[0], env) if args else None
-    if found is None:
+    if not args:
         return None
-    real = Path(found).resolve()
-    try:
-        stat = real.stat()
-    except OSError:
-        return None
-    return str(real), stat.st_mtime_ns, stat.st_size
+    name = args[0]
+    if os.path.dirname(name):
+        candidates = [name]
+    else:
+        folders = dict.fromkeys(env.get("PATH", os.defpath).split(os.pathsep))  # once each
+        candidates = [os.path.join(d, name) for d in folders]
+    for candidate in candidates:
+        try:
+            st = os.stat(candidate)
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode) and os.access(candidate, os.X_OK):
+            return candidate, st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size
+    return None

@@ -14,6 +14,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..errors import ToolchainError
+
 HEAVY_TU_BYTES = 9 * 1024**3 // 4  # 2.25 GiB per torch TU, with headroom
 
 
@@ -80,3 +82,31 @@ def plan_jobs(requested: int | None, distributed: tuple[int, int] | None = None)
         return JobPlan(cpus, cpus, f"{cpus} (cores; free memory unknown)")
     gib = memory / 1024**3
     return JobPlan(cpus, local, f"{cpus} (cores), {local} for torch TUs ({gib:.1f} GiB free)")
+
+
+NVCC_THREADS_ENV = "NVCC_THREADS"  # flash-attention's users set it by hand; honoured as given
+
+
+def nvcc_threads(
+    gpu_targets: int, parallel_units: int, plan: JobPlan, requested: str | None = None
+) -> int:
+    """How many of one .cu's GPU targets nvcc compiles at once (``--threads``; 1: no flag).
+
+    ``requested`` (NVCC_THREADS) wins as given (0: nvcc's own choice, one per core).
+    Otherwise threads only use what the build leaves idle: each device pass is counted as one
+    torch-heavy job (memory and cores, :func:`plan_jobs`), and with ``parallel_units``
+    compiles that can run side by side, ``units x threads`` never exceeds that budget; so 2
+    cores never run 2 x k device compiles, and a 64-core machine building 2 files for 4
+    architectures runs all 8 at once."""
+    if requested is not None and requested.strip():
+        text = requested.strip()
+        if not text.isdigit():
+            raise ToolchainError(
+                f"{NVCC_THREADS_ENV}={requested!r} is not a whole number (nvcc's --threads:"
+                " how many GPU architectures one nvcc compiles at once; 0 = one per core)"
+            )
+        return int(text)
+    if gpu_targets <= 1:
+        return 1
+    side_by_side = max(1, min(parallel_units, plan.jobs))
+    return max(1, min(gpu_targets, plan.local_heavy_depth // side_by_side))

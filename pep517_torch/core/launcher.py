@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import ToolchainError
+from . import probe_cache
 from .identity import which
 from .toolchain import Compiler, split_command
 
@@ -83,11 +84,36 @@ def distcc_slots(distcc: str, env: Mapping[str, str]) -> tuple[int, int]:
 
 
 def ccache_remote_storage(ccache: str, env: Mapping[str, str]) -> str:
-    """ccache's ``remote_storage`` setting ('' when none, or for a ccache without it)."""
-    try:
-        return _run([ccache, "--get-config", "remote_storage"], env).strip()
-    except (OSError, subprocess.SubprocessError):
-        return ""
+    """ccache's ``remote_storage`` setting ('' when none, or for a ccache without it); kept in
+    the probe cache, keyed by ccache's variables, its binary and its config files."""
+
+    def ask() -> str:
+        try:
+            return _run([ccache, "--get-config", "remote_storage"], env).strip()
+        except (OSError, subprocess.SubprocessError):
+            return ""
+
+    settings = sorted(f"{k}={v}" for k, v in env.items() if k.startswith("CCACHE_"))
+    return probe_cache.remembered(
+        "ccache-remote-storage", settings, [Path(ccache).resolve(), *_ccache_configs(env)], ask,
+        env=env,
+    )
+
+
+def _ccache_configs(env: Mapping[str, str]) -> list[Path]:
+    """The files ccache reads its settings from (ccache(1), "Configuration")."""
+    home = Path(env.get("HOME") or Path.home())
+    files = [Path("/etc/ccache.conf"), Path("/usr/local/etc/ccache.conf")]
+    for name in ("CCACHE_CONFIGPATH", "CCACHE_CONFIGPATH2"):
+        if env.get(name):
+            files.append(Path(env[name]))
+    if env.get("CCACHE_DIR"):
+        files.append(Path(env["CCACHE_DIR"]) / "ccache.conf")
+    config_home = Path(env.get("XDG_CONFIG_HOME") or home / ".config")
+    cache_home = Path(env.get("XDG_CACHE_HOME") or home / ".cache")
+    files += [config_home / "ccache" / "ccache.conf", cache_home / "ccache" / "ccache.conf",
+              home / ".ccache" / "ccache.conf"]
+    return files
 
 
 def shares_objects(name: str | None, launcher: Sequence[str], env: Mapping[str, str]) -> bool:

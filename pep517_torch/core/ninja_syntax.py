@@ -21,6 +21,30 @@ def unwritable_character(text: str) -> str | None:
     return next((name for char, name in _UNWRITABLE.items() if char in text), None)
 
 
+# ninja's build lines have no escape for "|" (it starts the implicit inputs): a path holding one
+# names another file. Control characters are refused with it: ninja's reader of compiler
+# dependency files ends a path at each (a file named with one is never up to date), and no one
+# names a file with them on purpose. ninja (1.11; 1.13 still for * ; < > ^ `) misreads some
+# printable characters in depfiles as well; those build correctly (tests/test_hardening.py builds
+# a project named with ' " ; &) and are recompiled on every build: see docs/guarantees.md.
+DEPFILE_REBUILDS = frozenset("&'*;<>?^`\"")
+_CONTROL = frozenset(chr(c) for c in range(1, 32)) | {"\x7f"}
+
+
+def unnameable_character(path: str) -> str | None:
+    """What in ``path`` keeps ninja from naming it as a build input or output, as words for an
+    error message; else None."""
+    problem = unwritable_character(path)
+    if problem is not None:
+        return problem
+    if "|" in path:
+        return "'|', which ninja reads as the start of a build line's implicit inputs"
+    bad = next((char for char in path if char in _CONTROL), None)
+    if bad is not None:
+        return f"the control character {bad!r}, which ninja's reader of dependency files splits at"
+    return None
+
+
 def _refuse_newline(text: str) -> None:
     problem = unwritable_character(text)
     if problem is not None:
@@ -30,6 +54,8 @@ def _refuse_newline(text: str) -> None:
 def escape_path(path: str) -> str:
     """A path as it appears in a ``build`` line (outputs and inputs)."""
     _refuse_newline(path)
+    if "|" in path:
+        raise ValueError(f"'|' cannot be written into a build line: {path!r}")
     return path.replace("$", "$$").replace(" ", "$ ").replace(":", "$:")
 
 

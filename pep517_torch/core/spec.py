@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import stable_abi as stable
 from ..errors import ConfigError
 from .suffixes import (  # re-exported: spec users find the suffixes here too
     CUDA_HEADER_SUFFIXES,
@@ -94,6 +95,7 @@ class ExtensionSpec:
     with_cuda: bool | None = None  # None: decided by the presence of .cu/.cuh sources
     cuda_arch_list: tuple[str, ...] | None = None  # None: BuildOptions / environment / default
     py_limited_api: str | None = None  # minimum CPython as "cp310", or None
+    stable_abi: str | None = None  # the oldest torch (as "2.10") a LibTorch stable-ABI build loads under
     kind: Kind = Kind.MODULE
     python_abi_suffix: bool = True
     openmp: bool = False
@@ -130,6 +132,8 @@ class ExtensionSpec:
                 f"extension {self.name!r} has CUDA sources, but CUDA is off for it",
                 self.key_of("with_cuda"),
             )
+        if self.stable_abi is not None:
+            self._check_stable_abi(self.stable_abi)
         if self.device_link:
             field_name = "dlink" if self.dlink else "dlink_libraries"
             if self.with_cuda is False:
@@ -147,6 +151,19 @@ class ExtensionSpec:
             raise ConfigError(
                 f"extension {self.name!r} has device-link flags but no device link",
                 self.key_of("extra_dlink_flags"),
+            )
+
+    def _check_stable_abi(self, target: str) -> None:
+        problem = stable.problem(target)
+        flags = (*self.extra_cflags, *self.extra_cuda_cflags)
+        for value in stable.user_defines(self.define_macros, flags) if problem is None else ():
+            problem = problem or stable.define_problem(value, target)
+        if problem:
+            raise ConfigError(problem, self.key_of("stable_abi"))
+        if self.py_limited_api is None:
+            raise ConfigError(
+                f"extension {self.name!r} targets the stable ABI but not the limited API",
+                self.key_of("py_limited_api"),
             )
 
     def key_of(self, name: str, index: int | None = None) -> str:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Literal
 
 from ..errors import ToolchainError
+from . import probe_cache
 from .identity import LAUNCHERS, torch_flavour, which
 
 CompilerFamily = Literal["gcc", "clang", "unknown"]
@@ -163,8 +164,15 @@ def _ask(command: tuple[str, ...], args: Sequence[str], label: str) -> str:
         ) from None
     output = result.stdout.strip() or result.stderr.strip()
     if result.returncode != 0:
-        last = output.splitlines()[-1] if output else "no output"
-        raise ToolchainError(f"{label}: `{' '.join(args)}` failed (exit {result.returncode}): {last}")
+        lines = output.splitlines()
+        # a compiler's own error line if it wrote one, else what it says it is (`false --version`
+        # ends with "Written by Jim Meyering.", which names no problem)
+        said = next((line for line in lines if re.search(r"error|fatal|not found", line, re.I)),
+                    lines[0] if lines else "no output")
+        raise ToolchainError(
+            f"{label}: `{' '.join(args)}` failed (exit {result.returncode}; it said"
+            f" {said.strip()!r}): not a working C/C++ compiler"
+        )
     return output
 
 
@@ -212,7 +220,10 @@ def find_compiler(env: Mapping[str, str], variable: str = "CXX") -> Compiler:
         launcher = Path(args[0]).resolve().name
     real = Path(args[-1] if launcher and len(args) > 1 else args[0]).resolve()
     stat = real.stat()
-    output = _probe(tuple(args), (str(real), stat.st_mtime_ns, stat.st_size), label)
+    output = probe_cache.remembered(
+        "compiler", args, [real],
+        lambda: _probe(tuple(args), (str(real), stat.st_mtime_ns, stat.st_size), label), env=env,
+    )
     family, version = parse_compiler_version(output)
     return Compiler(tuple(args), real, family, version, launcher)
 

@@ -28,7 +28,7 @@ import sys as _sys
 
 import torch as _torch  # loads libtorch, which the extension links against
 
-_MODULE, _NATIVE, _BUILT_AGAINST, _BUILT_CUDA = __PARAMETERS__
+_MODULE, _NATIVE, _BUILT_AGAINST, _STABLE_ABI, _BUILT_CUDA = __PARAMETERS__
 
 
 def _major_minor(version):
@@ -36,7 +36,14 @@ def _major_minor(version):
     return (int(match.group(1)), int(match.group(2))) if match else None
 
 
-if _major_minor(_torch.__version__) != _major_minor(_BUILT_AGAINST):
+if _STABLE_ABI is not None:
+    if (_major_minor(_torch.__version__) or (0, 0)) < _major_minor(_STABLE_ABI):
+        raise ImportError(
+            f"{_MODULE} uses torch's stable ABI {_STABLE_ABI}: it needs torch>={_STABLE_ABI},"
+            f" but torch {_torch.__version__} is installed, which is older. Install a newer"
+            f" torch: `pip install 'torch>={_STABLE_ABI}'`."
+        )
+elif _major_minor(_torch.__version__) != _major_minor(_BUILT_AGAINST):
     raise ImportError(
         f"{_MODULE} was built against torch {_BUILT_AGAINST}, but torch {_torch.__version__} "
         "is installed. Install a build of this package made for your torch (or build it from "
@@ -92,14 +99,16 @@ class Guard:
 
 
 def render_import_guard(
-    module: str, native_filename: str, torch_version: str | Guard
+    module: str, native_filename: str, torch_version: str | Guard, stable_abi: str | None = None
 ) -> bytes:
     """The source of the shim for extension ``module`` (dotted, e.g. ``pkg._C``) whose library
-    is ``native_filename`` in the same directory, built against ``torch_version``."""
+    is ``native_filename`` in the same directory, built against ``torch_version``; with
+    ``stable_abi`` (``"2.10"``), every torch from that version on passes. A ``Guard`` with
+    ``cuda`` also checks the CUDA variant (``_cuda_variant_problem``)."""
     if "/" in native_filename or "\\" in native_filename:
         raise ValueError(f"{native_filename!r} must be a file name in the shim's directory")
     guard = torch_version if isinstance(torch_version, Guard) else Guard(torch_version)
-    parameters = repr((module, native_filename, guard.version, guard.cuda))
+    parameters = repr((module, native_filename, guard.version, stable_abi, guard.cuda))
     return _TEMPLATE.replace("__PARAMETERS__", parameters).encode("utf-8")
 
 
@@ -115,7 +124,8 @@ def native_filename(module: str, suffix: str) -> str:
 
 
 def add_artifact(
-    wheel: WheelWriter, arcname: str, module: str, built: Path, guard_torch: str | Guard | None
+    wheel: WheelWriter, arcname: str, module: str, built: Path, guard_torch: str | Guard | None,
+    stable_abi: str | None = None,
 ) -> None:
     """Put the built library of ``module`` into ``wheel`` at ``arcname``; with
     ``guard_torch`` (the torch version it was built against), as the library behind a shim
@@ -127,5 +137,6 @@ def add_artifact(
     short = module.rpartition(".")[2]
     prefix = f"{directory}/" if directory else ""
     native = native_filename(module, filename[len(short):])
-    wheel.add_bytes(f"{prefix}{short}.py", render_import_guard(module, native, guard_torch))
+    shim = render_import_guard(module, native, guard_torch, stable_abi)
+    wheel.add_bytes(f"{prefix}{short}.py", shim)
     wheel.add_file(f"{prefix}{native}", built)

@@ -247,6 +247,15 @@ def torch_pin(torch_version: str, mode: TorchPinMode) -> Requirement | None:
     return Requirement(f"torch>={lower},<{major}.{minor + 1}")
 
 
+def stable_torch_pin(target: str, torch_version: str, mode: TorchPinMode) -> Requirement | None:
+    """The requirement of a wheel whose artifacts all use torch's stable ABI ``target``
+    (``"2.10"``): ``minor`` (the default) becomes ``torch>=2.10``, no upper bound, since such a
+    wheel loads under every later torch; ``exact`` and ``none`` mean what they always do."""
+    if mode != "minor":
+        return torch_pin(torch_version, mode)
+    return Requirement(f"torch>={target}")
+
+
 def merge_requirements(
     dependencies: Iterable[Requirement], extra: Iterable[Requirement]
 ) -> list[Requirement]:

@@ -17,12 +17,14 @@ from ..errors import ConfigError
 from ..project_tree import is_build_dir, is_inside, require_inside
 from .metadata import ProjectMetadata
 from .reproducible import archive_epoch
+from .sdist_sources import IgnoreFiles, is_leftover, is_never_shipped, tracked_files
 
 VCS_DIRS = frozenset({".git", ".hg", ".svn", ".bzr"})
 # Directories left out by default; include globs can bring their files back.
 JUNK_DIRS = frozenset(
     {"__pycache__", ".tox", ".nox", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".hypothesis"}
 )
+TOP_OUTPUT_DIRS = frozenset({"dist", "wheelhouse"})  # frontends' and cibuildwheel's outputs
 INCLUDE_KEY = "tool.torch-ext.sdist-include"
 EXCLUDE_KEY = "tool.torch-ext.sdist-exclude"
 
@@ -34,22 +36,45 @@ def sdist_files(
     include_globs: Iterable[str] = (),
     exclude_globs: Iterable[str] = (),
     build_dir: Path | None = None,
+    out_dir: Path | None = None,
+    artifacts: Iterable[Path] = (),
 ) -> list[Path]:
     """The files of ``root`` an sdist ships, relative to ``root``, sorted.
 
-    Everything under ``root`` except: VCS directories, ``__pycache__``, ``*.pyc``, caches of
-    test and lint tools, ``dist/`` at the top, ``.venv*``, build directories (``build_dir``,
-    any directory tagged with a ``CACHEDIR.TAG``, and our older untagged ones), a top-level
-    ``PKG-INFO`` (the writer makes a fresh one) and symlinks leading outside ``root`` or into
-    a build directory; then minus ``exclude_globs``. Symlinks inside the root ship as what
-    they point to, directories included (a link back up the tree is not followed).
-    ``include_globs`` add files the default rules left out (never VCS, build-directory or
-    outside-root ones); ``include`` (``pyproject.toml`` always, plus the readme and license
-    files) is shipped whatever the globs say.
+    The candidates: in a git checkout (``pyproject.toml`` tracked), the files git tracks below
+    ``root``, submodules included; elsewhere, every file under ``root`` except those a
+    ``.gitignore`` ignores, VCS directories, ``__pycache__``, ``*.pyc``, caches of test and
+    lint tools, ``dist/`` and ``wheelhouse/`` at the top, ``.venv*``, compiled objects, stale
+    copies of the project's extensions (``artifacts``: where each is linked or copied into
+    the tree), ``.DS_Store`` and ``.env`` files. Never shipped, whatever git or a glob says:
+    wheels, sdists, core dumps, ``out_dir`` (where this sdist goes), build directories
+    (``build_dir``, any directory tagged with a ``CACHEDIR.TAG``, and our older untagged
+    ones), a top-level ``PKG-INFO`` (the writer makes a fresh one) and symlinks leading outside
+    ``root`` or into a build directory. Then minus ``exclude_globs``. Symlinks inside the root
+    ship as what they point to, directories included (a link back up the tree is not
+    followed). ``include_globs`` add files the default rules left out (never one of the
+    never-shipped); ``include`` (``pyproject.toml`` always, plus the readme and license files)
+    is shipped whatever the globs say.
     """
-    tree = _Tree(root.resolve(), build_dir.resolve() if build_dir is not None else None)
-    root = tree.root
-    chosen = {path for path in tree.walk(root) if tree.shippable(path)}
+    root = root.resolve()
+    tracked = tracked_files(root)
+    tree = _Tree(
+        root,
+        build_dir.resolve() if build_dir is not None else None,
+        out_dir.resolve() if out_dir is not None else None,
+        IgnoreFiles(root) if tracked is None else None,
+        frozenset((Path(path).parent, Path(path).name.split(".")[0]) for path in artifacts),
+    )
+    if tracked is None:
+        chosen = {path for path in tree.walk(root, pruning=True) if tree.shippable(path)}
+    else:
+        candidates = (
+            member
+            for path in tracked
+            if tree.enterable(path)
+            for member in (tree.walk(path) if path.is_dir() else [path])
+        )
+        chosen = {path for path in candidates if tree.shippable(path, hard_rules_only=True)}
     for pattern in include_globs:
         matches = tree.glob(pattern, INCLUDE_KEY)
         if not matches:
@@ -72,14 +97,31 @@ def sdist_files(
 class _Tree:
     """The walk rules of one sdist: which directories are entered, which files may ship."""
 
-    def __init__(self, root: Path, build: Path | None) -> None:
+    def __init__(
+        self,
+        root: Path,
+        build: Path | None,
+        out: Path | None,
+        ignores: IgnoreFiles | None,
+        artifacts: frozenset[tuple[Path, str]],
+    ) -> None:
         self.root = root
+        self.artifacts = artifacts
         self.build = build
+        self.out = out
+        self.ignores = ignores
         self._build_output: dict[Path, bool] = {}
 
-    def walk(self, top: Path) -> Iterator[Path]:
+    def enterable(self, path: Path) -> bool:
+        """Whether a tracked path may be read: it exists, and a link stays in the tree."""
+        if path.is_symlink() and path.is_dir() and not self._in_tree(path.resolve()):
+            return False
+        return path.exists()
+
+    def walk(self, top: Path, *, pruning: bool = False) -> Iterator[Path]:
         """Files below ``top``, following symlinked directories that stay in the tree; one
-        leading to a directory above it (a loop) or entered through another link is skipped."""
+        leading to a directory above it (a loop) or entered through another link is skipped.
+        ``pruning``: the default walk, which leaves out junk and ignored directories."""
         entered: set[Path] = set()
         chains: dict[str, frozenset[Path]] = {}
         for dirpath, dirnames, filenames in os.walk(top, followlinks=True):
@@ -89,6 +131,8 @@ class _Tree:
             for name in sorted(dirnames):
                 child = directory / name
                 if _junk_name(name, directory == self.root) or self._is_build_output(child):
+                    continue
+                if pruning and self.ignores is not None and self.ignores.ignored(child, True):
                     continue
                 if child.is_symlink():
                     target = child.resolve()
@@ -127,13 +171,20 @@ class _Tree:
             return False
         if target != path and not self._in_tree(target.parent):
             return False
+        if is_never_shipped(path) or self._under_out(path) or self._under_out(target):
+            return False
         if hard_rules_only:
             return True
         return not (
             JUNK_DIRS.intersection(relative.parts)
             or any(part.startswith(".venv") for part in relative.parts[:-1])
-            or (relative.parts[0] == "dist" and len(relative.parts) > 1)
+            or (relative.parts[0] in TOP_OUTPUT_DIRS and len(relative.parts) > 1)
+            or is_leftover(path, self.artifacts)
+            or (self.ignores is not None and self.ignores.ignored(path, False))
         )
+
+    def _under_out(self, path: Path) -> bool:
+        return self.out is not None and self.out != self.root and path.is_relative_to(self.out)
 
     def _in_tree(self, target: Path) -> bool:
         """Whether a link's (resolved) target is a part of the tree an sdist may ship from:
@@ -167,7 +218,7 @@ def _junk_name(name: str, at_top: bool) -> bool:
         name in VCS_DIRS
         or name in JUNK_DIRS
         or name.startswith(".venv")
-        or (at_top and name == "dist")
+        or (at_top and name in TOP_OUTPUT_DIRS)
     )
 
 

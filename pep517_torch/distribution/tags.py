@@ -28,22 +28,26 @@ def platform_tag() -> str:
     return platform
 
 
-def wheel_tag(has_native_code: bool, limited_api: str | None = None) -> str:
+def wheel_tag(
+    has_native_code: bool, limited_api: str | None = None, platform: str | None = None
+) -> str:
     """The tag of a wheel built here: ``py3-none-any``, ``cp311-cp311-<platform>`` or
     ``cp310-abi3-<platform>``.
 
-    ``limited_api`` is the minimum CPython of a limited-API build, as ``"cp310"``.
+    ``limited_api`` is the minimum CPython of a limited-API build, as ``"cp310"``; ``platform``
+    the platform tag (default: the interpreter's, ``linux_x86_64``).
     """
     if not has_native_code:
         return PURE_TAG
+    platform = platform or platform_tag()
     if limited_api is not None:
         _check_limited_api(limited_api)
-        return f"{limited_api}-abi3-{platform_tag()}"
+        return f"{limited_api}-abi3-{platform}"
     first = next(iter(tags.sys_tags()))
-    return f"{first.interpreter}-{first.abi}-{platform_tag()}"
+    return f"{first.interpreter}-{first.abi}-{platform}"
 
 
-def extensions_wheel_tag(limited_apis: Sequence[str | None]) -> str:
+def extensions_wheel_tag(limited_apis: Sequence[str | None], platform: str | None = None) -> str:
     """The tag of a wheel holding extensions built with these limited-API minimums (None: a
     full-API build): pure without extensions, abi3 for the highest minimum when every one is
     limited, the interpreter's own tag otherwise."""
@@ -52,8 +56,8 @@ def extensions_wheel_tag(limited_apis: Sequence[str | None]) -> str:
     if all(limited_apis):
         for target in limited_apis:
             _check_limited_api(target)  # type: ignore[arg-type]
-        return wheel_tag(True, limited_api.newest(limited_apis))  # type: ignore[arg-type]
-    return wheel_tag(True)
+        return wheel_tag(True, limited_api.newest(limited_apis), platform)  # type: ignore[arg-type]
+    return wheel_tag(True, platform=platform)
 
 
 def _check_limited_api(target: str) -> None:

@@ -41,8 +41,11 @@ def plan_dependencies(
     mode: TorchPinMode,
     torch_version: str | None,
     has_extensions: bool,
+    pin: Requirement | None = None,
 ) -> DependencyPlan:
-    """The dependencies of a build against ``torch_version`` (None: not known, as for an sdist).
+    """The dependencies of a build against ``torch_version`` (None: not known, as for an sdist);
+    ``pin``: the torch requirement the glue computed (a stable-ABI project's ``torch>=2.10``),
+    instead of ``torch_pin(torch_version, mode)``.
 
     A stable-ABI project (issue 20) writes ``torch>=2.10`` statically: it takes the static
     branch (``_static_torch``), which accepts any requirement the build torch satisfies.
@@ -60,7 +63,9 @@ def plan_dependencies(
     pins = has_extensions and mode != "none"
     if is_dynamic:
         own = [_requirement(text, TOOL_KEY) for text in tool_dependencies or ()]
-        pin = torch_pin(torch_version, mode) if pins and torch_version else None
+        if pin is None and pins and torch_version:
+            pin = torch_pin(torch_version, mode)
+        pin = pin if pins else None
         return DependencyPlan(tuple(merge_requirements(own, [pin] if pin else [])), pins, False)
     if not pins:
         return DependencyPlan(None, False, False)

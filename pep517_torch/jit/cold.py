@@ -28,6 +28,8 @@ SPEC_ARGUMENTS = (
     ("extra_cuda_cflags", "extra_cuda_cflags"),
     ("extra_ldflags", "extra_ldflags"),
     ("with_cuda", "with_cuda"),
+    ("stable_abi", "stable_abi"),
+    ("py_limited_api", "stable_abi"),
 )
 
 
@@ -42,8 +44,19 @@ def _spec(request: JitRequest, target: str) -> ExtensionSpec:
         with_cuda=request.with_cuda,
         kind=Kind(request.kind),
         python_abi_suffix=False,
+        stable_abi=request.stable_abi,
+        py_limited_api=_limited_api(request),
         keys=SPEC_ARGUMENTS,
     )
+
+
+def _limited_api(request: JitRequest) -> str | None:
+    """A stable-ABI build is a limited-API one (cp310, torch's oldest CPython)."""
+    if request.stable_abi is None:
+        return None
+    from ..limited_api import DEFAULT
+
+    return DEFAULT
 
 
 def _say(verbose: bool) -> Callable[[str], None] | None:

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from ..atomic import write_if_changed
-from ..core.ninja_syntax import unwritable_character
+from ..core.ninja_syntax import unnameable_character, unwritable_character
 from ..core.suffixes import CUDA_HEADER_SUFFIXES, is_header
 from ..errors import ConfigError
 from .request import ArtifactKind, JitRequest
@@ -34,6 +34,14 @@ def _one_line(values: Iterable[str], argument: str) -> None:
         problem = unwritable_character(value)
         if problem:
             raise ConfigError(f"{value!r} contains {problem}: it cannot reach a command line", argument)
+
+
+def _nameable(paths: Iterable[str], argument: str) -> None:
+    """Every source and build directory becomes a ninja build-line path."""
+    for path in paths:
+        problem = unnameable_character(path)
+        if problem:
+            raise ConfigError(f"{path!r} contains {problem}: rename or move it", argument)
 
 
 def _split_flags(flags: Sequence[str] | None, what: str) -> tuple[str, ...]:
@@ -80,10 +88,10 @@ def _build_directory(name: str, build_directory: str | os.PathLike[str] | None) 
     _one_line([os.environ.get("TORCH_EXTENSIONS_DIR", "")], "TORCH_EXTENSIONS_DIR")
     if build_directory is not None:
         path = Path(build_directory).expanduser().absolute()
-        _one_line([str(path)], "build_directory")
+        _nameable([str(path)], "build_directory")
         return path
     path = extensions_root() / name
-    _one_line([str(path)], "TORCH_EXTENSIONS_DIR")  # the default under ~/.cache
+    _nameable([str(path)], "TORCH_EXTENSIONS_DIR")  # the default under ~/.cache
     return path
 
 
@@ -121,6 +129,7 @@ def load(
     keep_intermediates: bool = True,
     *,
     use_pch: bool | None = None,
+    stable_abi: str | None = None,
 ) -> object:
     """Build (once) and load a C++/CUDA extension, like ``torch.utils.cpp_extension.load``.
 
@@ -128,10 +137,13 @@ def load(
     ``torch.ops`` and its path returned; with ``is_standalone=True`` the executable's path.
     ``use_pch`` (our addition; default on, ``PEP517_TORCH_PCH=0`` turns it off) shares a
     precompiled torch/extension.h between JIT extensions built with the same flags.
+    ``stable_abi`` (our addition, e.g. ``"2.10"``) builds against LibTorch's stable ABI for
+    every torch from that version on, as the ``stable-abi`` key does for wheels.
     ``keep_intermediates`` is accepted for compatibility (it only mattered for ROCm hipify).
     """
     del keep_intermediates
     _check_name(name)
+    _check_stable_abi(stable_abi)
     _refuse_sycl(None, extra_sycl_cflags, with_sycl)
     kind = _kind(is_python_module, is_standalone)
     if isinstance(sources, (str, os.PathLike)):
@@ -144,7 +156,7 @@ def load(
     paths, headers = [], []
     for source in sources:
         path = os.path.abspath(os.path.expanduser(os.fspath(source)))
-        _one_line([path], "sources")
+        _nameable([path], "sources")
         (headers if is_header(path) else paths).append(path)
     if not paths:
         raise ConfigError(f"extension {name!r}: sources holds only headers", "sources")
@@ -159,8 +171,21 @@ def load(
         ldflags=_split_flags(extra_ldflags, "extra_ldflags"),
         with_cuda=with_cuda,
         kind=kind,
+        stable_abi=stable_abi,
     )
     return jit_load(request, _build_directory(name, build_directory), verbose=verbose, pch=use_pch)
+
+
+def _check_stable_abi(target: object) -> None:
+    if target is None:
+        return
+    from ..stable_abi import problem
+
+    if not isinstance(target, str):
+        raise ConfigError(f"must be a str such as '2.10', not {type(target).__name__}", "stable_abi")
+    message = problem(target)
+    if message:
+        raise ConfigError(message, "stable_abi")
 
 
 def _bindings(functions: str | Sequence[str] | Mapping[str, str], with_error_handling: bool) -> str:
@@ -215,6 +240,8 @@ def load_inline(
     keep_intermediates: bool = True,
     use_pch: bool | None = None,
     no_implicit_headers: bool = False,
+    *,
+    stable_abi: str | None = None,
 ) -> object:
     """Like ``torch.utils.cpp_extension.load_inline``: sources as strings.
 
@@ -222,7 +249,11 @@ def load_inline(
     written into torch's install folder, ours into a shared cache next to the JIT builds.
     """
     _check_name(name)
+    _check_stable_abi(stable_abi)
     _refuse_sycl(sycl_sources, extra_sycl_cflags, with_sycl)
+    if stable_abi is not None and functions is not None:
+        raise ConfigError("binds functions with pybind11, which the stable ABI excludes: register"
+                          " operators with STABLE_TORCH_LIBRARY instead", "functions")
     build_dir = _build_directory(name, build_directory)
     for flags, argument in ((extra_cflags, "extra_cflags"), (extra_cuda_cflags, "extra_cuda_cflags"),
                             (extra_ldflags, "extra_ldflags")):
@@ -230,7 +261,7 @@ def load_inline(
     _include_dirs(extra_include_paths)
     cpp = [cpp_sources] if isinstance(cpp_sources, str) else list(cpp_sources)
     if not no_implicit_headers:
-        cpp.insert(0, "#include <torch/extension.h>")
+        cpp.insert(0, "#include <torch/csrc/stable/library.h>" if stable_abi else "#include <torch/extension.h>")
     if functions is not None:
         cpp.append(_bindings(functions, with_pytorch_error_handling))
     build_dir.mkdir(parents=True, exist_ok=True)
@@ -240,7 +271,8 @@ def load_inline(
     if cuda_sources:
         cuda = [cuda_sources] if isinstance(cuda_sources, str) else list(cuda_sources)
         if not no_implicit_headers:
-            cuda[:0] = ["#include <torch/types.h>", "#include <cuda.h>", "#include <cuda_runtime.h>"]
+            torch_header = "<torch/csrc/stable/library.h>" if stable_abi else "<torch/types.h>"
+            cuda[:0] = [f"#include {torch_header}", "#include <cuda.h>", "#include <cuda_runtime.h>"]
         kernel = build_dir / "cuda.cu"
         write_if_changed(kernel, "\n".join(cuda) + "\n")
         sources.append(str(kernel))
@@ -256,4 +288,5 @@ def load_inline(
         with_cuda=with_cuda,
         is_python_module=is_python_module,
         use_pch=use_pch,
+        stable_abi=stable_abi,
     )

@@ -24,11 +24,15 @@ class JitRequest:
     ldflags: tuple[str, ...] = ()
     with_cuda: bool | None = None
     kind: ArtifactKind = "module"
+    stable_abi: str | None = None  # LibTorch stable-ABI target ("2.10"), our addition
 
     def canonical(self) -> str:
         """Every field as sorted JSON: the request's part of the stamp's key, the same in
-        every process and Python version."""
+        every process and Python version (an unset stable_abi is left out: the keys of
+        builds that never used it stay what they were)."""
         fields = {name: getattr(self, name) for name in self.__dataclass_fields__}
+        if fields["stable_abi"] is None:
+            del fields["stable_abi"]
         return json.dumps(fields, sort_keys=True)
 
     def artifact(self, build_dir: Path, target: str) -> Path:

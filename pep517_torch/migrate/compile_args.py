@@ -1,8 +1,9 @@
 """What an extension's compile and link arguments say in pep517_torch's own keys.
 
 ``-fopenmp`` is ``openmp = true`` (and the define that comes with it is ours to add), ``-s``
-is ``strip = true``, a ``Py_LIMITED_API`` define is the limited-API target (pep517_torch
-defines it); everything else stays a flag, verbatim.
+is ``strip = true``, a ``Py_LIMITED_API`` define is the limited-API target and, with it, a
+``TORCH_TARGET_VERSION`` define is ``stable-abi`` (pep517_torch defines both); everything else
+stays a flag, verbatim.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import limited_api
+from .. import stable_abi
 from ..core.flags import OPENMP_DEFINE
 
 LIMITED_API_DEFINE = "Py_LIMITED_API"
@@ -29,6 +31,7 @@ class Arguments:
     openmp: bool = False
     strip: bool = False
     limited_api_value: str | int | bool | None = None  # a Py_LIMITED_API define's value, if any
+    stable_abi: str | None = None  # a TORCH_TARGET_VERSION define's target ("2.10"), if any
 
 
 def macro_value(value: Any) -> str | int | bool:
@@ -88,4 +91,20 @@ def interpret(macros: dict[str, str | int | bool], cflags: list[str], cuda_flags
         args.cuda_flags, in_cuda_flags = take_define(args.cuda_flags, LIMITED_API_DEFINE)
         if args.limited_api_value is None and in_cflags + in_cuda_flags:
             args.limited_api_value = (in_cflags + in_cuda_flags)[0]
+        _take_stable_abi(args)
     return args
+
+
+def _take_stable_abi(args: Arguments) -> None:
+    """A TORCH_TARGET_VERSION define (macro, C++ or nvcc flag) whose every value names one
+    target becomes that target; anything else stays as it was."""
+    name = stable_abi.MACRO
+    values = [args.macros[name]] if name in args.macros else []
+    values += take_define(args.cflags, name)[1] + take_define(args.cuda_flags, name)[1]
+    targets = {stable_abi.target_of_macro(value) for value in values}
+    if not values or len(targets) != 1 or None in targets:
+        return
+    args.macros.pop(name, None)
+    args.cflags = take_define(args.cflags, name)[0]
+    args.cuda_flags = take_define(args.cuda_flags, name)[0]
+    args.stable_abi = targets.pop()

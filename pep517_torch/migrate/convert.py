@@ -165,6 +165,8 @@ def convert_extension(
     if limited:
         define_tag = limited_api_tag(args.limited_api_value)
         table["py-limited-api"] = options.get("py_limited_api") or define_tag or True
+        if args.stable_abi:
+            table["stable-abi"] = args.stable_abi
     elif LIMITED_API_DEFINE in macros or take_define(cflags, LIMITED_API_DEFINE)[1]:
         note("defines Py_LIMITED_API without py_limited_api=True: the wheel is not abi3")
     for macro in ext.undef_macros or []:
@@ -235,10 +237,13 @@ def _layout(kwargs: dict[str, Any], paths: _Paths, converted: Converted) -> None
         tool["packages"] = roots
     elif not kwargs.get("py_modules"):
         notes.append(("tool", "setup() lists no packages: pep517_torch discovers them"))
-    for shared in sorted(set(roots) & SHARED_NAMES):
-        notes.append(("tool", f"a top-level package named {shared!r} ships (find_packages()"
-                      " finds it): it collides with every other project that ships one; drop it"
-                      " from packages (find_packages(exclude=[...]) left it in)"))
+    shipped = listed
+    for shared in sorted({p.split(".")[0] for p in shipped} & SHARED_NAMES):
+        family = [p for p in shipped if p.split(".")[0] == shared]
+        notes.append(("tool", f"a top-level package named {shared!r} ships ({', '.join(family)};"
+                      " find_packages() finds it): it collides with every other project that"
+                      f" ships one; drop it from packages (find_packages(exclude=[{shared!r}])"
+                      f" leaves its subpackages in: exclude [{shared!r}, '{shared}.*'])"))
     if kwargs.get("py_modules"):
         tool["py-modules"] = [str(m) for m in kwargs["py_modules"]]
 

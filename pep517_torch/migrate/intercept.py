@@ -16,6 +16,7 @@ import contextlib
 import io
 import os
 import sys
+import tempfile
 import traceback
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -88,6 +89,38 @@ def describe_exception(exc: BaseException, path: Path) -> str:
     return text
 
 
+class _CapturedOutput:
+    """What setup.py prints, into a real (temporary) file: ``sys.stdout`` and ``sys.stderr``
+    are text streams as Python makes them, with ``reconfigure``, ``buffer``, ``fileno`` and
+    ``encoding`` (setup.py files call ``sys.stderr.reconfigure(line_buffering=True)``); both
+    write through in order, and closing one loses nothing."""
+
+    def __init__(self) -> None:
+        self._file = tempfile.TemporaryFile()
+        self._reader = os.dup(self._file.fileno())
+        self.stdout = self._stream()
+        self.stderr = self._stream()
+
+    def _stream(self) -> io.TextIOWrapper:
+        raw = io.FileIO(self._file.fileno(), "wb", closefd=False)
+        return io.TextIOWrapper(io.BufferedWriter(raw), encoding="utf-8", errors="replace",
+                                line_buffering=True, write_through=True)
+
+    def text(self) -> str:
+        for stream in (self.stdout, self.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):  # closed by setup.py: it flushed when it closed
+                pass
+        os.lseek(self._reader, 0, os.SEEK_SET)
+        chunks = []
+        while chunk := os.read(self._reader, 1 << 16):
+            chunks.append(chunk)
+        os.close(self._reader)
+        self._file.close()
+        return b"".join(chunks).decode("utf-8", "replace")
+
+
 def run_setup(
     path: Path, *, env: Mapping[str, str | None] | None = None, cuda: bool | None = None
 ) -> SetupRun:
@@ -117,14 +150,14 @@ def run_setup(
 
     run = SetupRun(path)
     recorder = Recorder(run, cuda)
-    output = io.StringIO()
+    output = _CapturedOutput()
     namespace = {"__name__": "__main__", "__file__": str(path), "__builtins__": builtins,
                  "__doc__": None, "__package__": None, "__spec__": None}
     before = set(sys.modules)
     with _process_state(path, env or {}):
         try:
-            with patched(recorder), contextlib.redirect_stdout(output), \
-                    contextlib.redirect_stderr(output):
+            with patched(recorder), contextlib.redirect_stdout(output.stdout), \
+                    contextlib.redirect_stderr(output.stderr):
                 exec(code, namespace)
         except SystemExit as exc:
             if exc.code not in (None, 0):
@@ -134,7 +167,7 @@ def run_setup(
             message = f"{path}: setup.py raised {describe_exception(exc, path)}"
             raise MigrateError(message, run) from None
         finally:
-            run.output = output.getvalue()
+            run.output = output.text()
         run.imported = _third_party_imports(before, path.parent)
     if run.setup_calls == 0:
         raise MigrateError(f"{path}: setup() was never called (is it behind a condition?)")

@@ -32,8 +32,10 @@ def describe(value: str | None) -> str:
 def _differs(first: Converted, second: Converted, suffix_env: bool) -> Diff:
     """The difference, less a version change that `suffix-env` already expresses."""
     found = diff(first, second)
-    if suffix_env:
-        found.project_keys = [k for k in found.project_keys if k != "version"]
+    if suffix_env:  # the version, its `dynamic` entry and [tool.torch-ext.version] are said
+        found.project_keys = [k for k in found.project_keys if k not in ("version", "dynamic")]
+        found.changes = [c for c in found.changes
+                         if not (c.extension is None and c.key == "version")]
     return found
 
 
@@ -60,14 +62,20 @@ def _suffix_env(plan: Plan, name: str, base_version: str) -> str:
         f" base = {json.dumps(base_version)}, suffix-env = {json.dumps(name)}"
 
 
-def _suggest_copy(plan: Plan, name: str, base: Converted, marked: Converted) -> None:
+def _suggest_copy(plan: Plan, name: str, base: Converted, marked: Converted, cuda: bool) -> None:
     placeholder = f"<value of {name}>"
     changes = diff(base, marked)
     body = [(c.dotted_key(), json.loads(json.dumps(c.value).replace(MARKER, placeholder)))
             for c in changes.changes if c.value is not MISSING]
-    plan.overrides.append(Override({"env": {name: True}}, body, [
-        f"setup.py copies ${name} into these settings: write the values you build with"],
-        disabled=True))
+    condition: dict[str, object] = {"env": {name: True}, **({"cuda": True} if cuda else {})}
+    where = " (in its CUDA branch)" if cuda else ""
+    plan.overrides.append(Override(condition, body, [
+        f"setup.py copies ${name} into these settings{where}: write the values you build"
+        " with"], disabled=True))
+
+
+def _copied_in(marked: Outcome) -> bool:
+    return isinstance(marked, Converted) and MARKER in json.dumps([marked.tool, marked.extensions])
 
 
 def _scheme(current: str | None, results: Mapping[bool | None, Mapping[str | None, Outcome]],
@@ -119,10 +127,18 @@ def _vary(plan: Plan, runner: Runner, name: str, references: dict[bool | None, C
     version_base = None
     if isinstance(marked, Converted):
         version_base = _version_base(base, marked, os.environ.get(name))
-    if version_base is None and isinstance(marked, Converted) and MARKER in json.dumps(
-            [marked.tool, marked.extensions]):
-        plan.environment.append(f"{header}; setup.py copies its value into the configuration")
-        _suggest_copy(plan, name, base, marked)
+    # a free-form value (`os.getenv("NVCC_FLAGS", "").split(" ")`) may be read in the CUDA
+    # branch only: look for the marker in every mode, not just the base one
+    copied = {base_mode: marked} if _copied_in(marked) else {
+        mode: outcome for mode in references if mode != base_mode
+        if _copied_in(outcome := runner({name: MARKER}, mode))}
+    if version_base is None and copied:
+        mode, outcome = next(iter(copied.items()))
+        cuda_on = mode is True and base_mode is not True
+        plan.environment.append(f"{header}; setup.py copies its value into the configuration"
+                                + (" (with CUDA on)" if cuda_on else ""))
+        assert isinstance(outcome, Converted)
+        _suggest_copy(plan, name, references[mode], outcome, cuda_on)
         return
     tried: list[str | None] = ["1", "0"] if current is None else [None]
     results = {mode: {value: runner({name: value}, mode) for value in tried}

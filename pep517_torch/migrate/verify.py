@@ -35,7 +35,7 @@ def _facts(env: Mapping[str, str | None], cuda: bool | None, here: Facts) -> Fac
     if cuda is None:
         return dataclasses.replace(here, env=merged)
     return dataclasses.replace(here, env=merged, torch_cuda=FAKE_TORCH_CUDA if cuda else None,
-                               nvcc_available=cuda)
+                               nvcc_available=cuda, nvcc_lookup=None)
 
 
 def _specs(root: Path, document: Mapping[str, Any], facts: Facts) -> dict[str, Any] | str:

@@ -1,0 +1,103 @@
+"""What the tool probes found, remembered on disk: a no-op build starts no compiler and no nvcc.
+
+A probe (a compiler's ``--version``, nvcc's version and GPU codes, the toolkit behind an nvcc
+wrapper script) answers from the files it runs. Its answer is stored under the probe's kind, its
+arguments and the stamps (path, mtime, size, ctime, inode) of those files, in
+``<cache root>/probes.json`` (the machine-wide cache directory of :mod:`.pch_cache`): a replaced,
+rebuilt or touched tool has other stamps and is probed again. Failures are never stored, and a
+cache that cannot be read or written only means the probe runs.
+
+The config layer needs nvcc's version before the build directory is known (``cuda = "auto"``
+picks the ``{cuda}`` in its name), so the cache lives beside the PCH cache, not in a build
+directory; what it holds is a fact about this machine's files, shared by every project.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+from ..atomic import write_atomic
+from .pch_cache import cache_root
+
+FILE = "probes.json"
+VERSION = 1
+MAX_ENTRIES = 64  # oldest first out: stale stamps of replaced tools do not pile up
+DISABLE_ENV = "PEP517_TORCH_NO_PROBE_CACHE"  # set (non-empty): every probe runs
+
+T = TypeVar("T")
+
+
+def stamps(files: Sequence[str | Path]) -> list[list[Any]]:
+    """The stamps a probe's answer is keyed by (a missing file, e.g. a config file the tool
+    would read, is stamped as missing: creating it changes the key)."""
+    found: list[list[Any]] = []
+    for file in files:
+        try:
+            st = os.stat(file)
+        except OSError:
+            found.append([str(file)])
+            continue
+        found.append([str(file), st.st_mtime_ns, st.st_size, st.st_ctime_ns, st.st_ino])
+    return found
+
+
+def _location(env: Mapping[str, str] | None) -> Path | None:
+    merged = {**os.environ, **(env or {})}
+    if merged.get(DISABLE_ENV):
+        return None
+    return cache_root(merged) / FILE
+
+
+def _read(location: Path) -> dict[str, Any]:
+    try:
+        state = json.loads(location.read_bytes())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(state, dict) or state.get("version") != VERSION:
+        return {}
+    entries = state.get("entries")
+    return entries if isinstance(entries, dict) else {}
+
+
+def remembered(
+    kind: str,
+    arguments: Sequence[str],
+    files: Sequence[str | Path],
+    probe: Callable[[], T],
+    *,
+    env: Mapping[str, str] | None = None,
+    encode: Callable[[T], Any] = lambda value: value,
+    decode: Callable[[Any], T] = lambda value: value,
+) -> T:
+    """``probe()``'s answer for ``kind`` + ``arguments`` while ``files`` keep their stamps: from
+    the cache when it has one, else probed (and stored when the probe succeeds)."""
+    location = _location(env)
+    key = json.dumps([kind, list(arguments), stamps(files)])
+    if location is not None:
+        entries = _read(location)
+        if key in entries:
+            try:
+                return decode(entries[key])
+            except (TypeError, ValueError, KeyError, IndexError):
+                pass  # a damaged entry: probe again
+    value = probe()
+    if location is not None:
+        _store(location, key, encode(value))
+    return value
+
+
+def _store(location: Path, key: str, value: Any) -> None:
+    entries = _read(location)  # again: another build may have added entries meanwhile
+    entries.pop(key, None)
+    entries[key] = value
+    while len(entries) > MAX_ENTRIES:
+        entries.pop(next(iter(entries)))
+    try:
+        location.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(location, json.dumps({"version": VERSION, "entries": entries}))
+    except OSError:
+        pass  # an unwritable cache costs the next build a probe, nothing else

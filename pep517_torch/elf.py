@@ -1,0 +1,140 @@
+"""What a linked ELF file needs from others, read with pyelftools (never by parsing ``nm``).
+
+A leaf both the compile core's stable-ABI audit and the distribution layer's manylinux tag use:
+the NEEDED libraries, the undefined dynamic symbols with the symbol version (``GLIBC_2.32``)
+and library each one binds to, and an object file's undefined symbols (who needs a symbol).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import functools
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import BuildError
+
+
+@dataclass(frozen=True)
+class Needed:
+    """An undefined dynamic symbol: its name, and the version (``GLIBC_2.32``) and library
+    (``libc.so.6``) it is bound to, when the link recorded one."""
+
+    name: str
+    version: str | None = None
+    library: str | None = None
+
+
+@dataclass(frozen=True)
+class DynamicInfo:
+    path: Path
+    needed_libraries: tuple[str, ...]  # DT_NEEDED, in order
+    undefined: tuple[Needed, ...]  # undefined, non-weak dynamic symbols
+
+
+def is_elf(path: Path) -> bool:
+    try:
+        with path.open("rb") as file:
+            return file.read(4) == b"\x7fELF"
+    except OSError:
+        return False
+
+
+def read_dynamic(path: Path) -> DynamicInfo:
+    """The NEEDED libraries and undefined dynamic symbols of ``path``."""
+    from elftools.common.exceptions import ELFError
+    from elftools.elf.dynamic import DynamicSection
+    from elftools.elf.elffile import ELFFile
+    from elftools.elf.gnuversions import GNUVerNeedSection, GNUVerSymSection
+
+    try:
+        with path.open("rb") as stream:
+            elf = ELFFile(stream)
+            needed: list[str] = []
+            versions: dict[int, tuple[str, str]] = {}  # version index -> (version, library)
+            versym = dynsym = None
+            for section in elf.iter_sections():
+                if isinstance(section, DynamicSection):
+                    needed += [t.needed for t in section.iter_tags() if t.entry.d_tag == "DT_NEEDED"]
+                elif isinstance(section, GNUVerNeedSection):
+                    for library, auxiliaries in section.iter_versions():
+                        for aux in auxiliaries:
+                            versions[aux.entry.vna_other] = (aux.name, library.name)
+                elif isinstance(section, GNUVerSymSection):
+                    versym = section
+                elif section.name == ".dynsym":
+                    dynsym = section
+            undefined: list[Needed] = []
+            for index, symbol in enumerate(dynsym.iter_symbols() if dynsym is not None else ()):
+                if not symbol.name or symbol.entry.st_shndx != "SHN_UNDEF":
+                    continue
+                if symbol.entry.st_info.bind == "STB_WEAK":
+                    continue  # __gmon_start__, _ITM_*: optional, absent is fine
+                version = library = None
+                if versym is not None:
+                    number = versym.get_symbol(index).entry.ndx
+                    number = number if isinstance(number, int) else 0
+                    version, library = versions.get(number & 0x7FFF, (None, None))
+                undefined.append(Needed(symbol.name, version, library))
+            return DynamicInfo(path, tuple(needed), tuple(undefined))
+    except (OSError, ELFError) as exc:
+        raise BuildError(f"cannot read {path} as an ELF file: {exc}") from None
+
+
+def object_undefined(path: Path) -> frozenset[str]:
+    """The undefined symbols of an object file (its ``.symtab``)."""
+    from elftools.common.exceptions import ELFError
+    from elftools.elf.elffile import ELFFile
+
+    try:
+        with path.open("rb") as stream:
+            table = ELFFile(stream).get_section_by_name(".symtab")
+            if table is None:
+                return frozenset()
+            return frozenset(
+                s.name for s in table.iter_symbols()
+                if s.name and s.entry.st_shndx == "SHN_UNDEF"
+            )
+    except (OSError, ELFError):
+        return frozenset()
+
+
+def users(symbol: str, objects: Iterable[Path]) -> list[Path]:
+    """The object files among ``objects`` that leave ``symbol`` undefined: who needs it."""
+    return [o for o in objects if symbol in object_undefined(o)]
+
+
+@functools.cache
+def _cxa_demangle():  # type: ignore[no-untyped-def]
+    name = ctypes.util.find_library("stdc++") or "libstdc++.so.6"
+    try:
+        function = ctypes.CDLL(name).__cxa_demangle
+    except (OSError, AttributeError):
+        return None
+    function.restype = ctypes.c_void_p
+    function.argtypes = [
+        ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_size_t),
+        ctypes.POINTER(ctypes.c_int),
+    ]
+    return function
+
+
+@functools.cache
+def demangle(symbol: str) -> str:
+    """``_ZN3c104impl...`` -> ``c10::impl::...`` (libstdc++'s own demangler); other names as
+    they are."""
+    function = _cxa_demangle()
+    if function is None or not symbol.startswith("_Z"):
+        return symbol
+    status = ctypes.c_int()
+    pointer = function(symbol.encode(), None, None, ctypes.byref(status))
+    if not pointer or status.value != 0:
+        return symbol
+    try:
+        return ctypes.string_at(pointer).decode("utf-8", "replace")
+    finally:
+        libc = ctypes.CDLL(None)
+        libc.free.argtypes = [ctypes.c_void_p]
+        libc.free(pointer)

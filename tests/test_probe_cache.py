@@ -1,0 +1,67 @@
+"""The probe cache (core/probe_cache.py): answers kept while the files a probe read keep their
+stamps; a touched or replaced file is probed again, a failure never stored. Nothing runs."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from pep517_torch.core import probe_cache
+
+
+def test_answers_follow_the_stamps_of_the_files_read(tmp_path: Path) -> None:
+    env = {"PEP517_TORCH_CACHE_DIR": str(tmp_path / "cache")}
+    tool = tmp_path / "c++"
+    tool.write_text("#!/bin/sh\n")
+    config = tmp_path / "absent.conf"  # a file the tool would read, not there yet
+    calls: list[int] = []
+
+    def probe() -> str:
+        calls.append(1)
+        return f"version {len(calls)}"
+
+    def ask() -> str:
+        return probe_cache.remembered("compiler", ["c++"], [tool, config], probe, env=env)
+
+    assert ask() == "version 1" and ask() == "version 1" and len(calls) == 1
+    os.utime(tool, ns=(1, 1))  # touched, even back in time: asked again
+    assert ask() == "version 2"
+    config.write_text("x")  # the config file appears
+    assert ask() == "version 3" and ask() == "version 3"
+    assert probe_cache.remembered("compiler", ["c++", "-m32"], [tool, config], probe, env=env) == "version 4"
+
+    def failing() -> str:
+        raise RuntimeError("not a compiler")
+
+    tool.write_text("#!/bin/sh\nexit 1\n")
+    with pytest.raises(RuntimeError, match="not a compiler"):
+        probe_cache.remembered("compiler", ["c++"], [tool, config], failing, env=env)
+    assert ask() == "version 5"  # the failure was not stored
+    off = {**env, probe_cache.DISABLE_ENV: "1"}
+    assert probe_cache.remembered("compiler", ["c++"], [tool, config], probe, env=off) == "version 6"
+
+
+def test_a_damaged_or_unwritable_cache_only_costs_a_probe(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / probe_cache.FILE).write_text("{not json")
+    env = {"PEP517_TORCH_CACHE_DIR": str(cache)}
+    assert probe_cache.remembered("nvcc", [], [tmp_path], lambda: [1, 2], env=env) == [1, 2]
+    assert probe_cache.remembered("nvcc", [], [tmp_path], lambda: [3], env=env) == [1, 2]
+    blocked = {"PEP517_TORCH_CACHE_DIR": str(tmp_path / "file" / "under")}
+    (tmp_path / "file").write_text("")
+    assert probe_cache.remembered("nvcc", [], [tmp_path], lambda: "ok", env=blocked) == "ok"
+
+
+def test_up_to_date_reads_back_every_path_the_writer_escaped() -> None:
+    from pep517_torch.core import ninja_syntax, up_to_date
+
+    writer = ninja_syntax.NinjaWriter()
+    hostile = ["a b.o", "c$d:e.o", "/abs/dir with spaces/ü.cpp", "x$$ y;z#h.h"]
+    writer.build([hostile[0]], "cxx", [hostile[2]], implicit=[hostile[3]], order_only=["stub"])
+    writer.build([hostile[1], "second.o"], "link", [hostile[0]], variables={"desc": "a: b"})
+    outputs, inputs = up_to_date.edge_files(writer.text())
+    assert outputs == {hostile[0], hostile[1], "second.o"}
+    assert inputs == {hostile[2], hostile[3], "stub", hostile[0]}
