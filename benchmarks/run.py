@@ -62,6 +62,7 @@ build-backend = "setuptools.build_meta"
 [project]
 name = "benchops"
 version = "0.1.0"
+dynamic = ["dependencies"]
 """
 # setup.py owns the metadata here, so our setuptools face can add the torch pin.
 OURS_SETUP_PYPROJECT = """\

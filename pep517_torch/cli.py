@@ -1,4 +1,5 @@
-"""``python -m pep517_torch`` / ``pep517-torch``: wheel, sdist, doctor, cache, trace, migrate.
+"""``python -m pep517_torch`` / ``pep517-torch``: wheel, sdist, index, doctor, cache, trace,
+migrate.
 
 ``wheel`` builds against the torch installed in *this* environment (no isolation, never a
 download): the wheel runs with exactly the torch it was built for.
@@ -76,6 +77,8 @@ def missing_build_requirements(root: Path) -> list[str]:
             ) from None
         if requirement.marker is not None and not requirement.marker.evaluate():
             continue
+        if _is_this_backend(requirement):
+            continue
         try:
             installed = metadata.version(requirement.name)
         except metadata.PackageNotFoundError:
@@ -86,10 +89,29 @@ def missing_build_requirements(root: Path) -> list[str]:
     return missing
 
 
+def _is_this_backend(requirement: object) -> bool:
+    """The running pep517_torch satisfies a requirement on itself, installed or not (a
+    ``--python`` build imports it from this checkout)."""
+    from packaging.utils import canonicalize_name
+
+    from ._version import __version__
+
+    name = getattr(requirement, "name", "")
+    specifier = getattr(requirement, "specifier", None)
+    return canonicalize_name(name) == "pep517-torch" and (
+        specifier is None or specifier.contains(__version__, prereleases=True)
+    )
+
+
 def _wheel(args: argparse.Namespace) -> int:
     from . import project
 
     root = Path(args.path).resolve()
+    if args.python:
+        from .matrix import build_matrix
+
+        out = Path(args.outdir) if args.outdir else root / "dist"
+        return build_matrix(root, out.resolve(), args.python, args.config_setting)
     missing = missing_build_requirements(root)
     if missing:
         quoted = " ".join(f"'{m.split(' (')[0]}'" for m in missing)
@@ -113,6 +135,21 @@ def _sdist(args: argparse.Namespace) -> int:
     out = Path(args.outdir) if args.outdir else root / "dist"
     name = project.build_sdist(root, out.resolve(), _config_settings(args.config_setting))
     print(f"pep517_torch: wrote {out / name}")
+    return 0
+
+
+def _index(args: argparse.Namespace) -> int:
+    from .distribution.index import page_name, write_index
+
+    directory = Path(args.directory).resolve()
+    variants, unrecorded = write_index(directory)
+    for variant, wheels in variants.items():
+        print(f"pep517_torch: {directory / page_name(variant)}: {len(wheels)} wheel"
+              f"{'s' if len(wheels) != 1 else ''} built for torch {variant}")
+    for wheel in unrecorded:
+        print(f"pep517_torch: {wheel.path.name}: no torch build record (not built against"
+              " torch by pep517_torch): on no variant page")
+    print(f"pep517_torch: wrote {directory / 'index.html'}")
     return 0
 
 
@@ -251,6 +288,16 @@ def _parser() -> argparse.ArgumentParser:
             "-C", "--config-setting", action="append", default=[], metavar="KEY=VALUE",
             help="a setting, as pip's --config-settings (e.g. -Cbuild-type=debug); keys below",
         )
+        if name == "wheel":
+            sub.add_argument(
+                "--python", action="append", default=[], metavar="PY",
+                help="build with this interpreter and its torch instead (repeat: one wheel"
+                " each, then a table)",
+            )
+    index = commands.add_parser(
+        "index", help="write PEP 503 find-links pages, one per torch variant, for DIR's wheels"
+    )
+    index.add_argument("directory", metavar="DIR", help="the folder of wheels (pages go there)")
     doctor = commands.add_parser("doctor", help="check torch, compilers, nvcc, ninja, memory")
     doctor.add_argument("path", nargs="?", default=".", help="project directory to check too")
     cache = commands.add_parser(
@@ -275,7 +322,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv[:1] == ["migrate"]:
         return _migrate(argv[1:])
     args = _parser().parse_args(argv)
-    handlers = {"wheel": _wheel, "sdist": _sdist, "doctor": _doctor, "cache": _cache, "trace": _trace}
+    handlers = {"wheel": _wheel, "sdist": _sdist, "doctor": _doctor, "cache": _cache,
+                "trace": _trace, "index": _index}
     try:
         return handlers[args.command](args)
     except Pep517TorchError as exc:

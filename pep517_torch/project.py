@@ -23,12 +23,14 @@ from .core.graph import artifact_name
 from .core.spec import ExtensionSpec, Kind
 from .distribution import metadata as dist_metadata
 from .distribution import tags
+from .distribution.import_guard import Guard
 from .distribution.reproducible import source_date_epoch
 from .errors import ConfigError, ToolchainError
 
 if TYPE_CHECKING:
     from .core.build import BuildResult
     from .distribution.editable import RebuildCommand
+    from .distribution import torch_requirement
     from .distribution.wheel import WheelWriter
 
 ConfigSettings = Mapping[str, "str | list[str]"] | None
@@ -45,6 +47,7 @@ class Loaded:
     metadata: dist_metadata.ProjectMetadata
     env: Mapping[str, str]  # the caller's environment (the build passes only part of it on)
     toolkit: object | None = None  # the CUDA toolkit resolving found, if it looked (core.cuda)
+    static_torch: bool = False  # a static torch requirement was kept: the import check guards
 
 
 def _torch_or_none() -> toolchain.TorchInstall | None:
@@ -143,18 +146,43 @@ def load(
     env = dict(os.environ if env is None else env)
     project, found = _resolve(root, config_settings, env)
     torch = found.torch
-    pin: list[Requirement] = []
-    if project.extensions and (for_build or project.torch_requirement != "none"):
+    if project.extensions and (for_build or project.torch_requirement != "none"
+                               or project.local_version == "torch"):
         if torch is None:
             toolchain.find_torch()  # raises the "torch is not installed" error
         assert torch is not None
-        requirement = _torch_pin(project, torch)
-        pin = [requirement] if requirement else []
+    build_torch = torch if project.extensions else None
+    pin = _torch_pin(project, build_torch) if build_torch is not None else None
+    plan = _dependency_plan(project, build_torch.version if build_torch else None, pin)
     metadata = dist_metadata.build_metadata(
         {"project": project.project_table}, project.root,
-        version=config.version_string(project, env), extra_requirements=pin,
+        version=config.version_string(project, env), dependencies=plan.dependencies,
     )
-    return Loaded(project, torch, metadata, env, found.toolkit)
+    if build_torch is not None and project.local_version == "torch":
+        _add_local_label(metadata, build_torch)
+    return Loaded(project, torch, metadata, env, found.toolkit, plan.static_torch)
+
+
+def _dependency_plan(
+    project: config.ResolvedProject, torch_version: str | None, pin: Requirement | None = None
+) -> torch_requirement.DependencyPlan:
+    """What Requires-Dist may hold (PEP 621): the pin only into a dynamic ``dependencies``."""
+    from .distribution import torch_requirement
+
+    return torch_requirement.plan_dependencies(
+        project.project_table, project.dependencies, project.torch_requirement,
+        torch_version, bool(project.extensions), pin,
+    )
+
+
+def _add_local_label(metadata: dist_metadata.ProjectMetadata, torch: toolchain.TorchInstall) -> None:
+    """local-version = "torch": the wheel's version names its torch (``+pt213cpu``)."""
+    from packaging.version import Version
+
+    from .distribution.torch_requirement import local_label, with_local_label
+
+    label = local_label(torch.version, torch.cuda)
+    metadata.standard.version = Version(with_local_label(metadata.version, label))
 
 
 def _torch_pin(project: config.ResolvedProject, torch: toolchain.TorchInstall) -> Requirement | None:
@@ -232,14 +260,25 @@ def build_wheel(root: Path, out_dir: Path, config_settings: ConfigSettings, *, e
                 for arcname, path in files:
                     wheel.add_file(arcname, path)
                 for spec in project.extensions:
-                    guard = _guard_torch(loaded, spec)
+                    guard = _guard_torch(loaded, spec, artifacts[spec.name])
                     add_artifact(wheel, artifact_name(spec), spec.name, artifacts[spec.name], guard,
                                  spec.stable_abi)
+                _record_build_torch(loaded)
             wheel.finish(meta)
     ninja = result.run.seconds if result else 0.0
     overhead = time.perf_counter() - started - ninja
     log(f"pep517_torch: wrote {wheel.path} (ninja {ninja:.2f} s, pep517_torch {overhead:.2f} s)")
     return wheel.filename
+
+
+def _record_build_torch(loaded: Loaded) -> None:
+    """A wheel with binaries names the torch they were built against (``index`` sorts wheels
+    into find-links pages by it)."""
+    from .distribution.index import BUILD_RECORD, build_record
+
+    if loaded.project.extensions and loaded.torch is not None:
+        record = build_record(loaded.torch.version, loaded.torch.cuda)
+        loaded.metadata.extra_dist_info[BUILD_RECORD] = record
 
 
 def _platform_tag(project: config.ResolvedProject, result: BuildResult | None) -> str | None:
@@ -275,12 +314,24 @@ def _build_dir_lock(loaded: Loaded, editable: bool) -> contextlib.AbstractContex
     return build_lock(loaded.project.options.build_dir, f"{kind} of {meta.name} {meta.version}")
 
 
-def _guard_torch(loaded: Loaded, spec: ExtensionSpec) -> str | None:
-    """The torch version a module's import guard checks (torch-import-check), or None."""
-    if not (loaded.project.torch_import_check and spec.kind is Kind.MODULE):
+def _guard_torch(loaded: Loaded, spec: ExtensionSpec, built: Path) -> Guard | None:
+    """The torch a module's import guard checks (torch-import-check), or None. ``"auto"``
+    guards a kept static torch requirement and every module that links torch's CUDA
+    libraries or the CUDA runtime: no requirement can name the CUDA variant."""
+    from .distribution.elf import links_cuda
+
+    project, torch = loaded.project, loaded.torch
+    if spec.kind is not Kind.MODULE:
         return None
-    assert loaded.torch is not None
-    return loaded.torch.version
+    assert torch is not None
+    # the variant to protect is torch's: against a CPU torch, a module's own CUDA is no torch ABI
+    cuda_variant = torch.cuda is not None and links_cuda(built)
+    wanted = project.torch_import_check or (
+        project.torch_import_check_auto and (loaded.static_torch or cuda_variant)
+    )
+    if not wanted:
+        return None
+    return Guard(torch.version, torch.cuda if cuda_variant else None)
 
 
 def _add_editable(
@@ -379,12 +430,14 @@ def build_sdist(root: Path, out_dir: Path, config_settings: ConfigSettings) -> s
 
     project, _ = _resolve(root, config_settings, os.environ)
     # The sdist cannot know which torch its wheel will be built against: no pin in PKG-INFO,
-    # and Requires-Dist is declared dynamic (core metadata 2.2) for the wheel to add it.
-    dynamic = ["Requires-Dist"] if project.extensions and project.torch_requirement != "none" else []
+    # and Requires-Dist is declared dynamic (PEP 643) for the wheel to add it. It never
+    # carries the local label either (local-version names the wheel's torch).
+    plan = _dependency_plan(project, None)
     meta = dist_metadata.build_metadata(
         {"project": project.project_table}, project.root,
         version=config.version_string(project, os.environ),
-        dynamic_metadata=dynamic,
+        dynamic_metadata=["Requires-Dist"] if plan.pin_from_build else [],
+        dependencies=plan.dependencies,
     )
     files = sdist_files(
         project.root,

@@ -129,6 +129,7 @@ build-backend = "pep517_torch"
 [project]
 name = "teamops"
 version = "1.0"
+dynamic = ["dependencies"]
 
 [[tool.torch-ext.extension]]
 name = "teamops"

@@ -512,6 +512,7 @@ CUDA_PYPROJECT = """\
 [project]
 name = "kern"
 version = "1.0"
+dynamic = ["dependencies"]
 
 [tool.torch-ext]
 packages = ["kern"]

@@ -235,8 +235,8 @@ def test_docs_examples_cover_the_brief() -> None:
     for needle in (
         'kind = "library"', "python-abi-suffix = false", "[tool.torch-ext.extension.cuda]",
         "if.cuda = true", "FORCE_CUDA", "DEBUG", "suffix-env", "openmp = true",
-        'py-limited-api = "cp310"', 'dynamic = ["version"]', "sdist-include", "package-data",
-        "package-dir", "py-modules",
+        'py-limited-api = "cp310"', 'dynamic = ["version", "dependencies"]', "sdist-include",
+        "package-data", "package-dir", "py-modules",
     ):
         assert needle in text, needle
 

@@ -26,6 +26,7 @@ build-backend = "pep517_torch"
 [project]
 name = "contained"
 version = "1.0"
+dynamic = ["dependencies"]
 readme = "README.md"
 license = "MIT"
 license-files = ["LICENSE*", "licenses/*"]

@@ -562,7 +562,7 @@ TINY_MODULE = c_api_module(
 def tiny_cuda_project(root: Path) -> Path:
     return write_tree(root, {
         "pkg/__init__.py": "", "csrc/k.cu": TINY_KERNEL, "csrc/mod.cpp": TINY_MODULE,
-        "pyproject.toml": '[project]\nname = "tinycuda"\nversion = "1.0"\n[tool.torch-ext]\n'
+        "pyproject.toml": '[project]\nname = "tinycuda"\nversion = "1.0"\ndynamic = ["dependencies"]\n[tool.torch-ext]\n'
         'packages = ["pkg"]\n[[tool.torch-ext.extension]]\nname = "pkg._C"\n'
         'sources = ["csrc/mod.cpp", "csrc/k.cu"]\n',
     })

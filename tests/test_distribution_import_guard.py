@@ -104,7 +104,8 @@ def test_library_is_invisible_without_the_shim(tmp_path: Path, native: Path) -> 
 def test_shim_source_is_plain_python() -> None:
     source = render_import_guard("a.b._C", "_C_native.abi3.so", "2.13.0").decode()
     compile(source, "shim", "exec")
-    assert "_MODULE, _NATIVE, _BUILT_AGAINST, _STABLE_ABI = ('a.b._C', '_C_native.abi3.so', '2.13.0', None)" in source
+    assert ("_MODULE, _NATIVE, _BUILT_AGAINST, _STABLE_ABI, _BUILT_CUDA = ('a.b._C',"
+            " '_C_native.abi3.so', '2.13.0', None, None)") in source
     with pytest.raises(ValueError):
         render_import_guard("a._C", "../_C.so", "2.13.0")
 
@@ -117,6 +118,7 @@ build-backend = "pep517_torch"
 [project]
 name = "guarded"
 version = "1.0"
+dynamic = ["dependencies"]
 
 [tool.torch-ext]
 packages = ["gpkg"]

@@ -89,7 +89,14 @@ def test_minimal_project_has_no_entry_points(root: Path) -> None:
     metadata = build_metadata(pyproject, root, version=None)
     assert metadata.version == "1.0.0rc1"
     assert metadata.entry_points_text() is None
-    assert metadata.license_files == []
+    # no license-files: the root's LICENSE ships by PEP 639's default globs (LICENSES/ is a
+    # folder, not a match); core metadata 2.4 then, 2.2 at least without it
+    assert metadata.license_files == [("LICENSE", root / "LICENSE")]
+    assert parse(metadata.metadata_bytes())["Metadata-Version"] == "2.4"
+    (root / "LICENSE").unlink()
+    bare = build_metadata(pyproject, root, version=None)
+    assert bare.license_files == []
+    assert parse(bare.metadata_bytes())["Metadata-Version"] == "2.2"
 
 
 def test_dynamic_metadata_is_declared(root: Path) -> None:

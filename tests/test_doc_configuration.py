@@ -54,7 +54,8 @@ class Project:
         self.root = root
         self.doc = tomllib.loads(text)
         if "project" not in self.doc:
-            text = '[project]\nname = "example"\nversion = "1.0.0"\n\n' + text
+            text = ('[project]\nname = "example"\nversion = "1.0.0"\ndynamic = ["dependencies"]\n\n'
+                    + text)
             self.doc = tomllib.loads(text)
         self.tool: dict[str, Any] = self.doc.get("tool", {}).get("torch-ext", {})
         self.counter = 0

@@ -18,6 +18,7 @@ PYPROJECT = """\
 [project]
 name = "demo"
 version = "1.0"
+dynamic = ["dependencies"]
 
 [tool.torch-ext]
 packages = ["demo"]

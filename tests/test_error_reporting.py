@@ -24,6 +24,7 @@ build-backend = "pep517_torch"
 [project]
 name = "pkg"
 version = "1.0"
+dynamic = ["dependencies"]
 
 [tool.torch-ext]
 packages = ["pkg"]

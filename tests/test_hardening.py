@@ -166,6 +166,7 @@ def test_hostile_names_build_and_execute_nothing(tmp_path: Path) -> None:
         [project]
         name = "hostile"
         version = "1.0"
+        dynamic = ["dependencies"]
         [tool.torch-ext]
         packages = ["pkg"]
         [[tool.torch-ext.extension]]
@@ -235,6 +236,7 @@ DEBUGGABLE_PYPROJECT = """\
 [project]
 name = "debuggable"
 version = "1.0"
+dynamic = ["dependencies"]
 [tool.torch-ext]
 packages = ["pkg"]
 pch-header = "csrc/common.h"

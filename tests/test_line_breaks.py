@@ -140,7 +140,8 @@ def test_cli_prints_one_line_and_writes_nothing(root: Path, tmp_path: Path) -> N
     """Before the config layer refused them, these reached the ninja writer's ValueError: a
     traceback, after the build directory was created."""
     (root / "pyproject.toml").write_text(
-        '[project]\nname = "demo"\nversion = "1"\n\n[tool.torch-ext]\npackages = ["demo"]\n\n'
+        '[project]\nname = "demo"\nversion = "1"\ndynamic = ["dependencies"]\n\n'
+        '[tool.torch-ext]\npackages = ["demo"]\n\n'
         '[[tool.torch-ext.extension]]\nname = "demo._C"\nsources = ["demo/a.cpp"]\n'
         'extra-cflags = ["-O2", """-DX=a\nb"""]\n'
     )

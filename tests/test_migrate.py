@@ -91,7 +91,7 @@ def test_nested_layout_paths_and_dynamic_version(capsys: pytest.CaptureFixture[s
     assert tool["packages"] == ["nestpkg"] and tool["package-dir"] == "src"
     assert tool["py-modules"] == ["nest_compat"]
     assert tool["package-data"] == {"nestpkg": ["data/*.json"]}
-    assert document["project"]["dynamic"] == ["version"]
+    assert document["project"]["dynamic"] == ["version", "dependencies"]
     assert tool["version"] == {"file": "src/nestpkg/__init__.py"}
     assert document["project"]["readme"] == "README.md"
     first, second = tool["extension"]
@@ -340,10 +340,13 @@ def test_write_merges_existing_project_table(tmp_path: Path) -> None:
         'dynamic = ["version", "dependencies", "entry-points"]\n'
     )
     assert main([str(project), "--write"]) == 0
-    table = tomllib.loads((project / "pyproject.toml").read_text())["project"]
+    document = tomllib.loads((project / "pyproject.toml").read_text())
+    table = document["project"]
     assert table["description"] == "from pyproject"  # static values of pyproject win
-    assert table["version"] == "1.2.0" and table["dependencies"] == ["torch>=2.0"]
-    assert table["dynamic"] == ["entry-points"]  # setup.py gave none: left for a human
+    assert table["version"] == "1.2.0" and "dependencies" not in table
+    # the torch pin is pep517_torch's to add (PEP 621): setup.py's requirements move to the tool
+    assert document["tool"]["torch-ext"]["dependencies"] == ["torch>=2.0"]
+    assert table["dynamic"] == ["dependencies", "entry-points"]  # entry-points: for a human
 
 
 # -- the TOML writer and the block splitter --------------------------------------------------

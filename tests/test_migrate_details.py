@@ -210,7 +210,8 @@ setup(ext_modules=[CppExtension("p._C", ["a.cpp"])])
       "[options.entry_points]\nconsole_scripts =\n    p-run = p:main\n"})
     migration = migrate(project)
     document_ = tomllib.loads(migration.text)
-    assert document_["project"]["name"] == "p" and document_["project"]["dynamic"] == ["version"]
+    assert document_["project"]["name"] == "p" and document_["project"]["dynamic"] == [
+        "version", "dependencies"]
     assert document_["tool"]["torch-ext"]["version"] == {"file": "p/__init__.py"}
     assert document_["project"]["readme"] == "CHANGES.rst"
     assert document_["project"]["optional-dependencies"] == {"test": ["pytest"]}

@@ -232,7 +232,8 @@ def test_both_branches_resolve_like_setup_py_in_every_combination() -> None:
 
 def test_static_version_with_a_suffix(tmp_path: Path) -> None:
     document_ = document("version_suffix")
-    assert document_["project"]["dynamic"] == ["version"] and "version" not in document_["project"]
+    assert document_["project"]["dynamic"] == ["version", "dependencies"]
+    assert "version" not in document_["project"]
     assert document_["tool"]["torch-ext"]["version"] == {"base": "1.4.2",
                                                          "suffix-env": "SUFFIXED_VERSION_SUFFIX"}
     text = migrate(FIXTURES / "version_suffix").text
@@ -253,8 +254,9 @@ def test_small_things_tables() -> None:
     assert project["description"] == "Small things a setup.py says"  # setup.cfg [metadata]
     assert project["readme"] == "README.md" and project["license"] == "BSD-3-Clause"
     assert project["urls"]["Tracker"] == "https://example.org/smallthings/issues"
-    assert project["requires-python"] == ">=3.10" and project["dependencies"] == ["torch>=2.0"]
+    assert project["requires-python"] == ">=3.10" and "dependencies" in project["dynamic"]
     tool = document_["tool"]["torch-ext"]
+    assert tool["dependencies"] == ["torch>=2.0"]  # PEP 621: the pin is the backend's to add
     limited, omp = tool["extension"]
     assert limited == {"name": "smallthings._limited", "sources": ["csrc/limited.cpp"],
                        "extra-cflags": ["-O2"], "py-limited-api": "cp310", "strip": True}

@@ -478,6 +478,7 @@ def write_project(root: Path, tool: str, files: tuple[str, ...] = ("csrc/a.cpp",
         [project]
         name = "bad"
         version = "1.0"
+        dynamic = ["dependencies"]
         """) + textwrap.dedent(tool))
     for name in files:
         (root / name).parent.mkdir(parents=True, exist_ok=True)
@@ -586,7 +587,7 @@ def test_every_shape_has_a_docs_example() -> None:
         "openmp = true",  # 5
         '"-std=c++17"', "-gencode=arch=", "strip = true",  # 6
         'py-limited-api = "cp310"',  # 7
-        'dynamic = ["version"]', "pattern = ",  # 8
+        'dynamic = ["version", "dependencies"]', "pattern = ",  # 8
         "sdist-include", "[tool.torch-ext.package-data]",  # 9
     ):
         assert needle in examples, needle

@@ -20,6 +20,7 @@ build-backend = "pep517_torch"
 [project]
 name = "{name}"
 version = "1.0"
+dynamic = ["dependencies"]
 
 [tool.torch-ext]
 packages = ["{name}"]

@@ -64,6 +64,16 @@ def valid_specifier(value: str) -> str | None:
     return None
 
 
+def valid_requirement(value: str) -> str | None:
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    try:
+        Requirement(value)
+    except InvalidRequirement as exc:
+        return f"{value!r} is not a PEP 508 requirement ({exc})"
+    return None
+
+
 def valid_version(value: str) -> str | None:
     try:
         Version(value)

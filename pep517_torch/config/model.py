@@ -23,6 +23,7 @@ from .checks import (
     relative_glob,
     split_list,
     valid_size,
+    valid_requirement,
     valid_specifier,
     valid_version,
 )
@@ -362,8 +363,26 @@ class ProjectSettings:
     )
     torch_import_check: Literal["auto"] | bool = setting(
         "auto",
-        help='Check at import time that the running torch matches the build; `"auto"`: only'
-        ' when `torch-requirement = "none"`.',
+        help="Check at import time that the running torch matches the build (its major.minor,"
+        ' and its CUDA variant: none or CUDA, and the CUDA major); `"auto"`: when'
+        ' `torch-requirement = "none"`, when a static `project.dependencies` holds the torch'
+        " requirement, and for every module built against a CUDA torch that links torch's CUDA"
+        " libraries or the CUDA runtime (no requirement can name the variant).",
+        config_setting=True,
+    )
+    dependencies: list[str] | None = setting(
+        None,
+        help='The project\'s own requirements (PEP 508) when `project.dynamic` lists'
+        ' `"dependencies"`: the wheel\'s `Requires-Dist` is these plus the torch pin. Refused'
+        " beside a static `project.dependencies`.",
+        check=valid_requirement,
+        format="pep508",
+    )
+    local_version: Literal["torch", "none"] = setting(
+        "none",
+        help='`"torch"`: the wheel\'s version gains a local label naming the build torch and'
+        " its CUDA, `1.0.0+pt213cpu` or `1.0.0+pt214cu130` (joined to an existing label with"
+        " `.`), for one find-links page per variant. An sdist never carries it.",
         config_setting=True,
     )
     jobs: int | None = setting(

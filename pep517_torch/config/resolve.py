@@ -175,7 +175,7 @@ def resolve_project(
         root, layout.packages, layout.py_modules, layout.package_data,
         exclude=set(in_tree.values()),
     )
-    check_module_collisions(specs, files, torch_import_check)
+    check_module_collisions(specs, files, torch_import_check or import_check == "auto")
     version = resolve_version(root, pyproject, project, origins)
     return ResolvedProject(
         root=root,
@@ -187,6 +187,9 @@ def resolve_project(
         layout=layout,
         torch_requirement=project.torch_requirement,
         torch_import_check=torch_import_check,
+        torch_import_check_auto=import_check == "auto",
+        dependencies=None if project.dependencies is None else tuple(project.dependencies),
+        local_version=project.local_version,
         platform_tag=project.platform_tag,
         cuda_enabled=cuda_on,
         sdist_include=tuple(project.sdist_include),

@@ -72,7 +72,12 @@ class ResolvedProject:
     # the `optional` key of each skipped extension that is not optional
     required_skipped: tuple[str, ...] = ()
     torch_requirement: TorchRequirement = "minor"
-    torch_import_check: bool = False
+    torch_import_check: bool = False  # on for every module, whatever it links
+    # "auto": the glue turns the check on where the build shows it is needed (a module that
+    # links torch's CUDA libraries, a static torch requirement)
+    torch_import_check_auto: bool = False
+    dependencies: tuple[str, ...] | None = None  # [tool.torch-ext] dependencies
+    local_version: Literal["torch", "none"] = "none"
     platform_tag: str = "auto"  # "auto", "linux" or a tag (distribution/manylinux.py decides)
     cuda_enabled: bool = False
     sdist_include: tuple[str, ...] = ()  # extra globs for the sdist, relative to root

@@ -10,6 +10,7 @@ raises an ImportError naming both versions instead of crashing on undefined symb
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -27,7 +28,7 @@ import sys as _sys
 
 import torch as _torch  # loads libtorch, which the extension links against
 
-_MODULE, _NATIVE, _BUILT_AGAINST, _STABLE_ABI = __PARAMETERS__
+_MODULE, _NATIVE, _BUILT_AGAINST, _STABLE_ABI, _BUILT_CUDA = __PARAMETERS__
 
 
 def _major_minor(version):
@@ -50,6 +51,36 @@ elif _major_minor(_torch.__version__) != _major_minor(_BUILT_AGAINST):
         f"`pip install torch=={_BUILT_AGAINST.split('+')[0]}`."
     )
 
+
+def _variant(version, cuda):
+    """2.14.1+cu130 / 2.14.1+cpu: torch's own label, or one made from its CUDA version."""
+    version = str(version)
+    if "+" in version:
+        return version
+    return version + ("+cu" + str(cuda).replace(".", "") if cuda else "+cpu")
+
+
+def _cuda_variant_problem(running_version, running_cuda):
+    """A module built with CUDA needs a CUDA torch of the same CUDA major (libc10_cuda and
+    the CUDA runtime it links); one built without CUDA runs under any variant."""
+    if _BUILT_CUDA is None:
+        return None
+    if running_cuda is not None and str(running_cuda).split(".")[0] == _BUILT_CUDA.split(".")[0]:
+        return None
+    return (
+        f"{_MODULE} was built for torch {_variant(_BUILT_AGAINST, _BUILT_CUDA)}, this is torch"
+        f" {_variant(running_version, running_cuda)}: install the build of this package made"
+        " for your torch's CUDA variant (its find-links page), or build it from source with"
+        " `--no-build-isolation`."
+    )
+
+
+_problem = _cuda_variant_problem(
+    _torch.__version__, getattr(getattr(_torch, "version", None), "cuda", None)
+)
+if _problem is not None:
+    raise ImportError(_problem)
+
 _path = _os.path.join(_os.path.dirname(_os.path.abspath(__file__)), _NATIVE)
 _loader = _machinery.ExtensionFileLoader(_MODULE, _path)
 _spec = _util.spec_from_file_location(_MODULE, _path, loader=_loader)
@@ -59,15 +90,25 @@ _sys.modules[__name__] = _extension
 '''
 
 
+@dataclass(frozen=True)
+class Guard:
+    """The torch a module was built against, as its import guard checks it."""
+
+    version: str  # torch.__version__, e.g. "2.14.1+cu130"
+    cuda: str | None = None  # torch.version.cuda of that torch, e.g. "13.0"; None: CPU
+
+
 def render_import_guard(
-    module: str, native_filename: str, torch_version: str, stable_abi: str | None = None
+    module: str, native_filename: str, torch_version: str | Guard, stable_abi: str | None = None
 ) -> bytes:
     """The source of the shim for extension ``module`` (dotted, e.g. ``pkg._C``) whose library
     is ``native_filename`` in the same directory, built against ``torch_version``; with
-    ``stable_abi`` (``"2.10"``), every torch from that version on passes."""
+    ``stable_abi`` (``"2.10"``), every torch from that version on passes. A ``Guard`` with
+    ``cuda`` also checks the CUDA variant (``_cuda_variant_problem``)."""
     if "/" in native_filename or "\\" in native_filename:
         raise ValueError(f"{native_filename!r} must be a file name in the shim's directory")
-    parameters = repr((module, native_filename, torch_version, stable_abi))
+    guard = torch_version if isinstance(torch_version, Guard) else Guard(torch_version)
+    parameters = repr((module, native_filename, guard.version, stable_abi, guard.cuda))
     return _TEMPLATE.replace("__PARAMETERS__", parameters).encode("utf-8")
 
 
@@ -83,7 +124,7 @@ def native_filename(module: str, suffix: str) -> str:
 
 
 def add_artifact(
-    wheel: WheelWriter, arcname: str, module: str, built: Path, guard_torch: str | None,
+    wheel: WheelWriter, arcname: str, module: str, built: Path, guard_torch: str | Guard | None,
     stable_abi: str | None = None,
 ) -> None:
     """Put the built library of ``module`` into ``wheel`` at ``arcname``; with

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -27,6 +27,8 @@ class ProjectMetadata:
 
     standard: pyproject_metadata.StandardMetadata
     root: Path
+    # more .dist-info members a wheel carries (name -> bytes), e.g. its torch build record
+    extra_dist_info: dict[str, bytes] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -79,6 +81,7 @@ class ProjectMetadata:
         if entry_points is not None:
             files.append(("entry_points.txt", entry_points.encode()))
         files.extend((f"licenses/{relative}", absolute) for relative, absolute in self.license_files)
+        files.extend(sorted(self.extra_dist_info.items()))
         return files
 
     def write_dist_info(self, directory: Path) -> str:
@@ -109,10 +112,12 @@ def build_metadata(
     version: str | None,
     extra_requirements: Sequence[Requirement] = (),
     dynamic_metadata: Sequence[str] = (),
+    dependencies: Sequence[Requirement] | None = None,
 ) -> ProjectMetadata:
     """Validate ``[project]`` (PEP 621, PEP 639) and add what the build decides.
 
     ``version`` fills ``project.version`` when it is listed in ``project.dynamic``;
+    ``dependencies`` fills ``project.dependencies`` (only when it is listed there too);
     ``extra_requirements`` (the torch pin) are merged into the dependencies;
     ``dynamic_metadata`` lists core-metadata fields that may still change between sdist and
     wheel (``Requires-Dist`` when the wheel adds a torch pin the sdist cannot know yet).
@@ -140,8 +145,50 @@ def build_metadata(
     elif version is not None:
         message = "a dynamic version was computed but 'version' is not listed"
         raise ConfigError(message, "project.dynamic")
+    if dependencies is not None:
+        if "dependencies" not in standard.dynamic:
+            message = "dependencies were computed but 'dependencies' is not listed"
+            raise ConfigError(message, "project.dynamic")
+        standard.dependencies = list(dependencies)
     standard.dependencies = merge_requirements(standard.dependencies, extra_requirements)
+    _add_default_license_files(standard, pyproject["project"], root)
+    _require_metadata_version(standard, "2.2")
     return ProjectMetadata(standard, root)
+
+
+# PEP 639's suggestion, as setuptools and hatchling apply it when license-files is absent.
+DEFAULT_LICENSE_GLOBS = ("LICEN[CS]E*", "COPYING*", "NOTICE*", "AUTHORS*")
+
+
+def default_license_files(root: Path) -> list[Path]:
+    """The license files a project ships without ``license-files``: the root's regular files
+    matching DEFAULT_LICENSE_GLOBS (relative paths, sorted)."""
+    found = {
+        path.relative_to(root)
+        for pattern in DEFAULT_LICENSE_GLOBS
+        for path in root.glob(pattern)
+        if path.is_file() and not path.is_symlink()
+    }
+    return sorted(found)
+
+
+def _add_default_license_files(
+    standard: pyproject_metadata.StandardMetadata, project: Mapping[str, Any], root: Path
+) -> None:
+    """Explicit ``license-files`` wins (even ``[]``); a legacy ``license = {...}`` table cannot
+    be combined with License-File (PEP 639), so it keeps its License: text alone."""
+    if "license-files" in project or isinstance(standard.license, pyproject_metadata.License):
+        return
+    found = default_license_files(root)
+    if found:
+        standard.license_files = found
+
+
+def _require_metadata_version(standard: pyproject_metadata.StandardMetadata, floor: str) -> None:
+    """Core metadata ``floor`` or newer (2.2: PEP 643's Dynamic field exists, so an sdist's
+    unmarked fields are promised to equal its wheels')."""
+    if Version(standard.auto_metadata_version) < Version(floor):
+        standard.metadata_version = floor
 
 
 def _check_files_inside(

@@ -94,6 +94,8 @@ def migrate(setup_py: str | os.PathLike[str] = "setup.py") -> Migration:
         plan.base.notes += [("project", note) for note in notes]
         if "version" in merged:
             plan.base.tool.pop("version", None)
+        if "dependencies" in merged:  # the file's static list stays; PEP 621 then forbids a pin
+            plan.base.tool.pop("dependencies", None)
     decide_torch_requirement(plan)
     build_system = existing.get("build-system", {})
     if not isinstance(build_system, dict):

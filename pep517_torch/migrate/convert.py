@@ -275,7 +275,8 @@ def _layout(kwargs: dict[str, Any], paths: _Paths, converted: Converted) -> None
     ) else None
     if found:  # single-sourced from a file: pep517_torch reads it there too
         del converted.project["version"]
-        converted.project["dynamic"] = ["version"]
+        converted.project["dynamic"] = ["version", *(
+            k for k in converted.project.get("dynamic", []) if k != "version")]
         converted.tool["version"] = found
 
 
@@ -303,7 +304,21 @@ def convert(run: SetupRun) -> Converted:
     for module in modules:
         converted.extensions.append(convert_extension(module, paths, options, notes))
     converted.build_requires = build_requirements(run)
+    dynamic_dependencies(converted.project, converted.tool)
     return converted
+
+
+def dynamic_dependencies(project: dict[str, Any], tool: dict[str, Any]) -> None:
+    """PEP 621: the torch pin is the backend's to add only when ``dependencies`` is dynamic, so
+    setup.py's install_requires move to ``[tool.torch-ext] dependencies``."""
+    if tool.get("torch-requirement", "minor") == "none" or "dependencies" in project.get(
+        "dynamic", []
+    ):
+        return
+    requirements = project.pop("dependencies", None)
+    project["dynamic"] = [*project.get("dynamic", []), "dependencies"]
+    if requirements:
+        tool["dependencies"] = requirements
 
 
 def _build_options(kwargs: dict[str, Any], notes: Notes) -> dict[str, Any]:

@@ -132,11 +132,13 @@ def merge_project(ours: dict[str, Any], theirs: dict[str, Any]) -> tuple[dict[st
     """An existing [project] wins for its static keys; its dynamic ones come from setup.py."""
     merged = {**ours, **{k: v for k, v in theirs.items() if k != "dynamic"}}
     dynamic = [k for k in ours.get("dynamic", []) if k not in merged]
+    computed = {"version", "dependencies"}  # pep517_torch fills these in
     left = [k for k in theirs.get("dynamic", []) if k not in merged and k not in dynamic]
     merged.pop("dynamic", None)
     if dynamic + left:
         merged["dynamic"] = dynamic + left
-    notes = [f"[project] dynamic {', '.join(left)}: setup.py gave no value, and pep517_torch"
-             " only computes a dynamic version"] if left else []
+    unknown = [k for k in left if k not in computed]
+    notes = [f"[project] dynamic {', '.join(unknown)}: setup.py gave no value, and pep517_torch"
+             " only computes a dynamic version and dependencies"] if unknown else []
     order = ["name", "version", *ours, *theirs]
     return {k: merged[k] for k in dict.fromkeys(order) if k in merged}, notes

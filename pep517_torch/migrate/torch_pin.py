@@ -45,7 +45,8 @@ def decide_torch_requirement(plan: Plan) -> None:
     text = f"torch pin: {setting}: built here with torch {torch.version}, the wheel requires" \
         f" {pin}; an extension built against one torch release fails to load under another" \
         " (undefined symbols), so each wheel names the torch it was built with"
-    own = _torch_lines(list(plan.base.project.get("dependencies", [])))
+    own = _torch_lines([*plan.base.project.get("dependencies", []),
+                        *plan.base.tool.get("dependencies", [])])
     if own and pin is not None:
         merged = [r for r in merge_requirements(own, [pin]) if canonicalize_name(r.name) == "torch"]
         listed = ", ".join(map(str, own))

@@ -56,7 +56,7 @@ def _suffix_env(plan: Plan, name: str, base_version: str) -> str:
         return f"setup.py appends it to the version read from {tool['version']['file']}:" \
             f" suffix-env = {json.dumps(name)}"
     project.pop("version", None)
-    project["dynamic"] = ["version"]
+    project["dynamic"] = ["version", *(k for k in project.get("dynamic", []) if k != "version")]
     tool["version"] = {"base": base_version, "suffix-env": name}
     return f"setup.py appends it to the version {base_version}: [tool.torch-ext.version]" \
         f" base = {json.dumps(base_version)}, suffix-env = {json.dumps(name)}"

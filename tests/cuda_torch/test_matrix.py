@@ -1,0 +1,114 @@
+"""docs/publishing.md's matrix, run as written (#21): from one checkout, torch 2.13.0+cpu and
+torch 2.14.1+cu130 each build a wheel (`wheel --python A --python B`), `index` writes one
+find-links page per variant, and in each environment `pip install -f <its page>` installs its
+wheel, leaves torch alone, and the op computes. The CUDA wheel links c10_cuda (a tiny kernel in
+the extension's `cuda` table), so its import check compares the CUDA variant, for real.
+
+Runs in the CUDA-torch tier: sys.executable has torch 2.14.1+cu130, PEP517_TORCH_CPU_PYTHON
+names an interpreter with torch 2.13.0+cpu. Each environment pip installs into is a light venv
+that sees that torch through a .pth file (torch itself is never installed or changed).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from pep517_torch.core import cuda, toolchain
+from tests.conftest import FIXTURES, ROOT
+
+TORCH = toolchain.find_torch()
+CPU_PYTHON = os.environ.get("PEP517_TORCH_CPU_PYTHON")
+PAGE = ROOT / "docs" / "publishing.md"
+
+pytestmark = [
+    pytest.mark.skipif(not TORCH.has_cuda_runtime,
+                       reason=f"needs a CUDA build of torch (this is {TORCH.version})"),
+    pytest.mark.skipif(not CPU_PYTHON, reason="needs PEP517_TORCH_CPU_PYTHON (a CPU torch)"),
+    pytest.mark.skipif(cuda.find_cuda(os.environ) is None, reason="needs nvcc"),
+    pytest.mark.compile,
+    pytest.mark.cuda,
+]
+
+KERNEL = """\
+#include <cuda_runtime.h>
+__global__ void lightops_touch(float* x) { x[threadIdx.x] += 0.0f; }
+extern "C" int lightops_cuda_ready() { return cudaGetDeviceCount(nullptr) == cudaSuccess; }
+"""
+
+
+def section_commands() -> list[str]:
+    """The sh blocks of `## A torch × CUDA matrix`, in order."""
+    section = PAGE.read_text().split("## A torch × CUDA matrix", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"^```sh\n(.*?)^```", section, re.M | re.S)
+
+
+def light_env(base: Path, python: str) -> Path:
+    """A venv whose site-packages sees ``python``'s (its torch) through a .pth file."""
+    site = subprocess.run([python, "-c", "import torch, os; print(os.path.dirname("
+                           "os.path.dirname(torch.__file__)))"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", base], check=True)
+    purelib = Path(sysconfig.get_path("purelib", vars={"base": str(base)}))
+    (purelib / "torch_from.pth").write_text(site + "\n")
+    return base / "bin" / "python"
+
+
+def test_publishing_matrix_runs_as_written(tmp_path: Path) -> None:
+    project = tmp_path / "lightops"
+    shutil.copytree(FIXTURES / "light", project, ignore=shutil.ignore_patterns("build", "dist"))
+    (project / "csrc" / "cuda").mkdir()
+    (project / "csrc" / "cuda" / "touch.cu").write_text(KERNEL)
+    text = (project / "pyproject.toml").read_text()
+    text = text.replace("[tool.torch-ext]\n", '[tool.torch-ext]\nlocal-version = "torch"\n', 1)
+    text += '\n[tool.torch-ext.extension.cuda]\nsources = ["csrc/cuda/*.cu"]\n'
+    (project / "pyproject.toml").write_text(text)
+    assert CPU_PYTHON is not None
+    cpu_env = light_env(tmp_path / "cpu-env", CPU_PYTHON)
+    cuda_env = light_env(tmp_path / "cuda-env", sys.executable)
+    pip_cpu, pip_cuda = (f"{sys.executable} -m pip --python {env}" for env in (cpu_env, cuda_env))
+    script = "\n".join(section_commands())
+    # The page's environments: builds run with the real interpreters, installs go into the
+    # light venvs (pip from this interpreter, `--python` pointing at them).
+    script = script.replace('"$CPU_PYTHON" -m pip', pip_cpu).replace('"$CUDA_PYTHON" -m pip',
+                                                                    pip_cuda)
+    script = script.replace('"$CUDA_PYTHON" -c', f"{cuda_env} -c")
+    env = {**os.environ, "CPU_PYTHON": CPU_PYTHON, "CUDA_PYTHON": sys.executable,
+           "PIP_CONFIG_FILE": os.devnull, "PYTHONPATH": str(ROOT)}
+    env.pop("PIP_FIND_LINKS", None)
+    done = subprocess.run(["bash", "-ec", script.replace("python -m pep517_torch",
+                                                         f"{sys.executable} -m pep517_torch")],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=1500)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    wheelhouse = tmp_path / "wheelhouse"
+    wheels = sorted(p.name for p in wheelhouse.glob("*.whl"))
+    assert [re.sub(r"-cp.*", "", w) for w in wheels] == [
+        "lightops-0.3.0+pt213cpu", "lightops-0.3.0+pt214cu130"]
+    table = done.stdout[done.stdout.index("interpreter"):]
+    assert "2.13.0+cpu" in table and "2.14.1+cu130" in table and "13.0" in table
+    for variant, label in (("2.13.0+cpu", "pt213cpu"), ("2.14.1+cu130", "pt214cu130")):
+        page = (wheelhouse / f"torch-{variant}.html").read_text()
+        assert label in page and page.count(".whl#sha256=") == 1
+    assert "tensor([3., 3.])" in done.stdout
+    for env_python, label, torch_version in ((cpu_env, "pt213cpu", "2.13.0+cpu"),
+                                             (cuda_env, "pt214cu130", TORCH.version)):
+        check = subprocess.run(
+            [env_python, "-c", "import importlib.metadata as m, torch, lightops;"
+             " print(m.version('lightops'), torch.__version__,"
+             " torch.ops.lightops.scale(torch.ones(2), 2.0).tolist())"],
+            capture_output=True, text=True, cwd=tmp_path, timeout=300)
+        assert check.stdout.split() == [f"0.3.0+{label}", torch_version, "[2.0,", "2.0]"], (
+            check.stderr)
+    with zipfile.ZipFile(next(wheelhouse.glob("*pt214cu130*.whl"))) as archive:
+        shim = archive.read("lightops/_C.py").decode()  # links c10_cuda: the variant is guarded
+        assert "'13.0')" in shim
+    with zipfile.ZipFile(next(wheelhouse.glob("*pt213cpu*.whl"))) as archive:
+        assert "lightops/_C.py" not in archive.namelist()  # CPU code: the pin is enough

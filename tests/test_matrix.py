@@ -1,0 +1,198 @@
+"""#21 on this machine's torch, with the tiny C-API project (a second to compile): the local
+label, the sdist's PKG-INFO against the wheel's METADATA (PEP 643), the build record and the
+find-links pages, `wheel --python`, and uv reading the torch requirement."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tarfile
+import zipfile
+from email.parser import BytesParser
+from pathlib import Path
+
+import pytest
+
+from pep517_torch import project as glue
+from pep517_torch.core import toolchain
+from pep517_torch.distribution.index import write_index
+from tests.tiny_project import write_project
+
+TORCH = toolchain.find_torch()
+pytestmark = pytest.mark.compile
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
+    """(the project, its wheel, its sdist) with local-version = "torch" and a LICENSE."""
+    root = write_project(tmp_path_factory.mktemp("matrix") / "proj", "labelled")
+    text = (root / "pyproject.toml").read_text()
+    text = text.replace("[tool.torch-ext]\n", '[tool.torch-ext]\nlocal-version = "torch"\n'
+                        'dependencies = ["packaging>=20"]\n')
+    (root / "pyproject.toml").write_text(text)
+    (root / "LICENSE").write_text("MIT\n")
+    out = root / "dist"
+    wheel = out / glue.build_wheel(root, out, None)
+    sdist = out / glue.build_sdist(root, out, None)
+    return root, wheel, sdist
+
+
+def _metadata(wheel: Path) -> tuple[object, list[str]]:
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        meta = next(n for n in names if n.endswith(".dist-info/METADATA"))
+        return BytesParser().parsebytes(archive.read(meta)), names
+
+
+def test_the_wheel_names_its_torch_and_the_sdist_does_not(built: tuple[Path, Path, Path]) -> None:
+    _, wheel, sdist = built
+    label = ("pt{0}{1}cu{2}" if TORCH.cuda else "pt{0}{1}cpu").format(
+        *TORCH.version.split(".")[:2], (TORCH.cuda or "").replace(".", ""))
+    assert wheel.name.startswith(f"labelled-1.0+{label}-")
+    assert sdist.name == "labelled-1.0.tar.gz"
+    message, names = _metadata(wheel)
+    assert message["Version"] == f"1.0+{label}"  # type: ignore[index]
+    assert f"labelled-1.0+{label}.dist-info/pep517_torch.json" in names
+    assert f"labelled-1.0+{label}.dist-info/licenses/LICENSE" in names
+    assert message.get_all("License-File") == ["LICENSE"]  # type: ignore[attr-defined]
+
+
+def test_every_field_the_sdist_does_not_mark_dynamic_equals_the_wheels(
+    built: tuple[Path, Path, Path]
+) -> None:
+    _, wheel, sdist = built
+    with tarfile.open(sdist) as archive:
+        pkg_info = BytesParser().parsebytes(archive.extractfile("labelled-1.0/PKG-INFO").read())  # type: ignore[union-attr]
+    metadata, _ = _metadata(wheel)
+    assert pkg_info.get_all("Dynamic") == ["Requires-Dist"]
+    assert float(pkg_info["Metadata-Version"]) >= 2.2
+    fields = {key for key in pkg_info.keys()} | {key for key in metadata.keys()}  # type: ignore[attr-defined]
+    for field in fields - {"Dynamic", "Requires-Dist", "Version"}:
+        assert pkg_info.get_all(field) == metadata.get_all(field), field  # type: ignore[attr-defined]
+    # the local label is the one difference local-version adds (wheels only, by design)
+    assert metadata["Version"].split("+")[0] == pkg_info["Version"]  # type: ignore[index]
+    requires = metadata.get_all("Requires-Dist")  # type: ignore[attr-defined]
+    assert requires[0] == "packaging>=20" and requires[1].startswith("torch<")
+
+
+def test_index_pages_list_each_wheel_under_its_torch(built: tuple[Path, Path, Path]) -> None:
+    root, wheel, _ = built
+    house = root / "house"
+    house.mkdir()
+    (house / wheel.name).write_bytes(wheel.read_bytes())
+    (house / "pure-1.0-py3-none-any.whl").write_bytes((root.parent / "pure.whl").read_bytes()
+                                                      if (root.parent / "pure.whl").exists()
+                                                      else _pure_wheel(root.parent))
+    (house / "torch-9.9.9+cpu.html").write_text("stale")
+    variants, unrecorded = write_index(house)
+    variant = TORCH.version if "+" in TORCH.version else f"{TORCH.version}+cpu"
+    assert list(variants) == [variant]
+    assert [w.path.name for w in unrecorded] == ["pure-1.0-py3-none-any.whl"]
+    page = (house / f"torch-{variant}.html").read_text()
+    assert f"{wheel.name.replace('+', '%2B')}#sha256=" in page and "pure" not in page
+    assert not (house / "torch-9.9.9+cpu.html").exists()
+    assert f'href="torch-{variant.replace("+", "%2B")}.html"' in (house / "index.html").read_text()
+
+
+def _pure_wheel(base: Path) -> bytes:
+    path = base / "pure.whl"
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("pure-1.0.dist-info/METADATA", "Metadata-Version: 2.2\nName: pure\n"
+                         "Version: 1.0\n")
+    return path.read_bytes()
+
+
+def test_wheel_python_names_each_unusable_interpreter_before_compiling(tmp_path: Path) -> None:
+    root = write_project(tmp_path / "proj", "nopython")
+    bare = tmp_path / "bare"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", bare], check=True)
+    done = subprocess.run([sys.executable, "-m", "pep517_torch", "wheel", str(root), "--python",
+                           str(tmp_path / "nope"), "--python", str(bare / "bin" / "python"),
+                           "--python", sys.executable], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        f"pep517_torch: error: --python: {tmp_path / 'nope'}: no such interpreter",
+        f"pep517_torch: error: --python: {bare / 'bin' / 'python'}: torch is not installed there"
+        f" ({bare / 'bin' / 'python'} -m pip install torch)",
+    ]
+    assert not (root / "build").exists() and done.stdout == ""
+
+
+def test_wheel_python_builds_with_that_interpreter(tmp_path: Path) -> None:
+    root = write_project(tmp_path / "proj", "bypython")
+    done = subprocess.run([sys.executable, "-m", "pep517_torch", "wheel", str(root), "--python",
+                           sys.executable, "-o", str(tmp_path / "out")],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (wheel,) = (tmp_path / "out").glob("*.whl")
+    header, rule, row = done.stdout.strip().splitlines()[-3:]
+    assert header.split() == ["interpreter", "torch", "CUDA", "wheel", "seconds"]
+    assert row.split()[:4] == [sys.executable, TORCH.version, TORCH.cuda or "-", wheel.name]
+
+
+def test_uv_pip_compile_resolves_the_torch_the_wheel_requires(tmp_path: Path) -> None:
+    """uv reads dynamic dependencies from the backend: offered torch 2.13.0+cpu and a
+    too-new torch, it takes the one the wheel's pin allows."""
+    uv = Path(sys.executable).parent / "uv"
+    local = sorted(Path("/opt/wheels").glob("torch-*.whl")) if Path("/opt/wheels").is_dir() else []
+    if not uv.exists() or not any(TORCH.version.split("+")[0] in w.name for w in local):
+        pytest.skip("needs uv (test extras) and this torch's wheel in /opt/wheels")
+    links = tmp_path / "links"
+    links.mkdir()
+    for wheel in local:
+        (links / wheel.name).symlink_to(wheel)
+    major, minor = (int(p) for p in TORCH.version.split(".")[:2])
+    newer = links / f"torch-{major}.{minor + 1}.0-py3-none-any.whl"
+    with zipfile.ZipFile(newer, "w") as archive:
+        archive.writestr(f"torch-{major}.{minor + 1}.0.dist-info/METADATA",
+                         f"Metadata-Version: 2.2\nName: torch\nVersion: {major}.{minor + 1}.0\n")
+    root = write_project(tmp_path / "proj", "uvops")
+    env = {**os.environ, "UV_CACHE_DIR": str(tmp_path / "cache"), "UV_NO_CONFIG": "1"}
+    done = subprocess.run([str(uv), "pip", "compile", "pyproject.toml", "--no-build-isolation",
+                           "--python", sys.executable, "--no-index", "--find-links", str(links),
+                           "--no-deps", "--no-header"], cwd=root, capture_output=True,
+                          text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr
+    pinned = [line for line in done.stdout.splitlines() if line.startswith("torch==")]
+    assert pinned == [f"torch=={TORCH.version}"] or pinned[0].startswith(
+        f"torch=={major}.{minor}."), done.stdout
+    wheel = root / "dist" / glue.build_wheel(root, root / "dist", None)
+    metadata, _ = _metadata(wheel)
+    requirement = next(r for r in metadata.get_all("Requires-Dist") if r.startswith("torch"))  # type: ignore[attr-defined]
+    assert requirement == f"torch<{major}.{minor + 1},>={major}.{minor}"
+
+
+def test_uv_build_with_a_build_constraint_builds_against_that_torch(tmp_path: Path) -> None:
+    """The quickstart's uv recipe: an isolated build, kept on this torch by a constraint file,
+    everything from this machine (pep517_torch's wheel, the local index, the local torch)."""
+    uv = Path(sys.executable).parent / "uv"
+    wheels = sorted(Path("/opt/wheels").glob(f"torch-{TORCH.version}-*.whl"))
+    index = Path("/opt/pypi/simple")
+    if not uv.exists() or not wheels or not index.is_dir():
+        pytest.skip("needs uv, this torch's wheel in /opt/wheels and the local index /opt/pypi")
+    links = tmp_path / "links"
+    fetched = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d",
+                              str(links), "pyproject-metadata>=0.9"], capture_output=True,
+                             text=True, timeout=300)
+    if fetched.returncode != 0:
+        pytest.skip("pyproject-metadata's wheel cannot be fetched here")
+    own = subprocess.run([sys.executable, "-m", "pep517_torch", "wheel", str(Path(__file__)
+                          .resolve().parent.parent), "-o", str(links)], capture_output=True,
+                         text=True, timeout=300)
+    assert own.returncode == 0, own.stderr
+    root = write_project(tmp_path / "proj", "constrained")
+    (tmp_path / "constraints.txt").write_text(f"torch=={TORCH.version.split('+')[0]}\n")
+    env = {**os.environ, "UV_CACHE_DIR": str(tmp_path / "cache"), "UV_NO_CONFIG": "1"}
+    done = subprocess.run(
+        [str(uv), "build", "--wheel", "--build-constraint", str(tmp_path / "constraints.txt"),
+         "--index-url", index.as_uri(), "--find-links", str(links), "--find-links",
+         "/opt/wheels", "--python", sys.executable, "-o", str(tmp_path / "out"), str(root)],
+        capture_output=True, text=True, env=env, timeout=1200)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    (wheel,) = (tmp_path / "out").glob("constrained-*.whl")
+    metadata, _ = _metadata(wheel)
+    major, minor = TORCH.version.split(".")[:2]
+    assert f"torch<{major}.{int(minor) + 1},>={major}.{minor}" in metadata.get_all("Requires-Dist")  # type: ignore[attr-defined]
+    assert "from an isolated build environment" in done.stdout + done.stderr  # uv's, not ours
