@@ -43,7 +43,7 @@ def test_config_setting_keys() -> None:
     assert set(config_setting_fields()) == {
         "build-dir", "cuda-arch-list", "verbose", "jobs", "build-type", "compiler-launcher",
         "pch", "torch-requirement", "torch-import-check", "cuda", "strip",
-        "allow-cuda-version-mismatch", "pch-cache-size", "local-version",
+        "allow-cuda-version-mismatch", "pch-cache-size", "local-version", "platform-tag",
     }
 
 

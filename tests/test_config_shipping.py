@@ -80,6 +80,7 @@ def test_one_rule_for_packages_and_the_files_they_ship(tmp_path: Path) -> None:
     shipped from a directory that is no package (__pycache__, a non-identifier, the build
     directory)."""
     from pep517_torch.config import Facts, resolve_project
+    from pep517_torch.project_tree import mark_build_dir
 
     root = tmp_path / "project"
     for name in ["pkg/__init__.py", "pkg/a.py", "pkg/stubs/__init__.pyi", "pkg/stubs/s.pyi",
@@ -88,8 +89,11 @@ def test_one_rule_for_packages_and_the_files_they_ship(tmp_path: Path) -> None:
         write(root / name)
     (root / "pkg" / "linked").symlink_to(root / "real")
     (root / "pkg" / "loop").symlink_to(root / "pkg")  # not a package again: a loop
+    # A build directory inside a package is refused as build-dir's fault (see
+    # test_clean_errors); one an earlier build or another tool left there carries its tag.
+    mark_build_dir(root / "pkg" / "build")
     pyproject = {"project": {"name": "pkg", "version": "1"},
-                 "tool": {"torch-ext": {"packages": ["pkg"], "build-dir": "pkg/build"}}}
+                 "tool": {"torch-ext": {"packages": ["pkg"], "build-dir": "build"}}}
     vars = {"wheel_tag": "cp311-cp311-linux_x86_64", "python_tag": "cp311", "torch_version": "x"}
     resolved = resolve_project(root, pyproject, None, Facts(env={}), vars)
     assert sorted(resolved.layout.packages) == ["pkg", "pkg.linked", "pkg.stubs"]

@@ -44,7 +44,8 @@ def other_value(cls: type, key: str, default: Any) -> Any:
         if get_origin(member) is dict:
             return {**(default or {}), "X": "1" if key != "package-data" else ["*.json"]}
     if str in members:
-        return {"py-limited-api": "cp311", "pch-cache-size": "8G"}.get(key, "h.h")
+        return {"py-limited-api": "cp311", "pch-cache-size": "8G", "stable-abi": "2.11",
+                "platform-tag": "linux"}.get(key, "h.h")
     raise AssertionError(f"no sample value for {key}")
 
 

@@ -10,7 +10,7 @@ from ..errors import ConfigError
 from .fields import MODULE_NAME_PATTERN
 from .model import ProjectSettings
 from .overrides import Origins
-from ..project_tree import require_inside
+from ..project_tree import is_build_dir, require_inside
 from .paths import contained, expand_glob
 from .resolved import PackageLayout
 
@@ -64,13 +64,16 @@ PACKAGE_MARKERS = ("__init__.py", "__init__.pyi")  # a stub-only package (PEP 56
 def is_package_dir(path: Path, build_dir: Path) -> bool:
     """The one rule for what is a package, for discovery and for the files a wheel ships: a
     directory named as an identifier with an ``__init__.py`` (or ``.pyi``), outside the build
-    directory; never ``__pycache__``. A symlinked one counts (walkers guard against loops)."""
+    directory and any tagged build or cache directory (``CACHEDIR.TAG``: never packed, whichever
+    settings made it); never ``__pycache__``. A symlinked one counts (walkers guard against
+    loops)."""
     return (
         path.name.isidentifier()
         and path.name != "__pycache__"
         and path.is_dir()
         and any((path / marker).is_file() for marker in PACKAGE_MARKERS)
         and not path.is_relative_to(build_dir)
+        and not is_build_dir(path)
     )
 
 
