@@ -49,6 +49,20 @@ HOST_CONFIG_13_0 = """\
 """
 
 
+def require_cuda_torch() -> tuple[toolchain.TorchInstall, object]:
+    """The CUDA-torch tier's torch and nvcc; skips the calling test module (one line) under a
+    CPU torch or without nvcc."""
+    from pep517_torch.core import cuda
+
+    torch, toolkit = toolchain.find_torch(), cuda.find_cuda(os.environ)
+    if not torch.has_cuda_runtime or toolkit is None:
+        pytest.skip(
+            f"CUDA-torch tier: needs a CUDA build of torch and nvcc (this is torch {torch.version}):"
+            " make test-cuda-torch", allow_module_level=True,
+        )
+    return torch, toolkit
+
+
 def real_toolkit_available() -> bool:
     return os.access(REAL_NVCC, os.X_OK) and shutil.which("gcc", path=SYSTEM_PATH) is not None
 

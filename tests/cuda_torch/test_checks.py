@@ -15,18 +15,12 @@ from pathlib import Path
 import pytest
 
 from pep517_torch.core import build as core_build
-from pep517_torch.core import cuda, cuda_checks, toolchain
+from pep517_torch.core import cuda_checks
 from pep517_torch.core.spec import BuildOptions, ExtensionSpec
 from pep517_torch.errors import ToolchainError
-from tests.cuda_tools import SYSTEM_PATH, make_fake_toolkit
+from tests.cuda_tools import SYSTEM_PATH, make_fake_toolkit, require_cuda_torch
 
-TORCH = toolchain.find_torch()
-TOOLKIT = cuda.find_cuda(os.environ)
-if not TORCH.has_cuda_runtime or TOOLKIT is None:
-    pytest.skip(
-        f"CUDA-torch tier: needs a CUDA build of torch and nvcc (this is torch {TORCH.version}):"
-        " make test-cuda-torch", allow_module_level=True,
-    )
+TORCH, TOOLKIT = require_cuda_torch()
 
 pytestmark = [pytest.mark.cuda, pytest.mark.timeout(600)]
 

@@ -26,17 +26,11 @@ from pathlib import Path
 
 import pytest
 
-from pep517_torch.core import cuda, pch_cache, toolchain
+from pep517_torch.core import pch_cache, toolchain
 from tests.conftest import FIXTURES
-from tests.cuda_tools import fatbin_contents, find_cuobjdump
+from tests.cuda_tools import fatbin_contents, find_cuobjdump, require_cuda_torch
 
-TORCH = toolchain.find_torch()
-TOOLKIT = cuda.find_cuda(os.environ)
-if not TORCH.has_cuda_runtime or TOOLKIT is None:
-    pytest.skip(
-        f"CUDA-torch tier: needs a CUDA build of torch and nvcc (this is torch {TORCH.version}):"
-        " make test-cuda-torch", allow_module_level=True,
-    )
+TORCH, TOOLKIT = require_cuda_torch()
 CUOBJDUMP = find_cuobjdump()
 FIXTURE = FIXTURES / "cuda_torch"
 
