@@ -323,13 +323,17 @@ def sos(site: Path) -> dict[str, Path]:
 
 
 def test_pyproject_face_wheel(pyproject_wheel: Wheel) -> None:
+    # Binaries that link torch's CUDA libraries carry the import check by default (no pin can
+    # say the CUDA variant): each module is its guard, the library beside it.
     built = sos(pyproject_wheel.site)
-    assert set(built) == {"_C", "_dlink"}
-    check_cuda_libs(built["_C"], torch_cuda=True)  # at::cuda::getDeviceProperties
-    check_cuda_libs(built["_dlink"], torch_cuda=False)
-    check_archs(built["_C"], {"sm_80", "sm_90"}, {"compute_90"})
+    assert set(built) == {"_C_native", "_dlink_native"}
+    for guard in ("_C.py", "_dlink.py"):
+        assert "13.0" in (pyproject_wheel.site / "cudatorchops" / guard).read_text()
+    check_cuda_libs(built["_C_native"], torch_cuda=True)  # at::cuda::getDeviceProperties
+    check_cuda_libs(built["_dlink_native"], torch_cuda=False)
+    check_archs(built["_C_native"], {"sm_80", "sm_90"}, {"compute_90"})
     # nvcc -dlink links SASS only: the device-linked code carries no PTX.
-    check_archs(built["_dlink"], {"sm_80", "sm_90"}, set())
+    check_archs(built["_dlink_native"], {"sm_80", "sm_90"}, set())
     graph = (pyproject_wheel.build_dir / "build.ninja").read_text()
     assert "-rdc=true" in graph and " -dlink " in graph
     assert "is a CPU build" not in pyproject_wheel.log and "does not match" not in pyproject_wheel.log
