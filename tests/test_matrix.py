@@ -16,7 +16,9 @@ import pytest
 
 from pep517_torch import project as glue
 from pep517_torch.core import toolchain
+from pep517_torch.config.pyproject import tomllib
 from pep517_torch.distribution.index import write_index
+from tests.conftest import ROOT
 from tests.tiny_project import write_project
 
 TORCH = toolchain.find_torch()
@@ -173,13 +175,14 @@ def test_uv_build_with_a_build_constraint_builds_against_that_torch(tmp_path: Pa
     if not uv.exists() or not wheels or not index.is_dir():
         pytest.skip("needs uv, this torch's wheel in /opt/wheels and the local index /opt/pypi")
     links = tmp_path / "links"
-    fetched = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d",
-                              str(links), "pyproject-metadata>=0.9"], capture_output=True,
-                             text=True, timeout=300)
+    # pep517_torch's own requirements, as the isolated build environment will ask for them
+    # (the local index lacks some: pyproject-metadata, pyelftools, auditwheel, ...)
+    own_requirements = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    fetched = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "-d", str(links),
+                              *own_requirements], capture_output=True, text=True, timeout=600)
     if fetched.returncode != 0:
-        pytest.skip("pyproject-metadata's wheel cannot be fetched here")
-    own = subprocess.run([sys.executable, "-m", "pep517_torch", "wheel", str(Path(__file__)
-                          .resolve().parent.parent), "-o", str(links)], capture_output=True,
+        pytest.skip(f"pep517_torch's requirements cannot be fetched here: {fetched.stderr.strip()[-300:]}")
+    own = subprocess.run([sys.executable, "-m", "pep517_torch", "wheel", str(ROOT), "-o", str(links)], capture_output=True,
                          text=True, timeout=300)
     assert own.returncode == 0, own.stderr
     root = write_project(tmp_path / "proj", "constrained")
