@@ -5,6 +5,7 @@ owns the entries."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -53,7 +54,10 @@ def skip_unkeepable(
 # What a compile that fails on a .gch says: gcc names the file or the PCH when it can read
 # it, and crashes (an internal compiler error) when what it reads is damaged deep inside.
 _PCH_TROUBLE = ("precompiled header", "PCH file", ".gch", "internal compiler error",
-                "Segmentation fault")
+                "Segmentation fault", "confused by earlier errors, bailing out")
+# Or it reads damaged declarations and reports nonsense inside torch's headers: an error whose
+# include chain runs through a PCH stub (a user's own error is located in the user's file).
+_THROUGH_STUB = re.compile(rf"^\s*(?:In file included )?from \S*/{re.escape(pch.STUB)}:\d+[:,]", re.M)
 
 
 def pch_failure(
@@ -65,7 +69,7 @@ def pch_failure(
     if not uses_pch:
         return None
     output = error.output
-    if not any(marker in output for marker in _PCH_TROUBLE):
+    if not any(marker in output for marker in _PCH_TROUBLE) and not _THROUGH_STUB.search(output):
         return None
     for entry in used:  # the entries the failed commands used
         if str(entry.directory) in output or pch_cache.damage(entry.directory) is not None:
