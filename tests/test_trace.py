@@ -160,11 +160,13 @@ def test_trace_matches_ninjas_log_cold_incremental_noop_and_recompacted(tmp_path
     (build_dir,) = (project / "build").iterdir()
     assert_matches_log(build_dir, ninja_log(build_dir))  # a fresh directory: all of it
     assert len(traced(build_dir)) == 4  # three compiles and the link
-    summary = [line for line in output.splitlines() if line.startswith("pep517_torch: ")]
-    assert summary[-3].startswith("pep517_torch: slowest: ")
-    assert summary[-3].count(" s (") == 3
-    assert re.match(r"pep517_torch: idle job slots: \d+\.\d s of \d × \d+\.\d s", summary[-2])
-    assert str(build_dir / trace.TRACE_NAME) in summary[-2]
+    lines = output.splitlines()
+    (summary,) = [i for i, line in enumerate(lines) if line.startswith("pep517_torch: 1 extension: ")]
+    slowest, idle = lines[summary + 1], lines[summary + 2]  # the summary's own last two lines
+    assert slowest.startswith("pep517_torch: slowest: ")
+    assert slowest.count(" s (") == 3
+    assert re.match(r"pep517_torch: idle job slots: \d+\.\d s of \d × \d+\.\d s", idle)
+    assert str(build_dir / trace.TRACE_NAME) in idle
 
     set_value(project, 7)
     before = len(ninja_log(build_dir))
