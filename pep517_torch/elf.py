@@ -10,6 +10,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import functools
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -81,6 +82,26 @@ def read_dynamic(path: Path) -> DynamicInfo:
             return DynamicInfo(path, tuple(needed), tuple(undefined))
     except (OSError, ELFError) as exc:
         raise BuildError(f"cannot read {path} as an ELF file: {exc}") from None
+
+
+# torch's CUDA libraries and the CUDA runtime: a module linking one needs a CUDA torch of the
+# same CUDA major (the variant no version pin can name).
+_CUDA_LIBRARY = re.compile(r"^lib(c10_cuda|torch_cuda(_[a-z]+)?|cudart)\.so")
+
+
+def needed_libraries(path: Path) -> list[str]:
+    """The DT_NEEDED names of ``path``; [] for anything that is not a readable ELF file."""
+    if not is_elf(path):
+        return []
+    try:
+        return list(read_dynamic(path).needed_libraries)
+    except BuildError:
+        return []
+
+
+def links_cuda(path: Path) -> bool:
+    """Whether ``path`` links libc10_cuda, libtorch_cuda or the CUDA runtime."""
+    return any(_CUDA_LIBRARY.match(name) for name in needed_libraries(path))
 
 
 def object_undefined(path: Path) -> frozenset[str]:

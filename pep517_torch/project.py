@@ -318,7 +318,7 @@ def _guard_torch(loaded: Loaded, spec: ExtensionSpec, built: Path) -> Guard | No
     """The torch a module's import guard checks (torch-import-check), or None. ``"auto"``
     guards a kept static torch requirement and every module that links torch's CUDA
     libraries or the CUDA runtime: no requirement can name the CUDA variant."""
-    from .distribution.elf import links_cuda
+    from .elf import links_cuda
 
     project, torch = loaded.project, loaded.torch
     if spec.kind is not Kind.MODULE:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pep517_torch.distribution.elf import links_cuda, needed_libraries
+from pep517_torch.elf import links_cuda, needed_libraries
 from pep517_torch.distribution.import_guard import Guard, native_filename, render_import_guard
 from pep517_torch.distribution.torch_requirement import (
     local_label,
