@@ -7,6 +7,7 @@ operation (metadata, wheel, editable wheel, sdist).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import time
 from collections.abc import Mapping
@@ -197,7 +198,7 @@ def _torch_pin(project: config.ResolvedProject, torch: toolchain.TorchInstall) -
     return dist_metadata.torch_pin(torch.version, project.torch_requirement)
 
 
-def _compile(loaded: Loaded) -> BuildResult | None:
+def _compile(loaded: Loaded, *, editable: bool) -> BuildResult | None:
     from .core import build as core_build
 
     project = loaded.project
@@ -210,8 +211,11 @@ def _compile(loaded: Loaded) -> BuildResult | None:
     note = isolation.isolation_note(loaded.torch, loaded.env)
     if note:
         log(f"pep517_torch: {note}")
+    options = project.options
+    if options.unity is None:  # "auto": unity TUs for a wheel, not for an editable install
+        options = dataclasses.replace(options, unity=not editable)
     result = core_build.build(
-        list(project.extensions), project.options, log=log, torch=loaded.torch, toolkit=loaded.toolkit
+        list(project.extensions), options, log=log, torch=loaded.torch, toolkit=loaded.toolkit
     )
     for line in result.summary().splitlines():
         log(f"pep517_torch: {line}")
@@ -245,7 +249,7 @@ def build_wheel(root: Path, out_dir: Path, config_settings: ConfigSettings, *, e
     in_tree, files = project.in_tree, project.files
     # Held until the artifacts are packed: no concurrent build relinks them meanwhile.
     with _build_dir_lock(loaded, editable):
-        result = _compile(loaded)
+        result = _compile(loaded, editable=editable)
         artifacts = result.artifacts if result else {}
         with writing(out_dir):
             out_dir.mkdir(parents=True, exist_ok=True)
@@ -415,7 +419,7 @@ def rebuild_editable(
     project = loaded.project
     in_tree = project.in_tree
     with _build_dir_lock(loaded, editable=True):
-        result = _compile(loaded)
+        result = _compile(loaded, editable=True)
         if result is None:
             raise ConfigError("the project no longer has extensions to build; reinstall:"
                               " pip install -e . --no-build-isolation", "tool.torch-ext.extension")

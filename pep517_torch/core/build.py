@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
+import shlex
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,10 +19,10 @@ from ..errors import BuildError, ConfigError, ToolchainError
 from ..project_tree import mark_build_dir
 from . import flags as flags_mod
 from . import graph, inputs, jobs, pch, pch_cache, pch_health, pch_seal, scan, stable_audit
-from . import toolchain, trace, trace_view, up_to_date
+from . import toolchain, trace, trace_view, unity, up_to_date
 from . import launcher as launchers
 from .progress import LOG_NAME
-from .runner import Log, NinjaRun, _stderr, run_ninja
+from .runner import Log, NinjaRun, _stderr, failed_targets, run_ninja
 from .spec import BuildOptions, ExtensionSpec, first_duplicate, is_cuda_source
 
 
@@ -47,6 +49,7 @@ class BuildPlan:
     objects: dict[str, tuple[tuple[Path, str], ...]] = dataclasses.field(default_factory=dict)
     specs: tuple[ExtensionSpec, ...] = ()  # what it builds (a retry without PCHs plans them again)
     uses_pch: bool = False  # some compile uses a precompiled header, or some edge makes one
+    unity: dict[str, tuple[Path, ...]] = dataclasses.field(default_factory=dict)  # object -> members
 
 
 @dataclass(frozen=True)
@@ -315,6 +318,12 @@ def prepare(
         notes,
     )
     plans = [planner.plan(spec) for spec in specs]
+    unity_sources: dict[Path, str] = {}
+    if options.unity:
+        unity_sources, unity_notes = unity.apply(
+            plans, job_plan.heavy, build_dir, planner.pch_plans.values()
+        )
+        notes.extend(unity_notes)
     if cuda is not None:
         _set_nvcc_threads(plans, job_plan, cuda.toolkit, _tool_env(options))
     if check_only:
@@ -322,6 +331,10 @@ def prepare(
                          tuple(notes), compiler, torch, tuple(launcher), {})
     # Every check passed (tools, flags, arch lists nvcc can build): only now write anything.
     _check_build_dir(build_dir)
+    with writing(build_dir):
+        for path, content in unity_sources.items():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_if_changed(path, content)
     if shared_pch:
         pch_health.check_entries(plans, planner.pch_plans, notes)
     for entry in planner.pch_plans.values():
@@ -348,7 +361,8 @@ def prepare(
     ninja_file = build_dir / "build.ninja"
     with writing(build_dir):  # a full disk: one line naming it, not a traceback
         if write_if_changed(ninja_file, text) or not (build_dir / COMPDB).exists():
-            _write_compile_commands(ninja, build_dir)
+            unity_units = {u.object: (u.source, u.members) for p in plans for u in p.units if u.members}
+            _write_compile_commands(ninja, build_dir, unity_units)
         inputs.discard_changed(build_dir)  # ninja rebuilds what an edit with an old mtime changed
     return BuildPlan(
         build_dir=build_dir,
@@ -372,6 +386,7 @@ def prepare(
         objects=objects,
         specs=tuple(specs),
         uses_pch=bool(planner.pch_plans),
+        unity={u.object: u.members for p in plans for u in p.units if u.members},
     )
 
 
@@ -402,7 +417,7 @@ def _descriptions(plans: Sequence[graph.ExtensionPlan], source_root: Path | None
     for plan in plans:
         base = source_root or graph.display_base(plan.spec, None)
         for unit in plan.units:
-            described[unit.object] = f"compiling {graph.display_path(unit.source, base)}"
+            described[unit.object] = f"compiling {unit.shown(base)}"
         described[plan.output] = f"linking {plan.spec.name}"
         if plan.dlink_object:
             described[plan.dlink_object] = f"device-linking {plan.spec.name}"
@@ -428,14 +443,32 @@ def _tool_env(options: BuildOptions) -> dict[str, str]:
 COMPDB = "compile_commands.json"
 
 
-def _write_compile_commands(ninja: Path, build_dir: Path) -> None:
-    """compile_commands.json for editors and clangd, regenerated when build.ninja changes."""
+def _write_compile_commands(
+    ninja: Path, build_dir: Path, unity_units: Mapping[str, tuple[Path, Path]]
+) -> None:
+    """compile_commands.json for editors and clangd, regenerated when build.ninja changes;
+    ``unity_units`` (object -> generated source, members): each member gets its own entry."""
     result = subprocess.run(
         [str(ninja), "-C", str(build_dir), "-t", "compdb", "cxx", "nvcc"],
         capture_output=True, text=True, check=False, errors="replace",
     )
-    if result.returncode == 0:
-        write_if_changed(build_dir / COMPDB, result.stdout)
+    if result.returncode != 0:
+        return
+    try:
+        entries = json.loads(result.stdout)
+    except ValueError:
+        return
+    listed = []
+    for entry in entries:
+        source, members = unity_units.get(entry.get("output"), (None, ()))
+        if source is None:
+            listed.append(entry)
+            continue
+        command = str(entry.get("command", ""))
+        listed += [{**entry, "file": str(member),
+                    "command": command.replace(shlex.quote(str(source)), shlex.quote(str(member)))}
+                   for member in members]
+    write_if_changed(build_dir / COMPDB, json.dumps(listed, indent=2) + "\n")
 
 
 def run(
@@ -488,6 +521,16 @@ def run(
                 except BuildError as exc:
                     raise (plan.stable and stable_audit.non_stable_include(exc)) or exc from None
     except BuildError as exc:
+        failed_unity = _failed_unity_units(plan, exc)
+        if failed_unity:
+            # A clash the scan could not see (or an error of one member): one by one, for good
+            # in this build directory; an error of the files' own shows again there.
+            unity.keep_apart(plan.build_dir, [m for members in failed_unity.values() for m in members])
+            shown = "; ".join(plan.descriptions[obj].removeprefix("compiling ") for obj in failed_unity)
+            first = (exc.first_error or "").splitlines()[:1]
+            log(f"pep517_torch: {shown} failed as one unity TU{f' ({first[0]})' if first else ''}:"
+                " compiling those files one by one")
+            return run(prepare(plan.specs, options), options, log=log, what=what, header=header)
         reason = pch_health.pch_failure(plan.pch_cache, plan.uses_pch, exc)
         if reason is None:
             raise
@@ -505,6 +548,12 @@ def run(
         result.cache_hits = hits_after - hits_before
     stable_audit.audit_all(plan.stable)
     return result
+
+
+def _failed_unity_units(plan: BuildPlan, error: BuildError) -> dict[str, tuple[Path, ...]]:
+    """The unity TUs (object -> members) among the failed steps of ``error``."""
+    failed = set(failed_targets(error.output))
+    return {obj: members for obj, members in plan.unity.items() if obj in failed}
 
 
 def _nothing_to_do(plan: BuildPlan, options: BuildOptions, log: Log) -> NinjaRun:
