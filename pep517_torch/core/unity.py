@@ -150,8 +150,10 @@ def _declared(head: list[bytes], in_anon: bool, opens_body: bool) -> tuple[set[b
     idents = [t for t in head[:cut] if _IDENT.fullmatch(t) and t not in _SKIP_IN_HEAD]
     if idents:
         names.add(idents[-1])
+    depth = 0
     for position, token in enumerate(head):  # static int a = 1, b = 2;
-        if token == b"," and position + 1 < len(head) and _IDENT.fullmatch(head[position + 1]):
+        depth += {b"(": 1, b"[": 1, b"<": 1, b")": -1, b"]": -1, b">": -1}.get(token, 0)
+        if token == b"," and depth == 0 and position + 1 < len(head) and _IDENT.fullmatch(head[position + 1]):
             names.add(head[position + 1])
     return names, False
 
