@@ -143,18 +143,20 @@ def _declared(head: list[bytes], in_anon: bool, opens_body: bool) -> tuple[set[b
     internal = in_anon or b"static" in head
     if not internal:
         return names, False
-    cut = len(head)
-    for stop in (b"=", b"(", b"[", b"{"):
-        if stop in head:
-            cut = min(cut, head.index(stop))
-    idents = [t for t in head[:cut] if _IDENT.fullmatch(t) and t not in _SKIP_IN_HEAD]
-    if idents:
-        names.add(idents[-1])
+    declarators: list[list[bytes]] = [[]]  # static int a = 1, b = 2;
     depth = 0
-    for position, token in enumerate(head):  # static int a = 1, b = 2;
+    for token in head:
         depth += {b"(": 1, b"[": 1, b"<": 1, b")": -1, b"]": -1, b">": -1}.get(token, 0)
-        if token == b"," and depth == 0 and position + 1 < len(head) and _IDENT.fullmatch(head[position + 1]):
-            names.add(head[position + 1])
+        if token == b"," and depth == 0:
+            declarators.append([])
+        else:
+            declarators[-1].append(token)
+    for index, declarator in enumerate(declarators):
+        cut = min((declarator.index(s) for s in (b"=", b"(", b"[", b"{") if s in declarator),
+                  default=len(declarator))
+        idents = [t for t in declarator[:cut] if _IDENT.fullmatch(t) and t not in _SKIP_IN_HEAD]
+        if idents:
+            names.add(idents[-1] if index == 0 else idents[0])
     return names, False
 
 
