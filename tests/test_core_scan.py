@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from pep517_torch.core import scan
-from pep517_torch.core.build import build, prepare
+from pep517_torch.core.build import build
+from pep517_torch.core.plan import prepare
 from pep517_torch.core.spec import BuildOptions, ExtensionSpec, Kind
 from pep517_torch.errors import ToolchainError
 from tests.conftest import run_python

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pep517_torch import project as project_mod
+from pep517_torch import pipeline
 from pep517_torch.core import build as core_build
 from pep517_torch.core import isolation, toolchain
 
@@ -74,10 +74,10 @@ def test_build_prints_the_warning_from_the_callers_environment(
 
     monkeypatch.setattr(core_build, "build", stop)
     env = {**os.environ, "VIRTUAL_ENV": str(user_venv)}
-    loaded = project_mod.load(root, None, env)
+    loaded = pipeline.load(root, None, env)
     assert "VIRTUAL_ENV" not in loaded.project.options.env  # what the build passes on
     with pytest.raises(Stop):
-        project_mod._compile(loaded, editable=False)
+        pipeline._compile(loaded, editable=False)
     out = capsys.readouterr().out
     assert f"pep517_torch: WARNING: your environment {user_venv} has torch 2.13.0+cpu" in out
 
@@ -88,9 +88,9 @@ def test_isolated_builds_never_share_the_default_build_folder(
     """Regression: an isolated build rewrote build.ninja in the folder the editable install
     rebuilds from, pointing it at a torch deleted after the build."""
     root = write_project(tmp_path / "proj", "tinyiso")
-    isolated = project_mod.load(root, None, dict(os.environ)).project.options.build_dir
+    isolated = pipeline.load(root, None, dict(os.environ)).project.options.build_dir
     monkeypatch.undo()
-    normal = project_mod.load(root, None, dict(os.environ)).project.options.build_dir
+    normal = pipeline.load(root, None, dict(os.environ)).project.options.build_dir
     assert isolated != normal
     assert isolated.name.endswith("-torch2.11.0+cpu-isolated")
     assert normal.name.endswith(f"-torch{toolchain.find_torch().version}")

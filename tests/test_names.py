@@ -13,7 +13,7 @@ import pytest
 import pep517_torch
 from pep517_torch.config import Facts, resolve_project
 from pep517_torch.errors import ConfigError
-from pep517_torch.jit.functions import _bindings
+from pep517_torch.jit.api import _bindings
 
 VARS = {"wheel_tag": "cp311-cp311-linux_x86_64", "python_tag": "cp311", "torch_version": "2.13.0"}
 

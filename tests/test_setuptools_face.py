@@ -178,12 +178,12 @@ def test_a_missing_source_is_named_by_its_argument_before_anything_compiles(
 ) -> None:
     """The compile core checks that sources exist (one check for every face) and names the
     setuptools argument, not its own field."""
-    from pep517_torch.core import build as core_build
+    from pep517_torch.core import plan as core_plan
     from pep517_torch.core.spec import BuildOptions
 
     spec = spec_of(setuptools.Extension("pkg._C", ["a.cpp", "missing.cpp"]), project)
     with pytest.raises(ConfigError) as caught:
-        core_build.prepare([spec], BuildOptions(build_dir=project / "build", env=dict(os.environ)))
+        core_plan.prepare([spec], BuildOptions(build_dir=project / "build", env=dict(os.environ)))
     assert caught.value.key == "Extension 'pkg._C' sources"
     assert "missing.cpp does not exist" in str(caught.value)
     assert not list(project.glob("build/**/*.o"))

@@ -10,7 +10,7 @@ from .layers import config_setting_fields
 from .model import ExtensionSettings, ProjectSettings
 from .pyproject import parse_settings, read_pyproject
 from .resolve import resolve_project
-from .resolved import Facts, PackageLayout, ResolvedProject, VersionSource
+from .product import Facts, PackageLayout, ResolvedProject, VersionSource
 from .version import version_string
 
 __all__ = [

@@ -17,7 +17,7 @@ from .model import CudaVariant, ExtensionSettings, ProjectSettings
 from .overrides import Origins
 from .parse import index_path, key_path
 from .paths import directory, existing_file, expand_glob
-from .resolved import Facts
+from .product import Facts
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from .fields import toml_key
 from .model import ExtensionSettings, ProjectSettings
 from .parse import index_path, key_path
 from .pyproject import TOOL_TABLE
-from .resolved import Facts
+from .product import Facts
 
 SettingsT = TypeVar("SettingsT", ProjectSettings, ExtensionSettings)
 

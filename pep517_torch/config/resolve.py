@@ -25,7 +25,7 @@ from .fields import toml_key
 from .model import BUILD_DIR_PLACEHOLDERS, ProjectSettings
 from .overrides import Origins, apply_overrides, current_cuda
 from .pyproject import parse_settings
-from .resolved import Facts, ResolvedProject
+from .product import Facts, ResolvedProject
 from .shipping import check_module_collisions, in_tree_path, package_files
 from .version import resolve_version
 

@@ -11,20 +11,15 @@ sanitised; only user paths are absolute, escaped for ninja and quoted for the sh
 
 from __future__ import annotations
 
-import hashlib
-import os
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .flags import ExtensionFlags
 from .ninja_syntax import NinjaWriter, escape_value, shell_args
+from .naming import display_base, display_path
 from .pch import PchPlan
-from .spec import ExtensionSpec, Kind
-from .toolchain import ext_suffix
-
-_UNSAFE = re.compile(r"[^A-Za-z0-9._+/-]")
+from .spec import ExtensionSpec
 
 
 @dataclass
@@ -62,36 +57,6 @@ class ExtensionPlan:
     def dlink_object(self) -> str | None:
         """The device-link object (``nvcc -dlink`` over the CUDA objects), when the spec asks."""
         return f"obj/{self.spec.name}/dlink.o" if self.flags.dlink else None
-
-
-def artifact_name(spec: ExtensionSpec) -> str:
-    """``myops/_C.cpython-311-x86_64-linux-gnu.so`` for ``myops._C``; a POSIX relative path."""
-    *package, last = spec.name.split(".")
-    if spec.kind is Kind.EXECUTABLE:
-        suffix = ""
-    else:
-        suffix = ext_suffix(spec.py_limited_api, spec.python_abi_suffix)
-    return "/".join([*package, last + suffix])
-
-
-def display_base(spec: ExtensionSpec, source_root: Path | None) -> Path:
-    if source_root is not None and all(s.is_relative_to(source_root) for s in spec.sources):
-        return source_root
-    return Path(os.path.commonpath([s.parent for s in spec.sources]))
-
-
-def object_name(spec: ExtensionSpec, source: Path, base: Path) -> str:
-    relative = source.relative_to(base).as_posix()
-    safe = _UNSAFE.sub("_", relative)
-    if safe != relative:  # keep distinct names distinct after sanitising
-        safe += "-" + hashlib.sha1(relative.encode()).hexdigest()[:8]
-    return f"obj/{spec.name}/{safe}.o"
-
-
-def display_path(path: Path, base: Path | None) -> str:
-    if base is not None and path.is_relative_to(base):
-        return path.relative_to(base).as_posix()
-    return str(path)
 
 
 def _relative_or_absolute(path: Path, build_dir: Path) -> str:

@@ -35,7 +35,7 @@ def persistent_build_dir(command: Any, torch: TorchInstall) -> Path:
         tag = f".{build.plat_name}-{sys.implementation.cache_tag}"  # as setuptools' build names it
         build_temp = os.path.join(build.build_base, "temp" + tag)
     values = {
-        "wheel_tag": tags.wheel_tag(True),
+        "wheel_tag": tags.wheel_tag(native_code=True),
         "python_tag": tags.python_tag(),
         "torch_version": torch.version,
     }

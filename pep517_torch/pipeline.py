@@ -20,7 +20,7 @@ from packaging.requirements import Requirement
 from . import config
 from .atomic import writing
 from .core import isolation, toolchain
-from .core.graph import artifact_name
+from .core.naming import artifact_name
 from .core.spec import ExtensionSpec, Kind
 from .distribution import metadata as dist_metadata
 from .distribution import tags
@@ -119,7 +119,7 @@ def _resolve_with(
 ) -> tuple[config.ResolvedProject, Discovery]:
     found = Discovery(env, _torch_or_none())
     build_dir_vars = {
-        "wheel_tag": tags.wheel_tag(True),
+        "wheel_tag": tags.wheel_tag(native_code=True),
         "python_tag": tags.python_tag(),
         "torch_version": _torch_key(found.torch),
     }
@@ -381,7 +381,7 @@ def _record_editable(
     from .project_tree import is_build_dir
 
     project, plan = loaded.project, result.plan
-    state_file = state_file or plan.build_dir / editable.STATE_NAME
+    state_file = state_file or plan.build_dir / editable.EDITABLE_STATE_NAME
     names = {*read_env(), project.version.suffix_env or ""} - {""}
     recorded_env = {name: loaded.env.get(name) for name in sorted(names)}
     install = {"root": str(project.root), "config_settings": dict(config_settings or {}),
