@@ -7,6 +7,7 @@ level, imports torch: ``get_requires_for_build_*`` runs before torch may even be
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TypeVar
@@ -51,7 +52,13 @@ def get_requires_for_build_sdist(config_settings: ConfigSettings = None) -> list
 def prepare_metadata_for_build_wheel(
     metadata_directory: str, config_settings: ConfigSettings = None
 ) -> str:
-    """Write ``<name>-<version>.dist-info/METADATA`` exactly as the wheel will; compile nothing."""
+    """Write ``<name>-<version>.dist-info/METADATA`` exactly as the wheel will; compile nothing.
+    When nothing it was made from changed since the last time, that one again (replay.py)."""
+    from . import replay
+
+    replayed = replay.replay_metadata(os.getcwd(), metadata_directory, config_settings)
+    if replayed is not None:
+        return replayed
     from . import pipeline
 
     return pipeline.prepare_metadata(Path.cwd(), Path(metadata_directory), config_settings)
@@ -69,6 +76,13 @@ def build_wheel(
     config_settings: ConfigSettings = None,
     metadata_directory: str | None = None,
 ) -> str:
+    """The wheel; when nothing it was made from changed since the last build, that wheel
+    again, from a few stats and nothing else imported (replay.py)."""
+    from . import replay
+
+    replayed = replay.replay_wheel(os.getcwd(), wheel_directory, config_settings)
+    if replayed is not None:
+        return replayed
     from . import pipeline
 
     return pipeline.build_wheel(Path.cwd(), Path(wheel_directory), config_settings)

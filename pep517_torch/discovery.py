@@ -7,7 +7,7 @@ which the pyproject face and the setuptools face both call.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from pathlib import Path
 
 from . import config
@@ -31,7 +31,8 @@ class Discovery:
     it; the core gets both instead of looking again."""
 
     def __init__(self, env: Mapping[str, str], torch: toolchain.TorchInstall | None) -> None:
-        self.env = dict(env)
+        # a copy of a mutable mapping; a read-only one as given (see stages.load)
+        self.env = env if not isinstance(env, MutableMapping) else dict(env)
         self.torch = torch
         self._toolkit: list[object] = []  # [CudaToolkit | None] once looked up
 

@@ -7,8 +7,6 @@ and library each one binds to, and an object file's undefined symbols (who needs
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import functools
 import re
 from collections.abc import Iterable
@@ -129,6 +127,8 @@ def users(symbol: str, objects: Iterable[Path]) -> list[Path]:
 
 @functools.cache
 def _cxa_demangle():  # type: ignore[no-untyped-def]
+    import ctypes.util  # here: reading an ELF file (the platform tag) needs no ctypes
+
     name = ctypes.util.find_library("stdc++") or "libstdc++.so.6"
     try:
         function = ctypes.CDLL(name).__cxa_demangle
@@ -149,6 +149,8 @@ def demangle(symbol: str) -> str:
     function = _cxa_demangle()
     if function is None or not symbol.startswith("_Z"):
         return symbol
+    import ctypes
+
     status = ctypes.c_int()
     pointer = function(symbol.encode(), None, None, ctypes.byref(status))
     if not pointer or status.value != 0:

@@ -22,35 +22,53 @@ from .distribution import tags
 from .distribution.import_guard import Guard
 from .distribution.reproducible import source_date_epoch
 from .editable_install import add_editable_contents
-from .stages import Loaded, build_dir_lock, compile_extensions, dependency_plan, load, log
+from .replay_record import Recording, recording
+from .stages import Loaded, build_dir_lock, compile_extensions, dependency_plan, load, log, skipped_lines
 
 if TYPE_CHECKING:
     from .core.build import BuildResult
+    from .distribution.platform_decision import PlatformTag
 
 
 def prepare_metadata(root: Path, metadata_directory: Path, config_settings: ConfigSettings) -> str:
-    return load(root, config_settings, for_build=False).metadata.write_dist_info(metadata_directory)
+    """The ``.dist-info`` folder; recorded for a later replay (``replay.py``)."""
+    with recording(root, "metadata", config_settings) as record:
+        loaded = load(root, config_settings, record and record.env, for_build=False)
+        name = loaded.metadata.write_dist_info(metadata_directory)
+        if record is not None:
+            record.metadata(loaded, metadata_directory, name)
+    return name
 
 
 def build_wheel(root: Path, out_dir: Path, config_settings: ConfigSettings, *, editable: bool = False) -> str:
+    """A wheel (or an editable one); a wheel is recorded for a later replay (``replay.py``)."""
+    with recording(root, "wheel", config_settings, enabled=not editable) as record:
+        return _build_wheel(root, out_dir, config_settings, editable, record)
+
+
+def _build_wheel(
+    root: Path, out_dir: Path, config_settings: ConfigSettings, editable: bool, record: Recording | None
+) -> str:
     from .distribution.import_guard import add_artifact
     from .distribution.wheel import WheelWriter
 
     started = time.perf_counter()
-    loaded = load(root, config_settings)
+    loaded = load(root, config_settings, record and record.env)
     project, meta = loaded.project, loaded.metadata
     in_tree, files = project.in_tree, project.files
     # Held until the artifacts are packed: no concurrent build relinks them meanwhile.
     with build_dir_lock(loaded, editable):
         result = compile_extensions(loaded, editable=editable)
         artifacts = result.artifacts if result else {}
+        notes = [*skipped_lines(project), *(f"pep517_torch: {n}" for n in (result.plan.notes if result else ()))]
         with writing(out_dir):
             out_dir.mkdir(parents=True, exist_ok=True)
+        platform = None if editable else _platform_tag(project, result)
         tag = tags.extensions_wheel_tag(
-            [spec.py_limited_api for spec in project.extensions],
-            None if editable else _platform_tag(project, result),
+            [spec.py_limited_api for spec in project.extensions], platform and platform.tag
         )
-        with WheelWriter(out_dir, meta.name, meta.version, tag, source_date_epoch=source_date_epoch()) as wheel:
+        epoch = source_date_epoch(loaded.env)
+        with WheelWriter(out_dir, meta.name, meta.version, tag, source_date_epoch=epoch) as wheel:
             if editable:
                 add_editable_contents(wheel, loaded, result, in_tree, config_settings)
             else:
@@ -62,6 +80,8 @@ def build_wheel(root: Path, out_dir: Path, config_settings: ConfigSettings, *, e
                                  spec.stable_abi)
                 _record_build_torch(loaded)
             wheel.finish(meta)
+        if record is not None:
+            record.wheel(loaded, wheel.path, artifacts.values(), notes, platform and platform.note)
     ninja = result.run.seconds if result else 0.0
     overhead = time.perf_counter() - started - ninja
     log(f"pep517_torch: wrote {wheel.path} (ninja {ninja:.2f} s, pep517_torch {overhead:.2f} s)")
@@ -78,27 +98,27 @@ def _record_build_torch(loaded: Loaded) -> None:
         loaded.metadata.extra_dist_info[BUILD_RECORD] = record
 
 
-def _platform_tag(project: config.ResolvedProject, result: BuildResult | None) -> str | None:
+def _platform_tag(project: config.ResolvedProject, result: BuildResult | None) -> PlatformTag | None:
     """The platform tag of a wheel holding ``result``'s artifacts and the project's shipped
     files (platform-tag: manylinux by their ELF on Linux); None: the interpreter's."""
     import sys
 
-    from .distribution import manylinux
-    from .elf import is_elf
+    from .distribution import platform_decision
 
     if not sys.platform.startswith("linux") or (result is None and project.platform_tag == "auto"):
         return None
-    binaries = [
-        manylinux.Binary(path, spec.name, result.plan.objects.get(spec.name, ()))
-        for spec in project.extensions for path in [result.artifacts[spec.name]]
+    artifacts = [
+        platform_decision.Artifact(result.artifacts[spec.name], spec.name,
+                                   result.plan.objects.get(spec.name, ()))
+        for spec in project.extensions
     ] if result else []
-    binaries += [manylinux.Binary(path, arcname) for arcname, path in project.files if is_elf(path)]
-    if not binaries:
-        return None
-    shipped = {binary.path.name for binary in binaries}
-    decision = manylinux.decide(project.platform_tag, binaries, shipped, tags.platform_tag())
-    log(f"pep517_torch: platform tag {decision.note}")
-    return decision.tag
+    decision = platform_decision.decide(
+        project.platform_tag, artifacts, project.files, tags.platform_tag(),
+        project.options.build_dir if result else None,
+    )
+    if decision is not None:
+        log(f"pep517_torch: platform tag {decision.note}")
+    return decision
 
 
 def _guard_torch(loaded: Loaded, spec: ExtensionSpec, built: Path) -> Guard | None:

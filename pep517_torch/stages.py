@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -48,7 +48,9 @@ def load(
 ) -> Loaded:
     """Read and validate everything; compile nothing. Torch must be installed when there are
     extensions to build (``for_build``) or a torch pin to write into the metadata."""
-    env = dict(os.environ if env is None else env)
+    # A copy of a mutable mapping (os.environ); a read-only one is kept as given (the
+    # ReadEnv of replay_record.py remembers what the resolution reads).
+    env = dict(os.environ if env is None else env) if not _read_only(env) else env
     project, found = resolve(root, config_settings, env)
     torch = found.torch
     if project.extensions and (for_build or project.torch_requirement != "none"
@@ -66,6 +68,10 @@ def load(
     if build_torch is not None and project.local_version == "torch":
         _add_local_label(metadata, build_torch)
     return Loaded(project, torch, metadata, env, found.toolkit, plan.static_torch)
+
+
+def _read_only(env: Mapping[str, str] | None) -> bool:
+    return env is not None and not isinstance(env, MutableMapping)
 
 
 def dependency_plan(
@@ -109,8 +115,8 @@ def compile_extensions(loaded: Loaded, *, editable: bool) -> BuildResult | None:
 
     project = loaded.project
     _check_skipped(project)
-    for name, reason in project.skipped:
-        log(f"pep517_torch: skipping extension {name}: {reason}")
+    for line in skipped_lines(project):
+        log(line)
     if not project.extensions:
         return None
     assert loaded.torch is not None
@@ -126,6 +132,10 @@ def compile_extensions(loaded: Loaded, *, editable: bool) -> BuildResult | None:
     for line in result.summary().splitlines():
         log(f"pep517_torch: {line}")
     return result
+
+
+def skipped_lines(project: config.ResolvedProject) -> list[str]:
+    return [f"pep517_torch: skipping extension {name}: {reason}" for name, reason in project.skipped]
 
 
 def _check_skipped(project: config.ResolvedProject) -> None:

@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..consulted import note
 from ..errors import ConfigError
 from .fields import MODULE_NAME_PATTERN
 from .model import ProjectSettings
@@ -67,6 +68,7 @@ def is_package_dir(path: Path, build_dir: Path) -> bool:
     directory and any tagged build or cache directory (``CACHEDIR.TAG``: never packed, whichever
     settings made it); never ``__pycache__``. A symlinked one counts (walkers guard against
     loops)."""
+    note(path)  # its listing decides: a no-op replay checks it (consulted.py)
     return (
         path.name.isidentifier()
         and path.name != "__pycache__"

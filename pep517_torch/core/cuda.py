@@ -31,10 +31,12 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..consulted import note
 from ..errors import ToolchainError
 from . import probe_cache
 from .toolchain import run_probe
@@ -138,6 +140,7 @@ def _search(
             looked.append(f"nvcc on PATH ({on_path}): {why}")
 
     for root in DEFAULT_SEARCH_PATHS if search_paths is None else search_paths:
+        note(root)
         if not root.exists():
             looked.append(f"{root}: does not exist")
             continue
@@ -163,6 +166,7 @@ def _search(
 def _toolkit_from(
     nvcc: Path, label: str, env: Mapping[str, str], extras: Sequence[Path], *, arrow: bool = False
 ) -> CudaToolkit:
+    note(nvcc)  # where nvcc was looked for decides the toolkit: a no-op replay checks it
     if not nvcc.is_file():
         raise _Rejected(f"no {nvcc}")
     if not os.access(nvcc, os.X_OK):
@@ -176,6 +180,8 @@ def _toolkit_from(
     if label == WHEEL_FOUND_VIA:
         _check_wheel_companions(root, version)
     includes, libs = _toolkit_dirs(root)
+    for folder in (root, root / "targets", *includes, *libs):
+        note(folder)
     extra_includes, extra_libs = nvidia_wheel_dirs(version[0], nvidia_dirs=extras)
     if arrow or root != nvcc.parent.parent.resolve():
         label = f"{label} ({nvcc} → {root})"
@@ -307,12 +313,15 @@ def _nvidia_dirs(override: Sequence[Path] | None) -> tuple[Path, ...]:
     except (ImportError, ValueError):
         return ()
     if spec is None or not spec.submodule_search_locations:
+        for folder in sys.path:  # where an nvidia-* wheel would appear
+            note(folder or ".")
         return ()
     return _unique(Path(p) for p in spec.submodule_search_locations if Path(p).is_dir())
 
 
 def _wheel_nvcc_candidates(nvidia_dir: Path) -> list[Path]:
     """nvidia/cu13/bin/nvcc (newest cuNN first), then the CUDA 12 layout nvidia/cuda_nvcc."""
+    note(nvidia_dir)
     versioned = [p for p in nvidia_dir.glob("cu*") if re.fullmatch(r"cu\d+", p.name)]
     dirs = [*sorted(versioned, key=lambda p: -int(p.name[2:])), nvidia_dir / "cuda_nvcc"]
     return [d / "bin" / _NVCC for d in dirs if (d / "bin" / _NVCC).is_file()]
@@ -325,6 +334,7 @@ def _check_wheel_companions(root: Path, version: tuple[int, int]) -> None:
     the newest ones, and ptxas then rejects cicc's output ("Unsupported .version").
     """
     site_packages = root.parent.parent
+    note(site_packages)
     mismatched: list[str] = []
     for dist in ("nvidia_nvvm", "nvidia_cuda_crt"):
         for info in site_packages.glob(f"{dist}-*.dist-info"):
@@ -351,7 +361,9 @@ def nvidia_wheel_dirs(
     includes: list[Path] = []
     libs: list[Path] = []
     for base in _nvidia_dirs(nvidia_dirs):
+        note(base)
         for package in sorted(p for p in base.iterdir() if p.is_dir()):
+            note(package)
             versioned = re.fullmatch(r"cu(\d+)", package.name)
             if versioned and cuda_major is not None and int(versioned[1]) != cuda_major:
                 continue

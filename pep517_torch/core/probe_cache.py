@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ..atomic import write_atomic
+from ..consulted import note
 from .pch_cache import cache_root
 
 FILE = "probes.json"
@@ -75,6 +76,8 @@ def remembered(
 ) -> T:
     """``probe()``'s answer for ``kind`` + ``arguments`` while ``files`` keep their stamps: from
     the cache when it has one, else probed (and stored when the probe succeeds)."""
+    for file in files:
+        note(file)  # a no-op replay checks them too (consulted.py)
     location = _location(env)
     key = json.dumps([kind, list(arguments), stamps(files)])
     if location is not None:

@@ -20,8 +20,6 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..atomic import write_atomic
-
 UP_TO_DATE_STAMPS_NAME = ".pep517_torch_up_to_date.json"
 STATE_VERSION = 1
 NINJA_FILES = ("build.ninja", ".ninja_log", ".ninja_deps")
@@ -89,6 +87,8 @@ def _absolute(build_dir: Path, path: str) -> str:
 def record(build_dir: Path, dependencies: Mapping[str, Sequence[Path]], *, started_ns: int) -> None:
     """Record the stamps after a successful ninja run that started at ``started_ns`` (wall
     clock); ``dependencies`` are its deps log's (``ninja -t deps``), absolute."""
+    from ..atomic import write_atomic  # here: a no-op replay imports this module for current()
+
     state_file = build_dir / UP_TO_DATE_STAMPS_NAME
     state_file.unlink(missing_ok=True)  # a run that cannot be recorded leaves no stale record
     try:

@@ -1,0 +1,275 @@
+"""A no-op wheel or metadata hook: the last result again, when nothing it was made from changed.
+
+After a successful ``build_wheel`` or ``prepare_metadata_for_build_wheel``, ``replay_record.py``
+writes a record (JSON, in the machine cache: ``<cache>/last-builds/``) keyed by the hook, the
+project root, the config settings and the interpreter. It holds what the result was made
+from: every environment variable the resolution read (set or not) and SOURCE_DATE_EPOCH; the
+identity (mtime, size, ctime, inode) of every file and folder the build consulted (pyproject.toml,
+the files the wheel ships, the folders listed to find them, sources, readme and license files,
+a version file, the files a tool probe's answer rests on, where nvcc was looked for); the
+machine's facts (:func:`machine_facts`: this interpreter, pep517_torch's version and its own
+files, the libraries that shape a wheel, torch's location and version file, ninja, the compiler
+CXX or PATH names, every PATH folder); for a wheel with extensions, its build directory, whose
+ninja must have nothing to do (``core/up_to_date.py``); and the result: the wheel kept beside
+the artifacts (a hard link), or the ``.dist-info`` files' bytes.
+
+The hooks call :func:`replay_wheel` and :func:`replay_metadata` first. When every value is
+what the record says, the kept wheel is copied to the output directory (or the dist-info
+written), the build's notes and a summary are printed, and nothing else is imported: no
+config, no packaging, no compile core but ``up_to_date``. Anything else (a difference, no
+record, an unreadable one, any error) returns None, and the hook builds as always, which
+refreshes the record. Standard library only; it only reads (the build directory's lock is
+the real build's).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import time
+from collections.abc import Mapping
+from typing import Any
+
+FORMAT = 1
+RECORDS = "last-builds"  # the records' folder in the machine cache
+DISABLE_ENV = "PEP517_TORCH_NO_REPLAY"  # set (non-empty): every hook builds
+CACHE_DIR_ENV = "PEP517_TORCH_CACHE_DIR"
+# Libraries whose code shapes a wheel or its metadata: an upgrade builds again.
+LIBRARIES = ("packaging", "pyproject_metadata", "auditwheel", "elftools")
+_PACKAGE = os.path.dirname(os.path.abspath(__file__))
+
+ConfigSettings = Mapping[str, Any] | None
+
+
+def identity(path: str) -> list[int] | None:
+    """[mtime_ns, size, ctime_ns, inode] of ``path`` (followed through symlinks); None: absent."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return [st.st_mtime_ns, st.st_size, st.st_ctime_ns, st.st_ino]
+
+
+def kept_identity(st: os.stat_result) -> list[int]:
+    """The kept wheel's identity: no ctime, which a hard link's count changes (a frontend
+    deleting its copy of the wheel) while the bytes stay."""
+    return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns]
+
+
+def cache_root(env: Mapping[str, str]) -> str:
+    """The machine-wide cache (core/pch_cache.py's): PEP517_TORCH_CACHE_DIR, else
+    $XDG_CACHE_HOME/pep517_torch, else ~/.cache/pep517_torch."""
+    if env.get(CACHE_DIR_ENV):
+        return os.path.expanduser(env[CACHE_DIR_ENV])
+    base = env.get("XDG_CACHE_HOME") or os.path.join(
+        env.get("HOME") or os.path.expanduser("~"), ".cache"
+    )
+    return os.path.join(base, "pep517_torch")
+
+
+def record_key(hook: str, root: str, config_settings: ConfigSettings) -> list[Any]:
+    return [hook, root, config_settings or {}, sys.executable]
+
+
+def record_file(
+    env: Mapping[str, str], hook: str, root: str, config_settings: ConfigSettings
+) -> str | None:
+    """Where the record of ``hook`` for this project, settings and interpreter lives; None:
+    replays are off, or the settings cannot be written as JSON."""
+    if env.get(DISABLE_ENV):
+        return None
+    try:
+        key = json.dumps(record_key(hook, root, config_settings), sort_keys=True)
+    except (TypeError, ValueError):
+        return None
+    name = hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest()[:32]
+    return os.path.join(cache_root(env), RECORDS, f"{hook}-{name}.json")
+
+
+# -------------------------------------------------------------------------- the machine
+
+
+def _backend_files() -> str:
+    """A digest of pep517_torch's own files' identities: a checkout edited without a new
+    version is another backend."""
+    digest = hashlib.blake2b(digest_size=16)
+    folders = [_PACKAGE]
+    while folders:
+        folder = folders.pop()
+        with os.scandir(folder) as scan:
+            entries = sorted(scan, key=lambda entry: entry.name)
+        for entry in entries:
+            if entry.name == "__pycache__":
+                continue
+            if entry.is_dir():
+                folders.append(entry.path)
+                continue
+            st = entry.stat()
+            line = f"{entry.path}\0{st.st_mtime_ns}\0{st.st_size}\0{st.st_ctime_ns}\0{st.st_ino}\n"
+            digest.update(line.encode("utf-8", "surrogateescape"))
+    return digest.hexdigest()
+
+
+def _found(name: str) -> list[Any] | None:
+    """Where ``name`` would be imported from (found, not imported), with that file's identity."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return None
+    if spec is None:
+        return None
+    where = spec.origin if spec.has_location and spec.origin else None
+    if where is None and spec.submodule_search_locations:
+        where = next(iter(spec.submodule_search_locations), None)
+    return None if where is None else [where, identity(where)]
+
+
+def _torch() -> list[Any] | None:
+    """torch's folder as core/toolchain.py finds it (without importing it), and the identity
+    of its version.py (a reinstall, another build or version)."""
+    found = _found("torch")
+    if found is None:
+        return None
+    folder = os.path.dirname(found[0]) if found[0].endswith(".py") else found[0]
+    return [folder, identity(os.path.join(folder, "version.py"))]
+
+
+def machine_facts(env: Mapping[str, str]) -> dict[str, Any]:
+    """What this machine and interpreter bring to a build, as JSON values."""
+    from ._version import __version__
+    from .core.identity import compiler_identity
+
+    compiler = compiler_identity(env)
+    path = env.get("PATH", os.defpath)
+    return {
+        "python": [sys.executable, sys.version, sys.platform, os.uname().machine],
+        "backend": [__version__, _backend_files()],
+        "libraries": {name: _found(name) for name in LIBRARIES},
+        "torch": _torch(),
+        "ninja": _found("ninja"),
+        "compiler": None if compiler is None else list(compiler),
+        "path": [[folder, identity(folder or ".")] for folder in dict.fromkeys(path.split(os.pathsep))],
+    }
+
+
+# -------------------------------------------------------------------------- the replay
+
+
+def _matching_record(hook: str, root: str, config_settings: ConfigSettings) -> dict[str, Any] | None:
+    """The record of ``hook`` when everything it names is as it says, else None."""
+    env = os.environ
+    location = record_file(env, hook, root, config_settings)
+    if location is None:
+        return None
+    try:
+        with open(location, "rb") as file:
+            record = json.load(file)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(record, dict) or record.get("format") != FORMAT:
+        return None
+    if record.get("key") != json.loads(json.dumps(record_key(hook, root, config_settings))):
+        return None
+    if any(env.get(name) != value for name, value in record["env"].items()):
+        return None
+    if any(identity(path) != value for path, value in record["files"].items()):
+        return None
+    if record["machine"] != machine_facts(env):
+        return None
+    build_dir = record.get("build_dir")
+    if build_dir is not None:
+        from pathlib import Path
+
+        from .core import up_to_date
+
+        if not up_to_date.current(Path(build_dir)):
+            return None
+    return record
+
+
+def _copy(source: Any, target: str) -> None:
+    """``source`` (an open file) to ``target``, whole or not at all."""
+    temporary = os.path.join(
+        os.path.dirname(target), f".{os.path.basename(target)}.{os.getpid()}-{os.urandom(4).hex()}.tmp"
+    )
+    try:
+        with open(temporary, "xb") as out:
+            size, offset = os.fstat(source.fileno()).st_size, 0
+            try:
+                while offset < size:
+                    sent = os.sendfile(out.fileno(), source.fileno(), offset, size - offset)
+                    if sent == 0:
+                        break
+                    offset += sent
+            except OSError:
+                out.seek(0)
+                out.truncate()
+                source.seek(0)
+                while chunk := source.read(1 << 20):
+                    out.write(chunk)
+        os.replace(temporary, target)
+    finally:
+        if os.path.lexists(temporary):
+            os.unlink(temporary)
+
+
+def replay_wheel(root: str, wheel_directory: str, config_settings: ConfigSettings) -> str | None:
+    """The last wheel of this project, copied into ``wheel_directory``, when nothing it was
+    made from changed; its file name, or None (then build)."""
+    started = time.perf_counter()
+    try:
+        record = _matching_record("wheel", root, config_settings)
+        if record is None:
+            return None
+        output = record["output"]
+        name = output["wheel"]
+        if os.path.basename(name) != name or not name.endswith(".whl"):
+            return None
+        with open(output["kept"], "rb") as kept:
+            if kept_identity(os.fstat(kept.fileno())) != output["kept_identity"]:
+                return None  # replaced or changed since the record: build
+            os.makedirs(wheel_directory, exist_ok=True)
+            target = os.path.join(wheel_directory, name)
+            _copy(kept, target)
+    except Exception:  # noqa: BLE001 - a replay that cannot happen is a build, never an error
+        return None
+    for line in record.get("notes", []):
+        print(line, flush=True)
+    count = output.get("extensions", 0)
+    if count:
+        print(f"pep517_torch: {count} extension{'s' * (count != 1)}: 0 compiled, 0 linked in"
+              " 0.0 s (nothing changed since the last build)", flush=True)
+    if output.get("platform"):
+        print(f"pep517_torch: platform tag {output['platform']}", flush=True)
+    print(f"pep517_torch: wrote {target} (nothing changed since the last build: its wheel"
+          f" again, pep517_torch {time.perf_counter() - started:.2f} s)", flush=True)
+    return str(name)
+
+
+def replay_metadata(root: str, metadata_directory: str, config_settings: ConfigSettings) -> str | None:
+    """The last ``.dist-info`` of this project, written into ``metadata_directory``, when
+    nothing it was made from changed; its name, or None (then resolve)."""
+    import binascii
+
+    try:
+        record = _matching_record("metadata", root, config_settings)
+        if record is None:
+            return None
+        name, files = record["output"]["dist_info"], record["output"]["files"]
+        if os.path.basename(name) != name or not name.endswith(".dist-info"):
+            return None
+        contents = {relative: binascii.a2b_base64(data) for relative, data in files.items()}
+        if any(os.path.isabs(r) or ".." in r.split("/") for r in contents):
+            return None
+        for relative, data in contents.items():
+            target = os.path.join(metadata_directory, name, *relative.split("/"))
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            with open(target, "wb") as file:
+                file.write(data)
+    except Exception:  # noqa: BLE001 - as in replay_wheel
+        return None
+    return str(name)
