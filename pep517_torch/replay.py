@@ -146,7 +146,8 @@ def machine_facts(env: Mapping[str, str]) -> dict[str, Any]:
     compiler = compiler_identity(env)
     path = env.get("PATH", os.defpath)
     return {
-        "python": [sys.executable, sys.version, sys.platform, os.uname().machine],
+        "python": [sys.executable, sys.version, sys.platform,
+                   os.uname().machine if hasattr(os, "uname") else ""],
         "backend": [__version__, _backend_files()],
         "libraries": {name: _found(name) for name in LIBRARIES},
         "torch": _torch(),

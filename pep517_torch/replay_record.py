@@ -65,6 +65,9 @@ class ReadEnv(Mapping[str, str]):
         self.everything = True
         return len(self._values)
 
+    def __bool__(self) -> bool:  # `env or {}` learns nothing about any one variable
+        return bool(self._values)
+
 
 @dataclass
 class Recording:
@@ -81,6 +84,16 @@ class Recording:
         """Record a written (not editable) wheel and keep it: beside the artifacts, or in the
         machine cache for a wheel without extensions. ``notes``: the lines the build printed
         before its summary; ``platform``: what decided the platform tag."""
+        with _never_failing(self.location):
+            self._wheel(loaded, wheel, list(artifacts), notes, platform)
+
+    def metadata(self, loaded: Loaded, directory: Path, name: str) -> None:
+        """Record the ``.dist-info`` folder ``name`` just written into ``directory``."""
+        with _never_failing(self.location):
+            self._metadata(loaded, directory, name)
+
+    def _wheel(self, loaded: Loaded, wheel: Path, artifacts: list[Path], notes: list[str],
+               platform: str | None) -> None:
         project = loaded.project
         build_dir = project.options.build_dir if project.extensions else None
         paths = self._inputs(loaded, [*artifacts, *(s for spec in project.extensions
@@ -102,8 +115,7 @@ class Recording:
             return
         self._write(facts, output, notes, build_dir)
 
-    def metadata(self, loaded: Loaded, directory: Path, name: str) -> None:
-        """Record the ``.dist-info`` folder ``name`` just written into ``directory``."""
+    def _metadata(self, loaded: Loaded, directory: Path, name: str) -> None:
         facts = self._described(loaded, self._inputs(loaded, []), excluded=[directory / name])
         if facts is None:
             return
@@ -173,6 +185,16 @@ class Recording:
         except (OSError, TypeError, ValueError):
             with contextlib.suppress(OSError):
                 self.location.unlink()
+
+
+@contextlib.contextmanager
+def _never_failing(location: Path) -> Iterator[None]:
+    """A record that cannot be made is no record; the build it describes succeeded."""
+    try:
+        yield
+    except Exception:  # noqa: BLE001 - never a failed build for want of a record
+        with contextlib.suppress(OSError):
+            location.unlink()
 
 
 def _changed_since(found: list[int] | None, started_ns: int) -> bool:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from ..atomic import writing
 from ..errors import BuildError
-from . import inputs, pch_cache, pch_health, stable_audit, toolchain, trace, trace_view, unity
+from . import inputs, pch_cache, pch_health, stable_audit, toolchain, trace, unity
 from . import up_to_date
 from . import launcher as launchers
 from .plan import BuildPlan, prepare, tool_env
@@ -50,8 +50,12 @@ class BuildResult:
             f" {run.linked} linked{pch} in {run.seconds:.1f} s{log}"
         )
         timeline = run.timeline  # then the slowest steps and idle job slots, a line each
+        if not timeline:  # a no-op
+            return first
+        from . import trace_view
+
         trace_file = self.plan.build_dir / trace.TRACE_NAME
-        return "\n".join([first, *(trace_view.summary_lines(timeline, trace_file) if timeline else [])])
+        return "\n".join([first, *trace_view.summary_lines(timeline, trace_file)])
 
 
 def run(

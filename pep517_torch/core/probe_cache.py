@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 from ..atomic import write_atomic
 from ..consulted import note
-from .pch_cache import cache_root
+from .pch_cache import ENV_DIR, cache_root
 
 FILE = "probes.json"
 VERSION = 1
@@ -47,7 +47,12 @@ def stamps(files: Sequence[str | Path]) -> list[list[Any]]:
 
 
 def _location(env: Mapping[str, str] | None) -> Path | None:
-    merged = {**os.environ, **(env or {})}
+    # the few variables it needs, each looked up: a build's ReadEnv (replay_record.py) learns
+    # which it read, where a copy of it all would read every variable
+    given = {} if env is None else env
+    merged = {name: given[name] if name in given else os.environ.get(name, "")
+              for name in (DISABLE_ENV, ENV_DIR, "XDG_CACHE_HOME", "HOME")}
+    merged = {name: value for name, value in merged.items() if value}
     if merged.get(DISABLE_ENV):
         return None
     return cache_root(merged) / FILE
