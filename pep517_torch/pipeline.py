@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ from .distribution import tags
 from .distribution.import_guard import Guard
 from .distribution.reproducible import source_date_epoch
 from .errors import ConfigError, ToolchainError
+from .runtime.user_line import print_line, user_line
 
 if TYPE_CHECKING:
     from .core.build import BuildResult
@@ -37,7 +39,7 @@ ConfigSettings = Mapping[str, "str | list[str]"] | None
 
 
 def log(line: str) -> None:
-    print(line, flush=True)
+    print_line(line, sys.stdout)
 
 
 @dataclass(frozen=True)
@@ -203,18 +205,18 @@ def _compile(loaded: Loaded) -> BuildResult | None:
     project = loaded.project
     _check_skipped(project)
     for name, reason in project.skipped:
-        log(f"pep517_torch: skipping extension {name}: {reason}")
+        log(user_line(f"skipping extension {name}: {reason}"))
     if not project.extensions:
         return None
     assert loaded.torch is not None
     note = isolation.isolation_note(loaded.torch, loaded.env)
     if note:
-        log(f"pep517_torch: {note}")
+        log(user_line(note))
     result = core_build.build(
         list(project.extensions), project.options, log=log, torch=loaded.torch, toolkit=loaded.toolkit
     )
     for line in result.summary().splitlines():
-        log(f"pep517_torch: {line}")
+        log(user_line(line))
     return result
 
 
@@ -267,7 +269,7 @@ def build_wheel(root: Path, out_dir: Path, config_settings: ConfigSettings, *, e
             wheel.finish(meta)
     ninja = result.run.seconds if result else 0.0
     overhead = time.perf_counter() - started - ninja
-    log(f"pep517_torch: wrote {wheel.path} (ninja {ninja:.2f} s, pep517_torch {overhead:.2f} s)")
+    log(user_line(f"wrote {wheel.path} (ninja {ninja:.2f} s, pep517_torch {overhead:.2f} s)"))
     return wheel.filename
 
 
@@ -300,7 +302,7 @@ def _platform_tag(project: config.ResolvedProject, result: BuildResult | None) -
         return None
     shipped = {binary.path.name for binary in binaries}
     decision = manylinux.decide(project.platform_tag, binaries, shipped, tags.platform_tag())
-    log(f"pep517_torch: platform tag {decision.note}")
+    log(user_line(f"platform tag {decision.note}"))
     return decision.tag
 
 
@@ -344,8 +346,8 @@ def _add_editable(
     rebuild = None
     if result is not None:
         if isolation.is_isolated(result.plan.torch):
-            log("pep517_torch: editable install from an isolated build environment: extensions"
-                " will not rebuild on import (use pip install -e . --no-build-isolation)")
+            log(user_line("editable install from an isolated build environment: extensions"
+                          " will not rebuild on import (use pip install -e . --no-build-isolation)"))
         else:
             rebuild = _record_editable(loaded, result, in_tree, config_settings, None)
     add_editable(
@@ -371,22 +373,19 @@ def _record_editable(
     rebuild command."""
     import sys
 
-    from .config.layers import read_env
-    from .core import progress, trace
+    from .config.layers import resolution_variables
     from .distribution import editable
     from .project_tree import is_build_dir
 
     project, plan = loaded.project, result.plan
     state_file = state_file or plan.build_dir / editable.EDITABLE_STATE_NAME
-    names = {*read_env(), project.version.suffix_env or ""} - {""}
+    names = {*resolution_variables(), project.version.suffix_env or ""} - {""}
     recorded_env = {name: loaded.env.get(name) for name in sorted(names)}
     install = {"root": str(project.root), "config_settings": dict(config_settings or {}),
                "env": recorded_env}
     rebuild = editable.RebuildCommand(
         plan.ninja, plan.build_dir, tuple(plan.targets.values()),
-        Path(progress.__file__).read_text(encoding="utf-8"),
         editable.Replan(sys.executable, state_file, install),
-        Path(trace.__file__).read_text(encoding="utf-8"),
     )
     sources = [source for spec in project.extensions for source in spec.sources]
     folders = editable.watched_folders(project.root, sources, is_build_dir)

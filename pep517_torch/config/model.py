@@ -14,6 +14,7 @@ from .. import stable_abi
 from ..core.arch_list import arch_list_problem
 from ..core.spec import DEFAULT_PCH_CACHE_BYTES
 from ..distribution.manylinux import tag_problem as manylinux_tag_problem
+from ..runtime import environment as variables
 from .checks import (
     extension_name_problem,
     library_name,
@@ -334,7 +335,7 @@ class ProjectSettings:
         help="Default CUDA architectures for every extension (e.g. `8.0;9.0+PTX`). A -C value or"
         " TORCH_CUDA_ARCH_LIST overrides every extension's list.",
         config_setting=True,
-        env="TORCH_CUDA_ARCH_LIST",
+        env=variables.TORCH_CUDA_ARCH_LIST,
         option=lambda value: tuple(split_list(value)) or None,
         **ARCH_LIST,
     )
@@ -391,7 +392,7 @@ class ProjectSettings:
         minimum=1,
         maximum=MAX_JOBS,
         config_setting=True,
-        env="MAX_JOBS",
+        env=variables.MAX_JOBS,
         runs_only=True,
     )
     verbose: bool = setting(False, help="Print every command.", config_setting=True)
@@ -418,7 +419,7 @@ class ProjectSettings:
         ' `"ccache"`, `"sccache"`, `"distcc"` (DISTCC_HOSTS then sets the job count). The JIT'
         " reads the same environment variable.",
         config_setting=True,
-        env="PEP517_TORCH_COMPILER_LAUNCHER",
+        env=variables.COMPILER_LAUNCHER,
         runs_only=True,
     )
     pch_cache_size: str = setting(
@@ -428,7 +429,7 @@ class ProjectSettings:
         " `K`, `M`, `G` or `T` (powers of 1024), e.g. `8G`; `0` keeps precompiled headers in each"
         " build directory instead. The JIT reads the same environment variable.",
         config_setting=True,
-        env="PEP517_TORCH_PCH_CACHE_SIZE",
+        env=variables.PCH_CACHE_SIZE,
         runs_only=True,
         option=parse_size,
         check=valid_size,

@@ -21,12 +21,12 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ..atomic import write_atomic
-from .pch_cache import cache_root
+from ..runtime.environment import NO_PROBE_CACHE, cache_root
+from ..runtime.file_identity import identity
 
 FILE = "probes.json"
 VERSION = 1
 MAX_ENTRIES = 64  # oldest first out: stale stamps of replaced tools do not pile up
-DISABLE_ENV = "PEP517_TORCH_NO_PROBE_CACHE"  # set (non-empty): every probe runs
 
 T = TypeVar("T")
 
@@ -34,20 +34,12 @@ T = TypeVar("T")
 def stamps(files: Sequence[str | Path]) -> list[list[Any]]:
     """The stamps a probe's answer is keyed by (a missing file, e.g. a config file the tool
     would read, is stamped as missing: creating it changes the key)."""
-    found: list[list[Any]] = []
-    for file in files:
-        try:
-            st = os.stat(file)
-        except OSError:
-            found.append([str(file)])
-            continue
-        found.append([str(file), st.st_mtime_ns, st.st_size, st.st_ctime_ns, st.st_ino])
-    return found
+    return [[str(file), *(identity(file) or [])] for file in files]
 
 
 def _location(env: Mapping[str, str] | None) -> Path | None:
     merged = {**os.environ, **(env or {})}
-    if merged.get(DISABLE_ENV):
+    if merged.get(NO_PROBE_CACHE):  # set (non-empty): every probe runs
         return None
     return cache_root(merged) / FILE
 

@@ -12,6 +12,7 @@ from ..atomic import write_if_changed
 from ..core.ninja_syntax import unnameable_character, unwritable_character
 from ..core.suffixes import CUDA_HEADER_SUFFIXES, is_header
 from ..errors import ConfigError
+from ..runtime.environment import TORCH_EXTENSIONS_DIR
 from .request import ArtifactKind, JitRequest
 from .warm import extensions_root, jit_load
 
@@ -85,13 +86,13 @@ def _check_name(name: str) -> None:
 def _build_directory(name: str, build_directory: str | os.PathLike[str] | None) -> Path:
     """The build directory, once it and the shared PCH cache (TORCH_EXTENSIONS_DIR) are known
     to fit on a command line."""
-    _one_line([os.environ.get("TORCH_EXTENSIONS_DIR", "")], "TORCH_EXTENSIONS_DIR")
+    _one_line([os.environ.get(TORCH_EXTENSIONS_DIR, "")], TORCH_EXTENSIONS_DIR)
     if build_directory is not None:
         path = Path(build_directory).expanduser().absolute()
         _nameable([str(path)], "build_directory")
         return path
     path = extensions_root() / name
-    _nameable([str(path)], "TORCH_EXTENSIONS_DIR")  # the default under ~/.cache
+    _nameable([str(path)], TORCH_EXTENSIONS_DIR)  # the default under ~/.cache
     return path
 
 

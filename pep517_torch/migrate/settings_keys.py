@@ -18,7 +18,8 @@ from ..config.model import (
     ProjectSettings,
 )
 from ..config.parse import fields_by_key, partial_keys, type_hints, union_members
-from ..config.layers import PASSTHROUGH_ENV, env_fields
+from ..config.layers import env_fields
+from ..runtime.environment import PASSTHROUGH_ENV
 
 EXTENSION_NAME_KEY = "name"
 
