@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from pep517_torch import pipeline
+from pep517_torch.discovery import Discovery
 from pep517_torch.config import Facts, resolve_project
 from pep517_torch.core import cuda
 
@@ -62,7 +62,7 @@ def test_the_glue_looks_nvcc_up_once_and_hands_the_toolkit_on(monkeypatch: pytes
         return None if len(found) > 1 else toolkit
 
     monkeypatch.setattr(cuda, "find_cuda", find_cuda)
-    discovery = pipeline.Discovery({"PATH": "/usr/bin"}, None)
+    discovery = Discovery({"PATH": "/usr/bin"}, None)
     assert discovery.toolkit is None and found == []  # nothing asked yet
     facts = discovery.facts()
     with pytest.raises(AttributeError):  # the fake toolkit has no version: it was looked up

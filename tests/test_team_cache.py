@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from pep517_torch import pipeline
+from pep517_torch import pipeline, stages
 from pep517_torch.core.build import build, header_dependencies
 from pep517_torch.core.plan import prepare
 from pep517_torch.core.spec import BuildOptions, ExtensionSpec
@@ -39,7 +39,7 @@ def build_on_machine(
     for name, value in {**env, "PEP517_TORCH_CACHE_DIR": str(machine / "pep517-cache")}.items():
         monkeypatch.setenv(name, value)
     lines: list[str] = []
-    monkeypatch.setattr(pipeline, "log", lines.append)
+    monkeypatch.setattr(stages, "log", lines.append)
     out = machine / "dist"
     # Build directories differ too (at the same depth in the tree: see docs/scaling.md).
     pipeline.build_wheel(tree, out, {"build-dir": f"build/{machine.name}"})

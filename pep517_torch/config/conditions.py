@@ -11,7 +11,7 @@ from typing import Literal
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from .model import Condition, EnvTest
+from .extension_model import Condition, EnvTest
 from .parse import key_path, quote_key
 from .product import Facts
 
