@@ -19,9 +19,9 @@ from ..errors import BuildError
 from ..runtime import trace
 from ..runtime.ninja import LOG_NAME
 from ..runtime.user_line import print_line, user_line
-from . import inputs, pch_cache, pch_health, stable_audit, toolchain, trace_view, up_to_date
+from . import inputs, pch_cache, pch_health, stable_audit, toolchain, trace_view, unity, up_to_date
 from . import launcher as launchers
-from .ninja_report import Log, NinjaRun, run_ninja
+from .ninja_report import Log, NinjaRun, failed_targets, run_ninja
 from .plan import BuildPlan, prepare, tool_env
 from .spec import BuildOptions, ExtensionSpec
 
@@ -102,6 +102,16 @@ def run(
                 except BuildError as exc:
                     raise (plan.stable and stable_audit.non_stable_include(exc)) or exc from None
     except BuildError as exc:
+        failed_unity = _failed_unity_units(plan, exc)
+        if failed_unity:
+            # A clash the scan could not see (or an error of one member): file by file, for
+            # good in this build directory; an error of a file's own shows again there.
+            unity.keep_apart(plan.build_dir, [m for members in failed_unity.values() for m in members])
+            shown = "; ".join(plan.descriptions[obj].removeprefix("compiling ") for obj in failed_unity)
+            first = (exc.first_error or "").splitlines()[:1]
+            log(user_line(f"{shown} failed as one unity TU{f' ({first[0]})' if first else ''}:"
+                          " compiling those files one by one"))
+            return run(prepare(plan.specs, options), options, log=log, what=what, header=header)
         reason = pch_health.pch_failure(plan.pch_cache, plan.uses_pch, exc)
         if reason is None:
             raise
@@ -119,6 +129,12 @@ def run(
         result.cache_hits = hits_after - hits_before
     stable_audit.audit_all(plan.stable)
     return result
+
+
+def _failed_unity_units(plan: BuildPlan, error: BuildError) -> dict[str, tuple[Path, ...]]:
+    """The unity TUs (object -> members) among the failed steps of ``error``."""
+    failed = set(failed_targets(error.output))
+    return {obj: members for obj, members in plan.unity.items() if obj in failed}
 
 
 def _nothing_to_do(plan: BuildPlan, options: BuildOptions, log: Log) -> NinjaRun:

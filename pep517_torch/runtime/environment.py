@@ -21,6 +21,7 @@ CACHE_DIR = "PEP517_TORCH_CACHE_DIR"  # the machine-wide cache: PCHs, tool probe
 PCH = "PEP517_TORCH_PCH"  # the JIT's use_pch when load() does not say (default: on)
 PCH_CACHE_SIZE = "PEP517_TORCH_PCH_CACHE_SIZE"  # the setting pch-cache-size
 COMPILER_LAUNCHER = "PEP517_TORCH_COMPILER_LAUNCHER"  # the setting compiler-launcher
+UNITY = "PEP517_TORCH_UNITY"  # the setting unity
 EDITABLE_REBUILD = "PEP517_TORCH_EDITABLE_REBUILD"  # off: an editable import rebuilds nothing
 NO_PROBE_CACHE = "PEP517_TORCH_NO_PROBE_CACHE"  # set (non-empty): every tool probe runs
 
