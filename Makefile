@@ -9,7 +9,7 @@ PYTEST_ARGS ?=
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q "$(TORCH)" "packaging>=23.2" "pyproject-metadata>=0.9" "filelock>=3.12" "ninja>=1.11" "pyelftools>=0.31" "auditwheel>=6.1" "pathspec>=0.12"
+	$(PY) -m pip install -q "$(TORCH)" "packaging>=23.2" "pyproject-metadata>=0.9" "ninja>=1.11" "pyelftools>=0.31" "auditwheel>=6.1" "pathspec>=0.12"
 	$(PY) -m pip install -q --no-build-isolation -e ".[test]"
 	touch $@
 

@@ -4,8 +4,9 @@ A file is written under a unique hidden name beside its destination (pid and ran
 so concurrent writers never share one), then renamed over it: a reader sees the old file or
 the new one, never half of either. ``durable`` also fsyncs the file before the rename, for
 files whose loss or truncation after a crash would hurt (a user's own file). Archives are
-streamed through :class:`AtomicFile` instead. A leaf module: it imports nothing above
-``errors``.
+streamed through :class:`AtomicFile` instead. The plain writes are runtime/files.py's (the
+editable hook writes with them too). A leaf module: it imports nothing above ``errors`` and
+the runtime.
 """
 
 from __future__ import annotations
@@ -13,34 +14,17 @@ from __future__ import annotations
 import contextlib
 import io
 import os
-import secrets
-import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
 from .errors import OutputError
+from .runtime.files import copy_atomic, symlink_atomic, temporary_name, write_atomic
 
-
-def temporary_name(destination: Path) -> Path:
-    """A unique hidden name beside ``destination``, to write to and then rename into place."""
-    return destination.with_name(f".{destination.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
-
-
-def write_atomic(path: Path, data: bytes | str, *, durable: bool = False) -> None:
-    """Write ``data`` (text as UTF-8) to ``path`` through a temporary name and a rename."""
-    content = data.encode() if isinstance(data, str) else data
-    temporary = temporary_name(path)
-    try:
-        fd = os.open(temporary, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666)
-        with open(fd, "wb") as file:
-            file.write(content)
-            if durable:
-                file.flush()
-                os.fsync(file.fileno())
-        os.replace(temporary, path)
-    finally:
-        temporary.unlink(missing_ok=True)
+__all__ = [
+    "AtomicFile", "copy_atomic", "symlink_atomic", "temporary_name", "write_atomic",
+    "write_if_changed", "writing",
+]
 
 
 def write_if_changed(path: Path, data: str) -> bool:
@@ -55,25 +39,6 @@ def write_if_changed(path: Path, data: str) -> bool:
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(path, content)
     return True
-
-
-def symlink_atomic(link: Path, target: Path) -> None:
-    """Make ``link`` a symlink to ``target``, replacing whatever link or file was there."""
-    _place(link, lambda temporary: os.symlink(target, temporary))
-
-
-def copy_atomic(source: Path, destination: Path) -> None:
-    """Copy ``source`` (with its mode and times) over ``destination``."""
-    _place(destination, lambda temporary: shutil.copy2(source, temporary))
-
-
-def _place(destination: Path, make: Callable[[Path], object]) -> None:
-    temporary = temporary_name(destination)
-    try:
-        make(temporary)
-        os.replace(temporary, destination)
-    finally:
-        temporary.unlink(missing_ok=True)
 
 
 @contextlib.contextmanager

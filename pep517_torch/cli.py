@@ -15,6 +15,7 @@ from typing import Any
 
 from .cli_name import PROG
 from .errors import ConfigError, Pep517TorchError, print_error
+from .runtime.user_line import error_line, print_line, say
 
 
 def _config_settings(pairs: Sequence[str]) -> dict[str, str | list[str]]:
@@ -114,12 +115,10 @@ def _wheel(args: argparse.Namespace) -> int:
     missing = missing_build_requirements(root)
     if missing:
         quoted = " ".join(f"'{m.split(' (')[0]}'" for m in missing)
-        print(
-            "pep517_torch: error: build requirements missing from this environment: "
-            + ", ".join(missing)
-            + f"\n  install them with: {sys.executable} -m pip install {quoted}",
-            file=sys.stderr,
-        )
+        print_line(error_line(
+            "build requirements missing from this environment: " + ", ".join(missing)
+            + f"\n  install them with: {sys.executable} -m pip install {quoted}"
+        ))
         return 1
     out = Path(args.outdir) if args.outdir else root / "dist"
     pipeline.build_wheel(root, out.resolve(), _config_settings(args.config_setting))
@@ -133,7 +132,7 @@ def _sdist(args: argparse.Namespace) -> int:
     build_system(root)
     out = Path(args.outdir) if args.outdir else root / "dist"
     name = pipeline.build_sdist(root, out.resolve(), _config_settings(args.config_setting))
-    print(f"pep517_torch: wrote {out / name}")
+    say(f"wrote {out / name}", sys.stdout)
     return 0
 
 
@@ -143,12 +142,12 @@ def _index(args: argparse.Namespace) -> int:
     directory = Path(args.directory).resolve()
     variants, unrecorded = write_index(directory)
     for variant, wheels in variants.items():
-        print(f"pep517_torch: {directory / page_name(variant)}: {len(wheels)} wheel"
-              f"{'s' if len(wheels) != 1 else ''} built for torch {variant}")
+        say(f"{directory / page_name(variant)}: {len(wheels)} wheel"
+            f"{'s' if len(wheels) != 1 else ''} built for torch {variant}", sys.stdout)
     for wheel in unrecorded:
-        print(f"pep517_torch: {wheel.path.name}: no torch build record (not built against"
-              " torch by pep517_torch): on no variant page")
-    print(f"pep517_torch: wrote {directory / 'index.html'}")
+        say(f"{wheel.path.name}: no torch build record (not built against torch by"
+            " pep517_torch): on no variant page", sys.stdout)
+    say(f"wrote {directory / 'index.html'}", sys.stdout)
     return 0
 
 
@@ -166,6 +165,7 @@ def _cache(args: argparse.Namespace) -> int:
     from .config.layers import environment_layer
     from .core import pch_cache
     from .core.spec import DEFAULT_PCH_CACHE_BYTES
+    from .runtime.environment import CACHE_DIR, PCH_CACHE_SIZE
 
     configured = environment_layer(os.environ).get("pch_cache_size")
     limit = parse_size(configured.value) if configured else DEFAULT_PCH_CACHE_BYTES
@@ -173,15 +173,15 @@ def _cache(args: argparse.Namespace) -> int:
     if args.clear:
         removed, busy = pch_cache.clear(root)
         freed = pch_cache.format_size(sum(e.size for e in removed))
-        print(f"pep517_torch: removed {pch_cache.count_text(len(removed))} ({freed}) from {root}"
-              + (f"; {len(busy)} in use by a running build kept" if busy else ""))
+        say(f"removed {pch_cache.count_text(len(removed))} ({freed}) from {root}"
+            + (f"; {len(busy)} in use by a running build kept" if busy else ""), sys.stdout)
         return 0
     found = pch_cache.entries(root)
     total = pch_cache.format_size(sum(e.size for e in found))
-    origin = pch_cache.ENV_DIR if os.environ.get(pch_cache.ENV_DIR) else "default"
+    origin = CACHE_DIR if os.environ.get(CACHE_DIR) else "default"
     print(f"precompiled-header cache: {root} ({origin})")
     print(f"{pch_cache.count_text(len(found))}, {total} of {pch_cache.format_size(limit)}"
-          f" ({'PEP517_TORCH_PCH_CACHE_SIZE' if configured else 'default'} bound;"
+          f" ({PCH_CACHE_SIZE if configured else 'default'} bound;"
           " least recently used go first)")
     for entry in reversed(found):
         info = entry.info
@@ -196,14 +196,14 @@ def _cache(args: argparse.Namespace) -> int:
 
 def _trace(args: argparse.Namespace) -> int:
     from .atomic import write_atomic
-    from .core import trace, trace_view
+    from .core import trace_view
     from .errors import OutputError
 
     build_dir = _trace_dir(args.build_dir)
     try:
-        found = trace.read(build_dir)
+        found = trace_view.read(build_dir)
     except OSError as exc:
-        raise ConfigError(f"cannot read {build_dir / trace.TRACE_NAME}: {exc.strerror or exc}") from None
+        raise ConfigError(f"cannot read {build_dir / trace_view.TRACE_NAME}: {exc.strerror or exc}") from None
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     print(trace_view.table(found))
@@ -213,14 +213,14 @@ def _trace(args: argparse.Namespace) -> int:
             write_atomic(page, trace_view.render(found, str(build_dir)))
         except OSError as exc:
             raise OutputError(f"cannot write {page}: {exc.strerror or exc}") from None
-        print(f"pep517_torch: wrote {page}")
+        say(f"wrote {page}", sys.stdout)
     return 0
 
 
 def _trace_dir(given: str | None) -> Path:
     """The build directory named, else ``.`` when it holds a trace, else the build directory
     under ``./build`` that wrote one last (a project's default build directories live there)."""
-    from .core.trace import TRACE_NAME
+    from .runtime.trace import TRACE_NAME
 
     if given is not None:
         return Path(given)
@@ -329,5 +329,5 @@ def main(argv: Sequence[str] | None = None) -> int:
         print_error(exc)
         return 2 if isinstance(exc, ConfigError) else 1
     except KeyboardInterrupt:
-        print("pep517_torch: interrupted", file=sys.stderr)
+        say("interrupted")
         return 130

@@ -12,6 +12,7 @@ from .atomic import writing
 from .core import isolation
 from .discovery import ConfigSettings
 from .errors import ConfigError
+from .runtime.user_line import user_line
 from .stages import Loaded, build_dir_lock, compile_extensions, load, log
 
 if TYPE_CHECKING:
@@ -33,8 +34,8 @@ def add_editable_contents(
     rebuild = None
     if result is not None:
         if isolation.is_isolated(result.plan.torch):
-            log("pep517_torch: editable install from an isolated build environment: extensions"
-                " will not rebuild on import (use pip install -e . --no-build-isolation)")
+            log(user_line("editable install from an isolated build environment: extensions"
+                          " will not rebuild on import (use pip install -e . --no-build-isolation)"))
         else:
             rebuild = _record_editable(loaded, result, in_tree, config_settings, None)
     add_editable(
@@ -60,22 +61,19 @@ def _record_editable(
     rebuild command."""
     import sys
 
-    from .config.layers import read_env
-    from .core import progress, trace
+    from .config.layers import resolution_variables
     from .distribution import editable
     from .project_tree import is_build_dir
 
     project, plan = loaded.project, result.plan
     state_file = state_file or plan.build_dir / editable.EDITABLE_STATE_NAME
-    names = {*read_env(), project.version.suffix_env or ""} - {""}
+    names = {*resolution_variables(), project.version.suffix_env or ""} - {""}
     recorded_env = {name: loaded.env.get(name) for name in sorted(names)}
     install = {"root": str(project.root), "config_settings": dict(config_settings or {}),
                "env": recorded_env}
     rebuild = editable.RebuildCommand(
         plan.ninja, plan.build_dir, tuple(plan.targets.values()),
-        Path(progress.__file__).read_text(encoding="utf-8"),
         editable.Replan(sys.executable, state_file, install),
-        Path(trace.__file__).read_text(encoding="utf-8"),
     )
     sources = [source for spec in project.extensions for source in spec.sources]
     folders = editable.watched_folders(project.root, sources, is_build_dir)

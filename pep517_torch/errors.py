@@ -6,7 +6,7 @@ key, file, flag or tool, so frontends and the JIT API can print it without a tra
 
 from __future__ import annotations
 
-import sys
+from .runtime.user_line import error_line, print_line
 
 
 class Pep517TorchError(Exception):
@@ -53,4 +53,4 @@ class OutputError(Pep517TorchError, RuntimeError):
 def print_error(exc: Pep517TorchError) -> None:
     """How every face shows our errors: the message alone on stderr (the first compiler error
     of a failed build stays the last lines printed), never a traceback."""
-    print(f"pep517_torch: error: {exc}", file=sys.stderr, flush=True)
+    print_line(error_line(str(exc)))

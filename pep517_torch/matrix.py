@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import ConfigError
+from .runtime.user_line import error_line, print_line, say, user_line
 
 CHECKOUT = Path(__file__).resolve().parent.parent  # the folder holding this pep517_torch
 _PROBE = (
@@ -32,7 +33,7 @@ _PROBE = (
     "print(json.dumps({'torch': torch.__version__, 'cuda': torch.version.cuda,"
     " 'python': '%d.%d' % sys.version_info[:2]}))\n"
 )
-_WROTE = re.compile(r"^pep517_torch: wrote (.+\.whl) \(ninja")
+_WROTE = re.compile("^" + re.escape(user_line("wrote ")) + r"(.+\.whl) \(ninja")
 
 
 @dataclass(frozen=True)
@@ -82,8 +83,8 @@ def probe(given: str) -> Interpreter:
 def _build_one(interpreter: Interpreter, root: Path, out: Path, settings: Sequence[str]) -> Built:
     command = [interpreter.executable, "-m", "pep517_torch", "wheel", str(root), "-o", str(out)]
     command += [f"-C{pair}" for pair in settings]
-    print(f"pep517_torch: building with {interpreter.given} (Python {interpreter.python},"
-          f" torch {interpreter.torch})", flush=True)
+    say(f"building with {interpreter.given} (Python {interpreter.python}, torch {interpreter.torch})",
+        sys.stdout)
     started = time.perf_counter()
     wheel = None
     with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -118,7 +119,7 @@ def build_matrix(root: Path, out: Path, pythons: Sequence[str], settings: Sequen
             problems.append(str(error))
     if problems:
         for problem in problems:
-            print(f"pep517_torch: error: {problem}", file=sys.stderr)
+            print_line(error_line(problem))
         return 2
     results = [_build_one(interpreter, root, out, settings) for interpreter in interpreters]
     print(table(results), flush=True)

@@ -23,6 +23,7 @@ from .distribution.import_guard import Guard
 from .distribution.reproducible import source_date_epoch
 from .editable_install import add_editable_contents
 from .replay_record import Recording, recording
+from .runtime.user_line import user_line
 from .stages import Loaded, build_dir_lock, compile_extensions, dependency_plan, load, log, skipped_lines
 
 if TYPE_CHECKING:
@@ -60,7 +61,7 @@ def _build_wheel(
     with build_dir_lock(loaded, editable):
         result = compile_extensions(loaded, editable=editable)
         artifacts = result.artifacts if result else {}
-        notes = [*skipped_lines(project), *(f"pep517_torch: {n}" for n in (result.plan.notes if result else ()))]
+        notes = [*skipped_lines(project), *(user_line(n) for n in (result.plan.notes if result else ()))]
         with writing(out_dir):
             out_dir.mkdir(parents=True, exist_ok=True)
         platform = None if editable else _platform_tag(project, result)
@@ -84,7 +85,7 @@ def _build_wheel(
             record.wheel(loaded, wheel.path, artifacts.values(), notes, platform and platform.note)
     ninja = result.run.seconds if result else 0.0
     overhead = time.perf_counter() - started - ninja
-    log(f"pep517_torch: wrote {wheel.path} (ninja {ninja:.2f} s, pep517_torch {overhead:.2f} s)")
+    log(user_line(f"wrote {wheel.path} (ninja {ninja:.2f} s, pep517_torch {overhead:.2f} s)"))
     return wheel.filename
 
 
@@ -117,7 +118,7 @@ def _platform_tag(project: config.ResolvedProject, result: BuildResult | None) -
         project.options.build_dir if result else None,
     )
     if decision is not None:
-        log(f"pep517_torch: platform tag {decision.note}")
+        log(user_line(f"platform tag {decision.note}"))
     return decision
 
 

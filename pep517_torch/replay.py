@@ -18,7 +18,7 @@ what the record says, the kept wheel is copied to the output directory (or the d
 written), the build's notes and a summary are printed, and nothing else is imported: no
 config, no packaging, no compile core but ``up_to_date``. Anything else (a difference, no
 record, an unreadable one, any error) returns None, and the hook builds as always, which
-refreshes the record. Standard library only; it only reads (the build directory's lock is
+refreshes the record. Standard library and ``runtime/`` only; it only reads (the build directory's lock is
 the real build's).
 """
 
@@ -30,12 +30,16 @@ import os
 import sys
 import time
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
+
+from .runtime.environment import NO_REPLAY, cache_root
+from .runtime.file_identity import identity
+from .runtime.files import temporary_name
+from .runtime.user_line import print_line, user_line
 
 FORMAT = 1
 RECORDS = "last-builds"  # the records' folder in the machine cache
-DISABLE_ENV = "PEP517_TORCH_NO_REPLAY"  # set (non-empty): every hook builds
-CACHE_DIR_ENV = "PEP517_TORCH_CACHE_DIR"
 # Libraries whose code shapes a wheel or its metadata: an upgrade builds again.
 LIBRARIES = ("packaging", "pyproject_metadata", "auditwheel", "elftools")
 _PACKAGE = os.path.dirname(os.path.abspath(__file__))
@@ -43,30 +47,10 @@ _PACKAGE = os.path.dirname(os.path.abspath(__file__))
 ConfigSettings = Mapping[str, Any] | None
 
 
-def identity(path: str) -> list[int] | None:
-    """[mtime_ns, size, ctime_ns, inode] of ``path`` (followed through symlinks); None: absent."""
-    try:
-        st = os.stat(path)
-    except (OSError, ValueError):
-        return None
-    return [st.st_mtime_ns, st.st_size, st.st_ctime_ns, st.st_ino]
-
-
 def kept_identity(st: os.stat_result) -> list[int]:
     """The kept wheel's identity: no ctime, which a hard link's count changes (a frontend
     deleting its copy of the wheel) while the bytes stay."""
     return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns]
-
-
-def cache_root(env: Mapping[str, str]) -> str:
-    """The machine-wide cache (core/pch_cache.py's): PEP517_TORCH_CACHE_DIR, else
-    $XDG_CACHE_HOME/pep517_torch, else ~/.cache/pep517_torch."""
-    if env.get(CACHE_DIR_ENV):
-        return os.path.expanduser(env[CACHE_DIR_ENV])
-    base = env.get("XDG_CACHE_HOME") or os.path.join(
-        env.get("HOME") or os.path.expanduser("~"), ".cache"
-    )
-    return os.path.join(base, "pep517_torch")
 
 
 def record_key(hook: str, root: str, config_settings: ConfigSettings) -> list[Any]:
@@ -78,14 +62,14 @@ def record_file(
 ) -> str | None:
     """Where the record of ``hook`` for this project, settings and interpreter lives; None:
     replays are off, or the settings cannot be written as JSON."""
-    if env.get(DISABLE_ENV):
+    if env.get(NO_REPLAY):
         return None
     try:
         key = json.dumps(record_key(hook, root, config_settings), sort_keys=True)
     except (TypeError, ValueError):
         return None
     name = hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest()[:32]
-    return os.path.join(cache_root(env), RECORDS, f"{hook}-{name}.json")
+    return str(cache_root(env) / RECORDS / f"{hook}-{name}.json")
 
 
 # -------------------------------------------------------------------------- the machine
@@ -183,8 +167,6 @@ def _matching_record(hook: str, root: str, config_settings: ConfigSettings) -> d
         return None
     build_dir = record.get("build_dir")
     if build_dir is not None:
-        from pathlib import Path
-
         from .core import up_to_date
 
         if not up_to_date.current(Path(build_dir)):
@@ -194,9 +176,7 @@ def _matching_record(hook: str, root: str, config_settings: ConfigSettings) -> d
 
 def _copy(source: Any, target: str) -> None:
     """``source`` (an open file) to ``target``, whole or not at all."""
-    temporary = os.path.join(
-        os.path.dirname(target), f".{os.path.basename(target)}.{os.getpid()}-{os.urandom(4).hex()}.tmp"
-    )
+    temporary = str(temporary_name(Path(target)))
     try:
         with open(temporary, "xb") as out:
             size, offset = os.fstat(source.fileno()).st_size, 0
@@ -239,16 +219,20 @@ def replay_wheel(root: str, wheel_directory: str, config_settings: ConfigSetting
     except Exception:  # noqa: BLE001 - a replay that cannot happen is a build, never an error
         return None
     for line in record.get("notes", []):
-        print(line, flush=True)
+        print_line(line, sys.stdout)  # as the build printed them (stages.log)
     count = output.get("extensions", 0)
     if count:
-        print(f"pep517_torch: {count} extension{'s' * (count != 1)}: 0 compiled, 0 linked in"
-              " 0.0 s (nothing changed since the last build)", flush=True)
+        say(f"{count} extension{'s' * (count != 1)}: 0 compiled, 0 linked in 0.0 s"
+            " (nothing changed since the last build)")
     if output.get("platform"):
-        print(f"pep517_torch: platform tag {output['platform']}", flush=True)
-    print(f"pep517_torch: wrote {target} (nothing changed since the last build: its wheel"
-          f" again, pep517_torch {time.perf_counter() - started:.2f} s)", flush=True)
+        say(f"platform tag {output['platform']}")
+    say(f"wrote {target} (nothing changed since the last build: its wheel again,"
+        f" pep517_torch {time.perf_counter() - started:.2f} s)")
     return str(name)
+
+
+def say(message: str) -> None:
+    print_line(user_line(message), sys.stdout)
 
 
 def replay_metadata(root: str, metadata_directory: str, config_settings: ConfigSettings) -> str | None:

@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 from . import consulted, replay
 from .atomic import temporary_name, write_atomic
+from .runtime.environment import SOURCE_DATE_EPOCH
+from .runtime.file_identity import identity
 
 if TYPE_CHECKING:
     from .stages import Loaded
@@ -157,7 +159,7 @@ class Recording:
                 folder = os.path.dirname(folder)
             if path.startswith(os.path.join(root, "")):
                 kept.add(root)
-        files = {path: replay.identity(path) for path in sorted(kept)}
+        files = {path: identity(path) for path in sorted(kept)}
         machine = replay.machine_facts(os.environ)
         torch = loaded.torch
         if torch is not None and (machine["torch"] is None
@@ -166,7 +168,7 @@ class Recording:
         changed = [*files.values(), machine["torch"][1] if machine["torch"] else None]
         if any(_changed_since(found, self.started_ns) for found in changed):
             return None
-        self.env.get("SOURCE_DATE_EPOCH")  # the wheel's timestamps, read or not
+        self.env.get(SOURCE_DATE_EPOCH)  # the wheel's timestamps, read or not
         return {"env": dict(sorted(self.env.read.items())), "files": files, "machine": machine}
 
     def _write(self, facts: dict[str, Any], output: dict[str, Any], notes: list[str],

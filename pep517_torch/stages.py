@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import sys
 from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +20,7 @@ from .core import isolation, toolchain
 from .discovery import ConfigSettings, resolve
 from .distribution import metadata as dist_metadata
 from .errors import ConfigError
+from .runtime.user_line import print_line, user_line
 
 if TYPE_CHECKING:
     from .core.build import BuildResult
@@ -26,7 +28,7 @@ if TYPE_CHECKING:
 
 
 def log(line: str) -> None:
-    print(line, flush=True)
+    print_line(line, sys.stdout)
 
 
 @dataclass(frozen=True)
@@ -122,7 +124,7 @@ def compile_extensions(loaded: Loaded, *, editable: bool) -> BuildResult | None:
     assert loaded.torch is not None
     note = isolation.isolation_note(loaded.torch, loaded.env)
     if note:
-        log(f"pep517_torch: {note}")
+        log(user_line(note))
     options = project.options
     if options.unity is None:  # "auto": unity TUs for a wheel, not for an editable install
         options = dataclasses.replace(options, unity=not editable)
@@ -130,12 +132,12 @@ def compile_extensions(loaded: Loaded, *, editable: bool) -> BuildResult | None:
         list(project.extensions), options, log=log, torch=loaded.torch, toolkit=loaded.toolkit
     )
     for line in result.summary().splitlines():
-        log(f"pep517_torch: {line}")
+        log(user_line(line))
     return result
 
 
 def skipped_lines(project: config.ResolvedProject) -> list[str]:
-    return [f"pep517_torch: skipping extension {name}: {reason}" for name, reason in project.skipped]
+    return [user_line(f"skipping extension {name}: {reason}") for name, reason in project.skipped]
 
 
 def _check_skipped(project: config.ResolvedProject) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import re
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -123,3 +124,23 @@ def test_nothing_imports_the_version_upward() -> None:
         and (node.module or "").split(".")[-1] != "_version"
     }
     assert upward == set()
+
+
+def test_the_runtime_imports_only_the_standard_library_and_itself() -> None:
+    """runtime/ ships as files inside editable wheels, where pep517_torch may not be
+    installed: its modules import the standard library and each other (relatively), nothing
+    else of pep517_torch and no third-party package."""
+    offenders = []
+    for module in sorted((PACKAGE / "runtime").glob("*.py")):
+        for node in ast.walk(ast.parse(module.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level > 1:
+                offenders.append(f"{module.name}: {'.' * node.level}{node.module or ''}")
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                names = [node.module or ""]
+            elif isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            else:
+                continue
+            offenders += [f"{module.name}: {name}" for name in names
+                          if name.split(".")[0] not in sys.stdlib_module_names]
+    assert offenders == []

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pep517_torch.core import progress
+from pep517_torch import runtime
 from pep517_torch.distribution.editable import RebuildCommand, editable_members
 
 NINJA = shutil.which("ninja")
@@ -56,8 +56,7 @@ class Project:
         if rebuild:
             subprocess.run([NINJA, "-C", self.build], check=True, capture_output=True)
             self.link.symlink_to(self.artifact)
-            command = RebuildCommand(Path(ninja or "/nowhere/ninja"), self.build, ("out/data.txt",),
-                                     Path(progress.__file__).read_text())
+            command = RebuildCommand(Path(ninja or "/nowhere/ninja"), self.build, ("out/data.txt",))
         members = editable_members(
             "MyProj",
             package_roots={
@@ -68,8 +67,7 @@ class Project:
             rebuild=command,
             torch_version=torch_version,
         )
-        for name, data in members:
-            (self.site / name).write_bytes(data)
+        write_members(self.site, members)
 
     def fake_torch(self, version: str) -> None:
         dist_info = self.site / f"torch-{version}.dist-info"
@@ -90,6 +88,13 @@ class Project:
         )
 
 
+def write_members(site: Path, members: list[tuple[str, bytes]]) -> None:
+    """Install an editable wheel's members into ``site`` as an installer would."""
+    for name, data in members:
+        (site / name).parent.mkdir(parents=True, exist_ok=True)
+        (site / name).write_bytes(data)
+
+
 def make_stale(project: Project) -> None:
     """Date the artifact back, so that the edit of input.txt is newer even on coarse clocks."""
     past = os.path.getmtime(project.root / "input.txt") - 10
@@ -105,25 +110,30 @@ def test_members(project: Project) -> None:
     project.install(rebuild=False)
     pth = project.site / "_pep517_torch_editable_myproj.pth"
     assert pth.read_text() == "import _pep517_torch_editable_myproj\n"
-    source = (project.site / "_pep517_torch_editable_myproj.py").read_text()
+    source = (project.site / "_pep517_torch_editable_myproj" / "__init__.py").read_text()
     assert "CONFIG_JSON = r'''\n{" in source and "import pep517_torch" not in source
     compile(source, "hook", "exec")
+    shipped = project.site / "_pep517_torch_editable_myproj" / "runtime"
+    package = Path(runtime.__file__).parent
+    assert sorted(p.name for p in shipped.iterdir()) == sorted(p.name for p in package.glob("*.py"))
+    assert all((shipped / p.name).read_bytes() == p.read_bytes() for p in package.glob("*.py"))
 
 
 @needs_ninja
-def test_the_progress_module_ships_beside_the_hook_and_loads_only_to_rebuild(project: Project) -> None:
-    """The hook runs without pep517_torch: it carries the core's ninja follower as a sibling
-    module, imported only when a rebuild runs (nothing more at interpreter start-up)."""
+def test_the_runtime_ships_with_the_hook_and_loads_only_to_rebuild(project: Project) -> None:
+    """The hook runs without pep517_torch: it carries pep517_torch's runtime as modules of
+    its own package, imported when the project is, to rebuild it (nothing more at
+    interpreter start)."""
     project.install()
-    shipped = project.site / "_pep517_torch_editable_myproj_progress.py"
-    assert shipped.read_text() == Path(progress.__file__).read_text()
-    result = project.python(
-        "import sys\n"
-        "print('_pep517_torch_editable_myproj_progress' in sys.modules, 'pep517_torch' in sys.modules)\n"
-        "import myproj\n"
-        "print('_pep517_torch_editable_myproj_progress' in sys.modules, 'pep517_torch' in sys.modules)\n"
-    )
-    assert (result.returncode, result.stdout) == (0, "False False\nTrue False\n"), result.stderr
+    (project.root / "input.txt").write_text("two\n")
+    make_stale(project)
+    show = ("print(sorted(m for m in sys.modules if m.startswith('_pep517_torch_editable_myproj')),"
+            " 'pep517_torch' in sys.modules)\n")
+    result = project.python(f"import sys\n{show}import myproj\n{show}")
+    assert result.returncode == 0, result.stderr
+    started, imported = result.stdout.splitlines()
+    assert started == "['_pep517_torch_editable_myproj'] False"
+    assert "'_pep517_torch_editable_myproj.runtime.ninja'" in imported and imported.endswith("] False")
 
 
 def test_strict_finder_maps_only_the_projects_names(project: Project) -> None:

@@ -17,6 +17,8 @@ WARM_PATH_MODULES = {
     for suffix in (
         "", "._version", ".atomic", ".errors", ".core", ".core.identity", ".core.ninja_syntax",
         ".core.suffixes", ".jit", ".jit.api", ".jit.request", ".jit.stamp", ".jit.warm",
+        ".runtime", ".runtime.environment", ".runtime.file_identity", ".runtime.files",
+        ".runtime.user_line",
     )
 }
 

@@ -15,6 +15,7 @@ import pytest
 from pep517_torch.core import flags, pch, pch_cache, scan, toolchain
 from pep517_torch.core.plan import prepare
 from pep517_torch.core.spec import BuildOptions, ExtensionSpec
+from pep517_torch.runtime.environment import cache_root
 
 GIB = 1024**3
 
@@ -60,9 +61,10 @@ def test_a_holder_of_an_evicted_entry_gets_a_fresh_one(tmp_path: Path) -> None:
 
 
 def test_cache_root_follows_the_environment(tmp_path: Path) -> None:
-    assert pch_cache.cache_root({"PEP517_TORCH_CACHE_DIR": str(tmp_path)}) == tmp_path
-    assert pch_cache.cache_root({"XDG_CACHE_HOME": "/x"}) == Path("/x/pep517_torch")
-    assert pch_cache.cache_root({"HOME": "/h"}) == Path("/h/.cache/pep517_torch")
+    assert cache_root({"PEP517_TORCH_CACHE_DIR": str(tmp_path)}) == tmp_path
+    assert cache_root({"XDG_CACHE_HOME": "/x"}) == Path("/x/pep517_torch")
+    assert cache_root({"HOME": "/h"}) == Path("/h/.cache/pep517_torch")
+    assert pch_cache.pch_root({"HOME": "/h"}) == Path("/h/.cache/pep517_torch/pch")
 
 
 def write(path: Path, text: str) -> Path:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from pep517_torch.core import probe_cache
+from pep517_torch.runtime.environment import NO_PROBE_CACHE
 
 
 def test_answers_follow_the_stamps_of_the_files_read(tmp_path: Path) -> None:
@@ -39,7 +40,7 @@ def test_answers_follow_the_stamps_of_the_files_read(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError, match="not a compiler"):
         probe_cache.remembered("compiler", ["c++"], [tool, config], failing, env=env)
     assert ask() == "version 5"  # the failure was not stored
-    off = {**env, probe_cache.DISABLE_ENV: "1"}
+    off = {**env, NO_PROBE_CACHE: "1"}
     assert probe_cache.remembered("compiler", ["c++"], [tool, config], probe, env=off) == "version 6"
 
 

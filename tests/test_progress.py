@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from pep517_torch.core import progress, toolchain
-from pep517_torch.core.runner import run_ninja
+from pep517_torch.core import toolchain
+from pep517_torch.core.ninja_report import run_ninja
+from pep517_torch.runtime import ninja as progress
 from pep517_torch.errors import BuildError
 
 

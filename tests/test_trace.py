@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from pep517_torch.core import trace, trace_view
+from pep517_torch.core import trace_view
+from pep517_torch.runtime import trace
 from tests.tiny_project import set_value, write_project
 
 V5_LOG = (
@@ -298,12 +299,11 @@ def test_an_empty_timeline_renders(tmp_path: Path) -> None:
 
 
 def test_the_editable_hooks_plain_ninja_rebuild_writes_its_trace(tmp_path: Path) -> None:
-    """The hook runs ninja itself, where pep517_torch may not be installed: its copy of the
-    core's trace module writes the rebuild's timeline, named from what the last core build
-    left in the build directory."""
-    from pep517_torch.core import progress
+    """The hook runs ninja itself, where pep517_torch may not be installed: the runtime's
+    trace module, shipped with it, writes the rebuild's timeline, named from what the last
+    core build left in the build directory."""
     from pep517_torch.distribution.editable import RebuildCommand, editable_members
-    from tests.test_distribution_editable import NINJA, Project, make_stale
+    from tests.test_distribution_editable import NINJA, Project, make_stale, write_members
 
     if NINJA is None:
         pytest.skip("needs ninja on PATH")
@@ -314,15 +314,12 @@ def test_the_editable_hooks_plain_ninja_rebuild_writes_its_trace(tmp_path: Path)
         "descriptions": {"out/data.txt": "copying input.txt"},
         "details": {"out/data.txt": {"kind": "link"}}}))
     (project.build / trace.TRACE_NAME).write_text("an older build's trace")
-    command = RebuildCommand(Path(NINJA), project.build, ("out/data.txt",),
-                             Path(progress.__file__).read_text(),
-                             trace_source=Path(trace.__file__).read_text())
+    command = RebuildCommand(Path(NINJA), project.build, ("out/data.txt",))
     members = editable_members("MyProj", package_roots={"myproj": project.root / "src" / "myproj"},
                                artifacts=[(project.artifact, project.link)], rebuild=command,
                                torch_version=None)
-    assert "_pep517_torch_editable_myproj_trace.py" in [name for name, _ in members]
-    for name, data in members:
-        (project.site / name).write_bytes(data)
+    assert dict(members)["_pep517_torch_editable_myproj/runtime/trace.py"] == Path(trace.__file__).read_bytes()
+    write_members(project.site, members)
     (project.root / "input.txt").write_text("two\n")
     make_stale(project)
     before = len(ninja_log(project.build))

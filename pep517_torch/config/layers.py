@@ -3,8 +3,9 @@
 Precedence: ``-C`` > environment > pyproject (after overrides). Each layer maps a project
 field name to a :class:`LayerValue` remembering the -C key or variable it came from.
 
-This module owns every environment variable pep517_torch reads for a build: the settings'
-(from the model's ``env`` metadata) and the tools' (passed to the compile core unparsed).
+The variables a build reads are named in runtime/environment.py: the settings' (the model's
+``env`` metadata refers to those names), which this module parses, and the tools', which it
+passes to the compile core unparsed.
 """
 
 from __future__ import annotations
@@ -16,16 +17,11 @@ from dataclasses import dataclass
 from typing import Any, Literal, get_args, get_origin
 
 from ..errors import ConfigError
+from ..runtime.environment import FALSE_WORDS, PASSTHROUGH_ENV, TOOL_ENV, TRUE_WORDS
 from .fields import toml_key
 from .model import ProjectSettings
 from .parse import convert, describe_type, one_line_problem, type_hints, union_members
 
-TOOL_ENV = ("CXX", "CC", "CUDA_HOME", "CUDA_PATH")  # their values end up in build.ninja
-# Where tools, GPUs, distcc hosts and the PCH cache are found; not written into build.ninja.
-SEARCH_ENV = ("PATH", "CUDA_VISIBLE_DEVICES", "DISTCC_HOSTS", "PEP517_TORCH_CACHE_DIR", "XDG_CACHE_HOME")
-PASSTHROUGH_ENV = TOOL_ENV + SEARCH_ENV  # copied into BuildOptions.env for the compile core
-TRUE_WORDS = frozenset({"true", "1", "yes", "on"})
-FALSE_WORDS = frozenset({"false", "0", "no", "off"})
 
 
 @dataclass(frozen=True)
@@ -57,9 +53,9 @@ def artifact_env() -> tuple[str, ...]:
     return (*TOOL_ENV, *settings)
 
 
-def read_env() -> tuple[str, ...]:
-    """Every variable a resolution reads: passed on to the compile core or setting a key
-    (an editable install records their values to re-plan as it was installed)."""
+def resolution_variables() -> tuple[str, ...]:
+    """The names of every variable a resolution reads: passed on to the compile core or
+    setting a key (an editable install records their values to re-plan as it was installed)."""
     return (*PASSTHROUGH_ENV, *env_fields())
 
 

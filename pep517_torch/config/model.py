@@ -12,6 +12,7 @@ from typing import Literal
 
 from ..core.spec import DEFAULT_PCH_CACHE_BYTES
 from ..distribution.manylinux import tag_problem as manylinux_tag_problem
+from ..runtime import environment as variables
 from .checks import (
     one_group_regex,
     parse_size,
@@ -114,7 +115,7 @@ class ProjectSettings:
         help="Default CUDA architectures for every extension (e.g. `8.0;9.0+PTX`). A -C value or"
         " TORCH_CUDA_ARCH_LIST overrides every extension's list.",
         config_setting=True,
-        env="TORCH_CUDA_ARCH_LIST",
+        env=variables.TORCH_CUDA_ARCH_LIST,
         option=lambda value: tuple(split_list(value)) or None,
         **ARCH_LIST,
     )
@@ -171,7 +172,7 @@ class ProjectSettings:
         minimum=1,
         maximum=MAX_JOBS,
         config_setting=True,
-        env="MAX_JOBS",
+        env=variables.MAX_JOBS,
         runs_only=True,
     )
     verbose: bool = setting(False, help="Print every command.", config_setting=True)
@@ -200,7 +201,7 @@ class ProjectSettings:
         ' fails is compiled file by file). `"auto"`: for wheels, not for editable installs'
         " (whose next build is an edit of one file).",
         config_setting=True,
-        env="PEP517_TORCH_UNITY",
+        env=variables.UNITY,
         option=lambda value: None if value == "auto" else value,
     )
     compiler_launcher: str = setting(
@@ -209,7 +210,7 @@ class ProjectSettings:
         ' `"ccache"`, `"sccache"`, `"distcc"` (DISTCC_HOSTS then sets the job count). The JIT'
         " reads the same environment variable.",
         config_setting=True,
-        env="PEP517_TORCH_COMPILER_LAUNCHER",
+        env=variables.COMPILER_LAUNCHER,
         runs_only=True,
     )
     pch_cache_size: str = setting(
@@ -219,7 +220,7 @@ class ProjectSettings:
         " `K`, `M`, `G` or `T` (powers of 1024), e.g. `8G`; `0` keeps precompiled headers in each"
         " build directory instead. The JIT reads the same environment variable.",
         config_setting=True,
-        env="PEP517_TORCH_PCH_CACHE_SIZE",
+        env=variables.PCH_CACHE_SIZE,
         runs_only=True,
         option=parse_size,
         check=valid_size,

@@ -16,12 +16,13 @@ from typing import TYPE_CHECKING
 
 from ..atomic import writing
 from ..errors import BuildError
-from . import inputs, pch_cache, pch_health, stable_audit, toolchain, trace, unity
-from . import up_to_date
+from ..runtime import trace
+from ..runtime.ninja import LOG_NAME
+from ..runtime.user_line import print_line, user_line
+from . import inputs, pch_cache, pch_health, stable_audit, toolchain, unity, up_to_date
 from . import launcher as launchers
+from .ninja_report import Log, NinjaRun, failed_targets, run_ninja
 from .plan import BuildPlan, prepare, tool_env
-from .progress import LOG_NAME
-from .runner import Log, NinjaRun, _stderr, failed_targets, run_ninja
 from .spec import BuildOptions, ExtensionSpec
 
 if TYPE_CHECKING:
@@ -62,17 +63,14 @@ def run(
     plan: BuildPlan,
     options: BuildOptions,
     *,
-    log: Log = _stderr,
+    log: Log = print_line,
     what: str = "build",
     header: str | None = None,
 ) -> NinjaRun:
     """Run the plan's ninja; the plan's notes, progress and the tools' output go to ``log``
     (unless ``options.quiet``) and all of it to ``build.log`` in the build directory."""
     env = tool_env(options)
-    if plan.launcher and Path(plan.launcher[0]).name == "ccache":
-        env.setdefault("CCACHE_SLOPPINESS", "pch_defines,time_macros,include_file_mtime,include_file_ctime")
-        if options.source_root is not None:  # ccache's own relative paths, for debug builds
-            env.setdefault("CCACHE_BASEDIR", str(options.source_root))
+    launchers.set_run_defaults(plan.launcher, env, options.source_root)
     skip = up_to_date.current(plan.build_dir)
     hits_before = None if skip else launchers.cache_hits(plan.launcher, env)
     started_ns = time.time_ns()
@@ -115,14 +113,14 @@ def run(
             unity.keep_apart(plan.build_dir, [m for members in failed_unity.values() for m in members])
             shown = "; ".join(plan.descriptions[obj].removeprefix("compiling ") for obj in failed_unity)
             first = (exc.first_error or "").splitlines()[:1]
-            log(f"pep517_torch: {shown} failed as one unity TU{f' ({first[0]})' if first else ''}:"
-                " compiling those files one by one")
+            log(user_line(f"{shown} failed as one unity TU{f' ({first[0]})' if first else ''}:"
+                          " compiling those files one by one"))
             return run(prepare(plan.specs, options), options, log=log, what=what, header=header)
         reason = pch_health.pch_failure(plan.pch_cache, plan.uses_pch, exc)
         if reason is None:
             raise
         # Once, without any PCH: a PCH may only ever make a build faster.
-        log(f"pep517_torch: {reason}: building again without precompiled headers")
+        log(user_line(f"{reason}: building again without precompiled headers"))
         retry = dataclasses.replace(options, pch=False)
         return run(prepare(plan.specs, retry), retry, log=log, what=what, header=header)
     result.timeline = recorder.timeline
@@ -148,7 +146,7 @@ def _nothing_to_do(plan: BuildPlan, options: BuildOptions, log: Log) -> NinjaRun
     the plan's notes, no steps, and the last build's log left as it was."""
     if not options.quiet:
         for note in plan.notes:
-            log(f"pep517_torch: {note}")
+            log(user_line(note))
     return NinjaRun()
 
 
@@ -170,7 +168,7 @@ def build(
     specs: Sequence[ExtensionSpec],
     options: BuildOptions,
     *,
-    log: Log = _stderr,
+    log: Log = print_line,
     torch: toolchain.TorchInstall | None = None,
     toolkit: CudaToolkit | None = None,
 ) -> BuildResult:

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..runtime.environment import NVCC_THREADS
 from . import arch, cuda, cuda_checks, graph, jobs, toolchain
 from .spec import BuildOptions, ExtensionSpec
 
@@ -93,7 +94,7 @@ def set_nvcc_threads(
     if tuple(toolkit.version) < (11, 2):
         return
     units = [unit for plan in plans for unit in plan.units]
-    requested = env.get(jobs.NVCC_THREADS_ENV)
+    requested = env.get(NVCC_THREADS)
     for plan in plans:
         own = any(
             flag in _THREADS_FLAGS or flag.startswith(("--threads=", "-t="))

@@ -23,8 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ..atomic import write_atomic
-
-INPUT_HASHES_NAME = ".pep517_torch_inputs.json"
+from ..runtime.file_identity import INPUT_HASHES_NAME, identity_of
 STATE_VERSION = 1
 _PRECOMPILED = (".gch", ".pch")  # outputs of our own graphs (possibly a shared cache's)
 
@@ -32,10 +31,6 @@ _PRECOMPILED = (".gch", ".pch")  # outputs of our own graphs (possibly a shared 
 # the build ran, content unknown": its outputs are rebuilt next time.
 Record = list[Any]
 State = dict[str, Any]  # {"version", "files": {path: Record}, "outputs": {target: [path]}}
-
-
-def _identity(st: os.stat_result) -> list[int]:
-    return [st.st_mtime_ns, st.st_size, st.st_ctime_ns, st.st_ino]
 
 
 def _sha256(path: str) -> str | None:
@@ -94,11 +89,11 @@ def discard_changed(build_dir: Path) -> list[str]:
             st = os.stat(path)
         except OSError:
             continue  # gone: ninja itself rebuilds what listed it
-        if recorded[4] is not None and _identity(st) == recorded[:4]:
+        if recorded[4] is not None and identity_of(st) == recorded[:4]:
             continue
         digest = _sha256(path) if recorded[4] is not None else None
         if digest is not None and digest == recorded[4]:
-            files[path] = [*_identity(st), digest]  # touched, not changed
+            files[path] = [*identity_of(st), digest]  # touched, not changed
             refreshed = True
         else:
             changed[path] = float("inf") if recorded[4] is None else st.st_ctime_ns
@@ -124,7 +119,7 @@ def discard_changed(build_dir: Path) -> list[str]:
             st = os.stat(path)
         except OSError:
             continue
-        files[path] = [*_identity(st), _sha256(path)]
+        files[path] = [*identity_of(st), _sha256(path)]
         refreshed = True
     if refreshed:
         _save(build_dir, state)
@@ -165,12 +160,12 @@ def record(
         except OSError:
             continue
         before = old["files"].get(path)
-        if before is not None and before[4] is not None and before[:4] == _identity(st):
+        if before is not None and before[4] is not None and before[:4] == identity_of(st):
             files[path] = before
         elif st.st_ctime_ns >= started_ns:
-            files[path] = [*_identity(st), None]  # changed while compiling: content unknown
+            files[path] = [*identity_of(st), None]  # changed while compiling: content unknown
         else:
-            files[path] = [*_identity(st), _sha256(path)]  # stat first: a later change shows
+            files[path] = [*identity_of(st), _sha256(path)]  # stat first: a later change shows
     _save(build_dir, {"version": STATE_VERSION, "files": files, "outputs": outputs})
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+from ..runtime.environment import VIRTUAL_ENV
 from .toolchain import TorchInstall, find_torch
 
 ISOLATED_ENV_MARKERS = ("pip-build-env-", "build-env-", "builds-v0")  # pip, build, uv
@@ -31,7 +32,7 @@ def isolation_note(torch: TorchInstall, env: Mapping[str, str]) -> str | None:
         " will require it. To build against the torch you run with, use --no-build-isolation"
         " (or `python -m pep517_torch wheel`)"
     )
-    venv = env.get("VIRTUAL_ENV")
+    venv = env.get(VIRTUAL_ENV)
     if venv:
         for candidate in sorted(Path(venv).glob("lib/python*/site-packages/torch/version.py")):
             installed = find_torch(candidate.parent).version

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import ToolchainError
+from ..runtime.environment import NVCC_THREADS
 
 HEAVY_TU_BYTES = 9 * 1024**3 // 4  # 2.25 GiB per torch TU, with headroom
 
@@ -84,9 +85,6 @@ def plan_jobs(requested: int | None, distributed: tuple[int, int] | None = None)
     return JobPlan(cpus, local, f"{cpus} (cores), {local} for torch TUs ({gib:.1f} GiB free)")
 
 
-NVCC_THREADS_ENV = "NVCC_THREADS"  # flash-attention's users set it by hand; honoured as given
-
-
 def nvcc_threads(
     gpu_targets: int, parallel_units: int, plan: JobPlan, requested: str | None = None
 ) -> int:
@@ -102,7 +100,7 @@ def nvcc_threads(
         text = requested.strip()
         if not text.isdigit():
             raise ToolchainError(
-                f"{NVCC_THREADS_ENV}={requested!r} is not a whole number (nvcc's --threads:"
+                f"{NVCC_THREADS}={requested!r} is not a whole number (nvcc's --threads:"
                 " how many GPU architectures one nvcc compiles at once; 0 = one per core)"
             )
         return int(text)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import ToolchainError
+from ..runtime.environment import user_cache_home
 from . import probe_cache
 from .identity import which
 from .toolchain import Compiler, split_command
@@ -49,6 +50,23 @@ def find_launcher(setting: str, compiler: Compiler, env: Mapping[str, str]) -> l
 def launcher_name(launcher: Sequence[str], compiler: Compiler) -> str | None:
     """``ccache``, ``sccache``, ``distcc``, another command's name, or None."""
     return Path(launcher[0]).name if launcher else compiler.launcher
+
+
+# ccache caches compiles that use a precompiled header only with pch_defines and time_macros
+# (its manual, "Precompiled headers"); the include_file_* words let it cache a compile that
+# reads a header written moments before (a PCH stub).
+CCACHE_SLOPPINESS = "pch_defines,time_macros,include_file_mtime,include_file_ctime"
+
+
+def set_run_defaults(launcher: Sequence[str], env: dict[str, str], source_root: Path | None) -> None:
+    """Put into the build's ``env`` the settings its launcher needs, unless the user set them:
+    ccache's sloppiness, and its base directory (ccache's own relative paths, for debug
+    builds) when the face knows the project's root."""
+    if not launcher or Path(launcher[0]).name != "ccache":
+        return
+    env.setdefault("CCACHE_SLOPPINESS", CCACHE_SLOPPINESS)
+    if source_root is not None:
+        env.setdefault("CCACHE_BASEDIR", str(source_root))
 
 
 def wraps_nvcc(name: str | None) -> bool:
@@ -110,8 +128,7 @@ def _ccache_configs(env: Mapping[str, str]) -> list[Path]:
     if env.get("CCACHE_DIR"):
         files.append(Path(env["CCACHE_DIR"]) / "ccache.conf")
     config_home = Path(env.get("XDG_CONFIG_HOME") or home / ".config")
-    cache_home = Path(env.get("XDG_CACHE_HOME") or home / ".cache")
-    files += [config_home / "ccache" / "ccache.conf", cache_home / "ccache" / "ccache.conf",
+    files += [config_home / "ccache" / "ccache.conf", user_cache_home(env) / "ccache" / "ccache.conf",
               home / ".ccache" / "ccache.conf"]
     return files
 

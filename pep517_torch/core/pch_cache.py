@@ -21,7 +21,6 @@ free space of its disk, is smaller than one: :func:`room_for`) is not made at al
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import shutil
@@ -32,9 +31,10 @@ from pathlib import Path
 from types import TracebackType
 
 from ..atomic import write_if_changed
+from ..runtime.environment import cache_root
+from ..runtime.lock import FileLock
 from . import pch_seal
 
-ENV_DIR = "PEP517_TORCH_CACHE_DIR"
 LOCK = "lock"
 INFO = "entry.json"
 GCH = "pch.h.gch"
@@ -43,14 +43,6 @@ GCH = "pch.h.gch"
 _TYPICAL_SIZE = {"torch/library.h": 200 << 20}
 _DEFAULT_SIZE = 250 << 20
 _TRASH = ".trash-"
-
-
-def cache_root(env: Mapping[str, str]) -> Path:
-    """PEP517_TORCH_CACHE_DIR, else $XDG_CACHE_HOME/pep517_torch, else ~/.cache/pep517_torch."""
-    if env.get(ENV_DIR):
-        return Path(env[ENV_DIR]).expanduser()
-    base = env.get("XDG_CACHE_HOME") or os.path.join(env.get("HOME") or Path.home(), ".cache")
-    return Path(base) / "pep517_torch"
 
 
 def pch_root(env: Mapping[str, str]) -> Path:
@@ -159,57 +151,53 @@ class Hold:
 
     def __init__(self, directories: Iterable[Path]) -> None:
         self.directories = sorted(set(directories))
-        self._fds: list[int] = []
+        self._locks: list[FileLock] = []
 
     def __enter__(self) -> Hold:
         for directory in self.directories:
-            self._fds.append(_lock_shared(directory))
+            self._locks.append(_hold_shared(directory))
         return self
 
     def __exit__(
         self, kind: type[BaseException] | None, value: BaseException | None, tb: TracebackType | None
     ) -> None:
-        for fd in self._fds:
-            os.close(fd)
-        self._fds.clear()
+        for lock in self._locks:
+            lock.release()
+        self._locks.clear()
 
 
-def _lock_shared(directory: Path) -> int:
+def _hold_shared(directory: Path) -> FileLock:
     """A shared lock on ``directory``'s lock file, which is still the entry's once held."""
     while True:
         directory.mkdir(parents=True, exist_ok=True)
-        fd = os.open(directory / LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH)
-            if os.fstat(fd).st_ino == (directory / LOCK).stat().st_ino:
-                os.utime(fd)  # last use: now
-                return fd
-        except FileNotFoundError:
-            pass  # evicted between open and lock: try again on a fresh entry
-        except BaseException:
-            os.close(fd)
-            raise
-        os.close(fd)
+        lock = FileLock(directory / LOCK)
+        lock.acquire(shared=True)
+        if lock.names_the_held_file():  # not evicted between open and lock
+            try:
+                os.utime(lock.path)  # last use: now
+            except BaseException:
+                lock.release()
+                raise
+            return lock
+        lock.release()  # evicted: try again on a fresh entry
 
 
 def remove(entry: Entry) -> bool:
     """Remove an entry nobody holds; False when a build is using it."""
+    lock = FileLock(entry.directory / LOCK)
     try:
-        fd = os.open(entry.directory / LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        if not lock.acquire(wait=0):
+            return False
     except OSError:
         return False
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return False
         trash = entry.directory.with_name(f"{_TRASH}{os.getpid()}-{time.time_ns()}-{entry.key}")
         try:
             os.rename(entry.directory, trash)
         except OSError:
             return False
     finally:
-        os.close(fd)
+        lock.release()
     shutil.rmtree(trash, ignore_errors=True)
     return True
 

@@ -22,12 +22,12 @@ from typing import Any, TypeVar
 
 from ..atomic import write_atomic
 from ..consulted import note
-from .pch_cache import ENV_DIR, cache_root
+from ..runtime.environment import CACHE_DIR, NO_PROBE_CACHE, XDG_CACHE_HOME, cache_root
+from ..runtime.file_identity import identity
 
 FILE = "probes.json"
 VERSION = 1
 MAX_ENTRIES = 64  # oldest first out: stale stamps of replaced tools do not pile up
-DISABLE_ENV = "PEP517_TORCH_NO_PROBE_CACHE"  # set (non-empty): every probe runs
 
 T = TypeVar("T")
 
@@ -35,15 +35,7 @@ T = TypeVar("T")
 def stamps(files: Sequence[str | Path]) -> list[list[Any]]:
     """The stamps a probe's answer is keyed by (a missing file, e.g. a config file the tool
     would read, is stamped as missing: creating it changes the key)."""
-    found: list[list[Any]] = []
-    for file in files:
-        try:
-            st = os.stat(file)
-        except OSError:
-            found.append([str(file)])
-            continue
-        found.append([str(file), st.st_mtime_ns, st.st_size, st.st_ctime_ns, st.st_ino])
-    return found
+    return [[str(file), *(identity(file) or [])] for file in files]
 
 
 def _location(env: Mapping[str, str] | None) -> Path | None:
@@ -51,9 +43,9 @@ def _location(env: Mapping[str, str] | None) -> Path | None:
     # which it read, where a copy of it all would read every variable
     given = {} if env is None else env
     merged = {name: given[name] if name in given else os.environ.get(name, "")
-              for name in (DISABLE_ENV, ENV_DIR, "XDG_CACHE_HOME", "HOME")}
+              for name in (NO_PROBE_CACHE, CACHE_DIR, XDG_CACHE_HOME, "HOME")}
     merged = {name: value for name, value in merged.items() if value}
-    if merged.get(DISABLE_ENV):
+    if merged.get(NO_PROBE_CACHE):  # set (non-empty): every probe runs
         return None
     return cache_root(merged) / FILE
 

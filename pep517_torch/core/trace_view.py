@@ -1,5 +1,6 @@
-"""What a person reads of a build's timeline: the summary's two lines, the ``trace`` table,
-and one self-contained HTML page (inline data, inline script, inline SVG).
+"""What a person reads of a build's timeline: the trace a build wrote read back (``read``,
+``steps`` for benchmarks), the summary's two lines, the ``trace`` table, and one
+self-contained HTML page (inline data, inline script, inline SVG).
 
 No network, no CDN: the page's script draws one ``<rect class="step">`` per step (its slot's
 lane, start and length to scale, coloured by kind, named in a tooltip and, where it fits, in
@@ -13,7 +14,7 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from .trace import Timeline
+from ..runtime.trace import TRACE_NAME, Step, Timeline
 
 
 def summary_lines(found: Timeline, trace_file: Path | None = None) -> list[str]:
@@ -176,3 +177,24 @@ def render(found: Timeline, title: str) -> str:
 <script>{_SCRIPT}</script>
 </body></html>
 """
+
+
+def read(build_dir: Path) -> Timeline:
+    """The timeline a build wrote into ``build_dir``: what benchmarks and ``trace`` read.
+    OSError when there is none, ValueError when it is not a trace."""
+    text = (build_dir / TRACE_NAME).read_text(encoding="utf-8", errors="replace")
+    try:
+        document = json.loads(text)
+    except ValueError as exc:
+        raise ValueError(f"{build_dir / TRACE_NAME} is not JSON ({exc})") from None
+    if not isinstance(document, dict) or not isinstance(document.get("traceEvents"), list):
+        raise ValueError(f"{build_dir / TRACE_NAME} is not a trace-event file")
+    try:
+        return Timeline.from_json(document)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"{build_dir / TRACE_NAME}: malformed event ({exc})") from None
+
+
+def steps(build_dir: Path) -> list[Step]:
+    """The steps of the last build in ``build_dir``, in the order they started."""
+    return sorted(read(build_dir).steps, key=lambda s: (s.start_ms, s.slot))

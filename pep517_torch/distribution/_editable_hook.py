@@ -1,16 +1,20 @@
 """Editable install of a pep517_torch project (PEP 660), imported at startup by a .pth file.
 
-Generated from pep517_torch/distribution/_editable_hook.py. It uses the standard library only: the
-environment that runs it need not have pep517_torch installed. It maps the project's top-level
-packages and modules to the source tree (nothing else there becomes importable) and, the first
-time one of them is imported in a process, checks the installed torch and brings the compiled
-extensions up to date with ninja, followed by the compile core's progress module (shipped
-beside this file as ``<this module>_progress.py``): a line as each step starts and ends, a
-heartbeat for long steps, and build.log in the build directory. When pyproject.toml or a
-folder of sources changed since the last plan (the state file in the build directory records
-their mtimes), or a source or header the last build read did (the compile core's record of
-them, which may hold an older mtime plain ninja would miss), the interpreter that installed
-the project builds through pep517_torch instead (``-m pep517_torch.editable_rebuild``). Set PEP517_TORCH_EDITABLE_REBUILD=0 to skip the rebuild.
+Generated from pep517_torch/distribution/_editable_hook.py: the ``__init__`` of a package that
+also holds pep517_torch's runtime (``<this package>.runtime``, copied from
+pep517_torch/runtime/). It uses the standard library and that runtime only: the environment
+that runs it need not have pep517_torch installed. It maps the project's top-level packages
+and modules to the source tree (nothing else there becomes importable) and, the first time one
+of them is imported in a process, checks the installed torch and brings the compiled
+extensions up to date with ninja, run and followed by the runtime as every face runs it: a
+line as each step starts and ends, a heartbeat for long steps, build.log and build-trace.json
+in the build directory, under the build directory's lock. When pyproject.toml or a folder of
+sources changed since the last plan (the state file in the build directory records their
+mtimes), or a source or header the last build read did (the compile core's record of them,
+which may hold an older mtime plain ninja would miss), the interpreter that installed the
+project builds through pep517_torch instead (``-m pep517_torch.editable_rebuild``). Set
+PEP517_TORCH_EDITABLE_REBUILD=0 to skip the rebuild. Runtime modules are imported only when
+a check or a rebuild runs: nothing more at interpreter start.
 """
 
 import _thread
@@ -20,7 +24,14 @@ import sys
 
 CONFIG_JSON = None  # editable_members() replaces this line with the project's parameters
 
-_REBUILD_VARIABLE = "PEP517_TORCH_EDITABLE_REBUILD"
+
+def _runtime(module):
+    """A module of pep517_torch's runtime: the copy shipped in this package, or the package's
+    own when this is the template (imported as pep517_torch.distribution._editable_hook)."""
+    import importlib
+
+    package = "pep517_torch.runtime" if CONFIG_JSON is None else __name__ + ".runtime"
+    return importlib.import_module(f"{package}.{module}")
 
 
 class EditableFinder:
@@ -66,20 +77,18 @@ class EditableFinder:
             except ImportError as error:
                 self.failure = error
                 raise
-            if self.config["rebuild"] is not None and os.environ.get(_REBUILD_VARIABLE) != "0":
+            if self.config["rebuild"] is not None and _rebuild_wanted():
                 try:
                     rebuild(self.config)
                 except BaseException:
                     self.prepared = False
                     raise
-            link_artifacts(self.config["artifacts"])
+            _runtime("links").link_artifacts(self.config["artifacts"])
 
 
-def _release(version):
-    import re
-
-    match = re.match(r"\s*v?(\d+(?:\.\d+)*)", version)
-    return tuple(int(part) for part in match.group(1).split(".")) if match else ()
+def _rebuild_wanted():
+    environment = _runtime("environment")
+    return environment.switch(os.environ, environment.EDITABLE_REBUILD, default=True)
 
 
 def check_moved(config):
@@ -104,7 +113,7 @@ def check_torch(config):
         installed = version("torch")
     except PackageNotFoundError:
         installed = None
-    if installed is None or _release(installed)[:2] != _release(built_against)[:2]:
+    if installed is None or not _runtime("torch_release").same_release(installed, built_against):
         found = "torch is not installed" if installed is None else f"torch {installed} is installed"
         raise ImportError(
             f"{config['project']} was built in editable mode against torch {built_against}, but "
@@ -118,7 +127,7 @@ def rebuild(config):
     replan = config["rebuild"].get("replan")
     if replan is not None and _load_state(config, replan):
         planning = _changed(config["watched"])
-        if planning or _inputs_changed(config["rebuild"]["build_dir"]):
+        if planning or _runtime("file_identity").inputs_changed(config["rebuild"]["build_dir"]):
             _replan(config, replan, planning)
             _load_state(config, replan)
             return
@@ -156,28 +165,6 @@ def _changed(watched):
     return False
 
 
-# The compile core's record of each input's identity and content (pep517_torch.core.inputs).
-_INPUTS_NAME = ".pep517_torch_inputs.json"
-
-
-def _inputs_changed(build_dir):
-    """Whether a source or header the last build read changed since (any mtime, even an older
-    one, which plain ninja would miss): then the core builds, comparing contents."""
-    try:
-        with open(os.path.join(build_dir, _INPUTS_NAME), encoding="utf-8") as file:
-            files = json.load(file)["files"]
-        for path, record in files.items():
-            try:
-                st = os.stat(path)
-            except OSError:
-                return True
-            if record[4] is None or [st.st_mtime_ns, st.st_size, st.st_ctime_ns, st.st_ino] != record[:4]:
-                return True
-    except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError):
-        return False
-    return False
-
-
 def _replan(config, replan, planning):
     """The recorded interpreter builds through pep517_torch: planning again when
     pyproject.toml or a sources folder changed (new files, flags, extensions), comparing the
@@ -185,42 +172,50 @@ def _replan(config, replan, planning):
     import subprocess
     import time
 
+    user = _runtime("user_line")
     project, started = config["project"], time.monotonic()
     if isinstance(planning, str):
-        _say(f"{project}: {planning}; building it again")
+        user.say(f"{project}: {planning}; building it again")
     elif planning:
-        _say(f"{project}: pyproject.toml or a sources folder changed; planning the build again")
+        user.say(f"{project}: pyproject.toml or a sources folder changed; planning the build again")
     else:
-        _say(f"rebuilding {project} (editable install)...")
-    environment = dict(os.environ)
-    environment[_REBUILD_VARIABLE] = "0"
+        user.say(f"rebuilding {project} (editable install)...")
     arguments = [replan["python"], "-m", "pep517_torch.editable_rebuild", replan["state"]]
     if "install" in replan:  # what to plan from when the state file is gone with the build
         arguments.append(json.dumps(replan["install"]))
     try:
         process = subprocess.Popen(arguments, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                   stderr=subprocess.STDOUT, env=environment, text=True,
+                                   stderr=subprocess.STDOUT, env=_child_environment(), text=True,
                                    errors="replace")
     except OSError as error:
         raise ImportError(_failure_message(project, f"cannot run {replan['python']}: {error}")) from None
     lines = []
     with process:
         for line in process.stdout:
-            if not line.startswith("pep517_torch: error:"):  # the ImportError says it
-                _print(line.rstrip("\n"))
+            if not line.startswith(user.ERROR):  # the ImportError says it
+                user.print_line(line.rstrip("\n"))
             lines.append(line)
     if process.returncode != 0:
         # Our error is printed last: from its line to the end (a compile's first error included).
-        starts = [i for i, line in enumerate(lines) if line.startswith("pep517_torch: error:")]
+        starts = [i for i, line in enumerate(lines) if line.startswith(user.ERROR)]
         error = "".join(lines[starts[0]:] if starts else lines[-20:])
         raise ImportError(_failure_message(project, error))
-    _say(f"rebuilt {project} in {time.monotonic() - started:.1f} s")
+    user.say(f"rebuilt {project} in {time.monotonic() - started:.1f} s")
+
+
+def _child_environment():
+    """This environment, with rebuilds off: a build step that imports the project must not
+    rebuild it again from inside."""
+    environment = _runtime("environment")
+    return dict(os.environ, **{environment.EDITABLE_REBUILD: "0"})
 
 
 def run_ninja(config):
     import shutil
     import time
+    from pathlib import Path
 
+    user = _runtime("user_line")
     project, command = config["project"], config["rebuild"]
     # The ninja that wrote the build directory's logs: another version would discard them
     # (.ninja_log and .ninja_deps formats differ) and rebuild everything, here and in the
@@ -231,24 +226,23 @@ def run_ninja(config):
     if not os.path.isfile(ninja):
         import warnings
 
-        message = f"pep517_torch: ninja not found; {project} keeps the extensions built before"
+        message = user.user_line(f"ninja not found; {project} keeps the extensions built before")
         warnings.warn(message, stacklevel=2)
         return
-    if not os.path.isdir(command["build_dir"]):
-        gone = f"the build directory {command['build_dir']} is gone"
-        raise ImportError(_failure_message(project, gone))
-    environment = dict(os.environ)
-    environment[_REBUILD_VARIABLE] = "0"  # a build step that imports the project must not recurse
-    arguments = [ninja, "-C", command["build_dir"], *command["targets"]]
-    follow = _progress_module()
-    log_path = os.path.join(command["build_dir"], follow.LOG_NAME)
+    build_dir = command["build_dir"]
+    if not os.path.isdir(build_dir):
+        raise ImportError(_failure_message(project, f"the build directory {build_dir} is gone"))
+    environment = _child_environment()
+    arguments = [ninja, "-C", build_dir, *command["targets"]]
+    follow = _runtime("ninja")
+    log_path = os.path.join(build_dir, follow.LOG_NAME)
     progress = follow.Progress(
-        _print, log_path=log_path, echo_output=False,
-        header=f"pep517_torch: rebuilding {project} (editable install)...",
+        user.print_line, log_path=log_path, echo_output=False,
+        header=user.user_line(f"rebuilding {project} (editable install)..."),
     )
     started = time.monotonic()
-    with _lock(command["build_dir"], f"{project} (editable rebuild on import)"):
-        recorder = _recorder(command["build_dir"], environment)
+    with _runtime("lock").BuildDirLock(Path(build_dir), f"{project} (editable rebuild on import)"):
+        recorder = _recorder(Path(build_dir), environment)
         try:
             returncode = follow.run_ninja_followed(arguments, environment, progress)
         except OSError as error:
@@ -257,121 +251,30 @@ def run_ninja(config):
             if recorder is not None:
                 recorder.finish()
     if returncode != 0:
-        _say(f"rebuilding {project} failed")
+        user.say(f"rebuilding {project} failed")
         output = "\n".join(progress.output)
         error = follow.first_error(output) or "\n".join(progress.output[-20:])
         raise ImportError(_failure_message(project, error, log_path if progress.log_written else None))
     if progress.finished:
-        _say(f"rebuilt {project} in {time.monotonic() - started:.1f} s (log: {log_path})")
-
-
-def _progress_module():
-    """The compile core's ninja follower (pep517_torch/core/progress.py). The hook must run
-    where pep517_torch is not installed, so the editable wheel ships a copy beside it, as
-    ``<this module>_progress``; imported only when a rebuild runs, nothing at startup."""
-    import importlib
-
-    if CONFIG_JSON is None:  # the template itself, in the package
-        return importlib.import_module("pep517_torch.core.progress")
-    return importlib.import_module(__name__ + "_progress")
+        user.say(f"rebuilt {project} in {time.monotonic() - started:.1f} s (log: {log_path})")
 
 
 def _recorder(build_dir, environment):
-    """The compile core's timeline recorder (pep517_torch/core/trace.py, shipped as
-    ``<this module>_trace``): the rebuild's build-trace.json. None when this install has no
-    copy (made by an older pep517_torch) or it cannot load: no trace is reason to fail."""
-    import importlib
-    from pathlib import Path
-
+    """The runtime's timeline recorder: the rebuild's build-trace.json. None when it cannot
+    start: no trace is reason to fail."""
     try:
-        if CONFIG_JSON is None:
-            module = importlib.import_module("pep517_torch.core.trace")
-        else:
-            module = importlib.import_module(__name__ + "_trace")
-        return module.Recorder.for_hook(Path(build_dir), environment)
+        return _runtime("trace").Recorder.for_hook(build_dir, environment)
     except Exception:  # noqa: BLE001 - any failure here only costs the timeline
         return None
-
-
-def _print(line):
-    print(line, file=sys.stderr, flush=True)
-
-
-def _say(message):
-    _print(f"pep517_torch: {message}")
 
 
 def _failure_message(project, error, log_path=None):
     """The ImportError's text: what failed and what to do, then the error itself, last."""
     log = f" (full log: {log_path})" if log_path else ""
-    return (
-        f"pep517_torch: rebuilding {project} (editable install) failed{log}; fix the error and"
-        f" import again, or reinstall (`pip install -e . --no-build-isolation`):\n{error.rstrip()}"
+    return _runtime("user_line").user_line(
+        f"rebuilding {project} (editable install) failed{log}; fix the error and import again,"
+        f" or reinstall (`pip install -e . --no-build-isolation`):\n{error.rstrip()}"
     )
-
-
-# The build directory's lock, shared with wheel builds and the JIT (pep517_torch.core.lock):
-# the same file, flock(2) (released by the kernel when its holder dies), the same owner line.
-_LOCK_NAME = ".pep517_torch.lock"
-
-
-class _lock:
-    """An exclusive lock on the build directory: one build at a time, whoever starts it."""
-
-    def __init__(self, build_dir, what):
-        self.build_dir = build_dir
-        self.what = what
-        self.file = None
-
-    def __enter__(self):
-        try:
-            import fcntl
-        except ImportError:  # Windows: no lock, as with a plain ninja run
-            return self
-        self.file = open(os.path.join(self.build_dir, _LOCK_NAME), "a")
-        try:
-            fcntl.flock(self.file, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            whom, what = self._owner()
-            _say(f"waiting for {whom}, which is building {what} in {self.build_dir}...")
-            fcntl.flock(self.file, fcntl.LOCK_EX)
-        owner = os.path.join(self.build_dir, _LOCK_NAME + ".owner")
-        with open(f"{owner}.{os.getpid()}.tmp", "w") as tmp:
-            tmp.write(f"{os.getpid()} {self.what}\n")
-        os.replace(tmp.name, owner)
-        return self
-
-    def _owner(self):
-        try:
-            with open(os.path.join(self.build_dir, _LOCK_NAME + ".owner")) as owner:
-                pid, _, what = owner.read().strip().partition(" ")
-        except OSError:
-            return "another process", self.what
-        return (f"process {pid}" if pid.isdigit() else "another process"), (what or self.what)
-
-    def __exit__(self, *exc_info):
-        if self.file is not None:
-            self.file.close()  # closing releases the lock
-
-
-def link_artifacts(artifacts):
-    """Point each in-tree extension at its build output again if it went missing."""
-    import shutil
-
-    for built, in_tree in artifacts:
-        if not os.path.exists(built):
-            continue
-        if os.path.lexists(in_tree):
-            is_stale_copy = not os.path.islink(in_tree) and (
-                os.path.getmtime(built) > os.path.getmtime(in_tree)
-            )
-            if is_stale_copy:  # a copy stands in where symlinks are not allowed
-                shutil.copy2(built, in_tree)
-            continue
-        try:
-            os.symlink(built, in_tree)
-        except OSError:
-            shutil.copy2(built, in_tree)
 
 
 def install(config_json):

@@ -1,7 +1,9 @@
-"""The contents of an editable wheel (PEP 660): a .pth file and the hook module it imports.
+"""The contents of an editable wheel (PEP 660): a .pth file and the hook package it imports.
 
-The hook (``_editable_hook.py``, a template filled with a JSON blob) maps the project's
-top-level names to the source tree, checks the installed torch, and reruns ninja on import.
+The hook (``_editable_hook.py``, a template filled with a JSON blob, as the package's
+``__init__``) maps the project's top-level names to the source tree, checks the installed
+torch, and reruns ninja on import with pep517_torch's runtime, shipped in the package as
+``runtime/`` (the modules of pep517_torch/runtime/ as they are).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from packaging.utils import canonicalize_name
 
+from .. import runtime
 from ..atomic import symlink_atomic, write_atomic
 from ..errors import ConfigError
 
@@ -23,8 +26,7 @@ if TYPE_CHECKING:
     from .wheel import WheelWriter
 
 _TEMPLATE = Path(__file__).with_name("_editable_hook.py")
-PROGRESS_SUFFIX = "_progress"  # the hook imports <its own name>_progress (see the template)
-TRACE_SUFFIX = "_trace"  # and <its own name>_trace, which writes the rebuild's timeline
+_RUNTIME = Path(runtime.__file__).parent
 _PLACEHOLDER = (
     "CONFIG_JSON = None  # editable_members() replaces this line with the project's parameters\n"
 )
@@ -33,16 +35,13 @@ _PLACEHOLDER = (
 @dataclass(frozen=True)
 class RebuildCommand:
     """How the hook brings the build up to date: ``ninja -C build_dir targets...``, run and
-    followed by ``progress_source``, a standard-library module shipped beside the hook (the
-    compile core's own, so that progress and logs read alike in every face); ``trace_source``
-    (the core's timeline module, likewise) writes the rebuild's build-trace.json."""
+    followed by the runtime shipped with the hook (so that progress, logs and traces read
+    alike in every face); ``replan``: how it plans again."""
 
     ninja: Path
     build_dir: Path
     targets: tuple[str, ...]
-    progress_source: str
     replan: Replan | None = None
-    trace_source: str | None = None
 
 
 @dataclass(frozen=True)
@@ -120,12 +119,11 @@ def editable_members(
     module = hook_module_name(project_name)
     members = [
         (f"{module}.pth", f"import {module}\n".encode()),
-        (f"{module}.py", source.encode("utf-8")),
+        (f"{module}/__init__.py", source.encode("utf-8")),
     ]
-    if rebuild is not None:  # imported only when a rebuild runs: nothing more at startup
-        members.append((f"{module}{PROGRESS_SUFFIX}.py", rebuild.progress_source.encode("utf-8")))
-        if rebuild.trace_source is not None:
-            members.append((f"{module}{TRACE_SUFFIX}.py", rebuild.trace_source.encode("utf-8")))
+    # The runtime as files, imported only when a check or a rebuild runs: nothing at startup.
+    members += [(f"{module}/runtime/{path.name}", path.read_bytes())
+                for path in sorted(_RUNTIME.glob("*.py"))]
     return members
 
 

@@ -16,6 +16,7 @@ from packaging.version import InvalidVersion, Version
 from ..atomic import writing
 from ..errors import ConfigError, ToolchainError
 from ..project_tree import require_inside
+from ..runtime.torch_release import major_minor
 
 TorchPinMode = Literal["minor", "exact", "none"]
 
@@ -241,7 +242,10 @@ def torch_pin(torch_version: str, mode: TorchPinMode) -> Requirement | None:
         return Requirement(f"torch=={parsed.public}")
     if mode != "minor":
         raise ValueError(f"unknown torch pin mode {mode!r}")
-    major, minor = parsed.major, parsed.minor
+    release = major_minor(parsed.public)  # the releases that share its ABI
+    if release is None:
+        raise ToolchainError(f"torch reports version {torch_version!r}, which has no major.minor")
+    major, minor = release
     # A nightly such as 2.14.0.dev20260101 is below 2.14, so the lower bound must admit it.
     lower = f"{major}.{minor}.0.dev0" if parsed.is_prerelease else f"{major}.{minor}"
     return Requirement(f"torch>={lower},<{major}.{minor + 1}")

@@ -13,12 +13,12 @@ binaries break is an error every time (errors are never kept).
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..atomic import write_atomic
+from ..runtime.file_identity import identity
 
 CACHE_NAME = ".pep517_torch_platform_tag.json"
 _DECIDERS = ("manylinux.py", "../elf.py")  # beside this file: the code that decides
@@ -39,20 +39,12 @@ class PlatformTag:
     note: str  # what decided it, for the build summary
 
 
-def _identity(path: Path | str) -> list[int] | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return [st.st_mtime_ns, st.st_size, st.st_ctime_ns, st.st_ino]
-
-
 def _auditwheel() -> list[object] | None:
     import importlib.util
 
     spec = importlib.util.find_spec("auditwheel")
     origin = spec.origin if spec is not None else None
-    return None if origin is None else [origin, _identity(origin)]
+    return None if origin is None else [origin, identity(origin)]
 
 
 def _key(mode: str, linux_tag: str, artifacts: Sequence[Artifact],
@@ -60,10 +52,10 @@ def _key(mode: str, linux_tag: str, artifacts: Sequence[Artifact],
     here = Path(__file__).parent
     return json.dumps([
         mode, linux_tag,
-        [[str(a.path), a.shown, _identity(a.path),
-          [[str(o), src, _identity(o)] for o, src in a.objects]] for a in artifacts],
-        [[arcname, str(path), _identity(path)] for arcname, path in shipped],
-        [_identity(here / name) for name in _DECIDERS], _auditwheel(),
+        [[str(a.path), a.shown, identity(a.path),
+          [[str(o), src, identity(o)] for o, src in a.objects]] for a in artifacts],
+        [[arcname, str(path), identity(path)] for arcname, path in shipped],
+        [identity(here / name) for name in _DECIDERS], _auditwheel(),
     ])
 
 

@@ -6,6 +6,7 @@ import os
 from collections.abc import Mapping
 
 from ..errors import ConfigError
+from ..runtime.environment import SOURCE_DATE_EPOCH
 
 DEFAULT_EPOCH = 1451606400  # 2016-01-01T00:00:00Z, used when SOURCE_DATE_EPOCH is not set
 ZIP_MIN_EPOCH = 315532800  # 1980-01-01T00:00:00Z, the earliest time a zip entry can hold
@@ -16,14 +17,14 @@ def source_date_epoch(environ: Mapping[str, str] = os.environ) -> int | None:
 
     https://reproducible-builds.org/specs/source-date-epoch/
     """
-    value = environ.get("SOURCE_DATE_EPOCH", "").strip()
+    value = environ.get(SOURCE_DATE_EPOCH, "").strip()
     if not value:
         return None
     try:
         return int(value)
     except ValueError:
         message = f"{value!r} is not a whole number of seconds"
-        raise ConfigError(message, "SOURCE_DATE_EPOCH") from None
+        raise ConfigError(message, SOURCE_DATE_EPOCH) from None
 
 
 def archive_epoch(epoch: int | None, *, for_zip: bool = False) -> int:

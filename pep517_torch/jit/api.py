@@ -12,6 +12,7 @@ from ..atomic import write_if_changed
 from ..core.ninja_syntax import unnameable_character, unwritable_character
 from ..core.suffixes import CUDA_HEADER_SUFFIXES, is_header
 from ..errors import ConfigError
+from ..runtime.environment import TORCH_EXTENSIONS_DIR
 from .request import ArtifactKind, JitRequest
 from .warm import extensions_root, jit_load
 
@@ -85,13 +86,13 @@ def _check_name(name: str) -> None:
 def _build_directory(name: str, build_directory: str | os.PathLike[str] | None) -> str:
     """The build directory, once it and the shared PCH cache (TORCH_EXTENSIONS_DIR) are known
     to fit on a command line (a string: the warm path builds no path objects)."""
-    _one_line([os.environ.get("TORCH_EXTENSIONS_DIR", "")], "TORCH_EXTENSIONS_DIR")
+    _one_line([os.environ.get(TORCH_EXTENSIONS_DIR, "")], TORCH_EXTENSIONS_DIR)
     if build_directory is not None:
         path = os.path.abspath(os.path.expanduser(os.fspath(build_directory)))
         _nameable([path], "build_directory")
         return path
     path = os.path.join(extensions_root(), name)
-    _nameable([path], "TORCH_EXTENSIONS_DIR")  # the default under ~/.cache
+    _nameable([path], TORCH_EXTENSIONS_DIR)  # the default under ~/.cache
     return path
 
 
@@ -254,7 +255,7 @@ def load_inline(
     if stable_abi is not None and functions is not None:
         raise ConfigError("binds functions with pybind11, which the stable ABI excludes: register"
                           " operators with STABLE_TORCH_LIBRARY instead", "functions")
-    build_dir = _build_directory(name, build_directory)
+    build_dir = Path(_build_directory(name, build_directory))
     for flags, argument in ((extra_cflags, "extra_cflags"), (extra_cuda_cflags, "extra_cuda_cflags"),
                             (extra_ldflags, "extra_ldflags")):
         _split_flags(flags, argument)  # refused before the sources are written

@@ -12,11 +12,12 @@ from ..atomic import writing
 from ..core import build as core_build
 from ..core import plan as core_plan
 from ..core import inputs as core_inputs
-from ..core import trace as core_trace
 from ..core import trace_view
 from ..core.lock import build_lock
 from ..core.spec import BuildOptions, ExtensionSpec, Kind
 from ..config.layers import environment_options
+from ..runtime.trace import TRACE_NAME
+from ..runtime.user_line import print_line, user_line
 from . import stamp
 from .request import JitRequest
 
@@ -69,7 +70,7 @@ def _say(verbose: bool) -> Callable[[str], None] | None:
         watched = verbose or bool(sys.stderr and sys.stderr.isatty())
     except (AttributeError, ValueError):  # a replaced or closed stderr
         watched = verbose
-    return _stderr if watched else None
+    return print_line if watched else None
 
 
 def _caller_stacklevel() -> int:
@@ -80,10 +81,6 @@ def _caller_stacklevel() -> int:
     while frame.f_back is not None and frame.f_code.co_filename.startswith(package):
         frame, level = frame.f_back, level + 1
     return level
-
-
-def _stderr(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
 
 
 def build(
@@ -116,7 +113,7 @@ def build(
         if stamp.replaced_artifact(stamp_file, artifact):
             # ninja trusts an output newer than its inputs: a truncated one would stay.
             if say is not None:
-                say(f"pep517_torch: {artifact} is not the file this build made: relinking it")
+                say(user_line(f"{artifact} is not the file this build made: relinking it"))
             artifact.unlink(missing_ok=True)
         stamp.invalidate(stamp_file)
         _build(spec, options, key, stamp_file, artifact, say)
@@ -130,11 +127,11 @@ def _build(
     if say is None:  # unwatched: what a build note warns of still reaches the caller, as torch's do
         level = _caller_stacklevel()
         for note in plan.notes:
-            warnings.warn(f"pep517_torch: {note}", stacklevel=level)
+            warnings.warn(user_line(note), stacklevel=level)
     started = time.perf_counter()
     run = core_build.run(
-        plan, options, log=say or _stderr, what=f"Error building extension '{spec.name}'",
-        header=f"pep517_torch: building extension '{spec.name}'...",
+        plan, options, log=say or print_line, what=f"Error building extension '{spec.name}'",
+        header=user_line(f"building extension '{spec.name}'..."),
     )
     elapsed = time.perf_counter() - started
     recorded = core_inputs.recorded_inputs(plan.build_dir)  # sources and project headers
@@ -145,8 +142,8 @@ def _build(
     if say is not None and run.steps:
         extra = f", {run.precompiled} header precompiled" if run.precompiled else ""
         log = f" (log: {run.log_file})" if run.log_file else ""
-        say(f"pep517_torch: built '{spec.name}' in {elapsed:.1f} s: {run.compiled} compiled,"
-            f" {run.linked} linked{extra}{log}")
+        say(user_line(f"built '{spec.name}' in {elapsed:.1f} s: {run.compiled} compiled,"
+                      f" {run.linked} linked{extra}{log}"))
         if run.timeline is not None:  # the slowest steps, idle job slots
-            for line in trace_view.summary_lines(run.timeline, plan.build_dir / core_trace.TRACE_NAME):
-                say(f"pep517_torch: {line}")
+            for line in trace_view.summary_lines(run.timeline, plan.build_dir / TRACE_NAME):
+                say(user_line(line))

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from ..core import toolchain
 from ..errors import ToolchainError
+from ..runtime.environment import TORCH_DONT_CHECK_COMPILER_ABI, is_true
 
 if TYPE_CHECKING:
     from torch.torch_version import TorchVersion
@@ -76,7 +77,7 @@ def get_compiler_abi_compatibility_and_version(compiler: str) -> tuple[bool, Tor
 
     if not _binary_torch(torch.version.__version__):
         return True, TorchVersion("0.0.0")
-    if os.environ.get("TORCH_DONT_CHECK_COMPILER_ABI") in ("ON", "1", "YES", "TRUE", "Y"):
+    if is_true(os.environ.get(TORCH_DONT_CHECK_COMPILER_ABI)):
         return True, TorchVersion("0.0.0")
     try:
         found = toolchain.find_compiler({**os.environ, "CXX": compiler})

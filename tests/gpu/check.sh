@@ -96,10 +96,10 @@ else
     record FAIL "venv" "python -m venv failed; see $WORK/venv.log"
     finish
 fi
-if ! "$PY" -c "import packaging, pyproject_metadata, filelock" 2>/dev/null \
+if ! "$PY" -c "import packaging, pyproject_metadata" 2>/dev/null \
     || ! { "$PY" -c "import ninja" 2>/dev/null || command -v ninja >/dev/null; }; then
     say "installing pep517_torch's dependencies into the venv"
-    "$PY" -m pip install -q "packaging>=23.2" "pyproject-metadata>=0.9" "filelock>=3.12" \
+    "$PY" -m pip install -q "packaging>=23.2" "pyproject-metadata>=0.9" \
         "ninja>=1.11" >>"$WORK/venv.log" 2>&1
 fi
 if "$PY" -m pip install -q --no-build-isolation --no-deps "$ROOT" >>"$WORK/venv.log" 2>&1 \

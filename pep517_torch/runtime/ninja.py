@@ -16,9 +16,8 @@ ninja starts each compiler in a process group of its own, so a kill of the build
 group would otherwise kill ninja alone and orphan the compilers. Ctrl-C reaches the builder
 only; it terminates ninja, which stops the compilers the same way.
 
-Standard library only, no imports from pep517_torch and no ``from __future__``: the editable
-hook, which runs where pep517_torch may not be installed, carries a copy of this module's
-source (see distribution/editable.py). Every face reads ninja through this one module.
+Part of the standard-library runtime, which the editable hook ships: every face, the hook
+included, runs and reads ninja through this one module.
 """
 
 import codecs

@@ -1,8 +1,9 @@
-"""Run ninja: progress a person can follow, and the first real error when it fails.
+"""What the compile core makes of a ninja run: its command, the commands a verbose build
+shows, and its report: a :class:`NinjaRun` (steps, time, output, log), or a BuildError naming
+the failed steps, the first real error and the log.
 
 How ninja is started and followed (a pseudo-terminal, its own session, the parent-death
-signal) lives in progress.py, which the editable hook shares; this module adds what only the
-compile core knows: descriptions of its outputs, commands for verbose builds, error messages.
+signal, progress lines) is runtime/ninja.py's, which the editable hook shares.
 """
 
 from __future__ import annotations
@@ -12,22 +13,18 @@ import os
 import re
 import shlex
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import BuildError
-from . import progress as progress_module
-from .progress import Progress, first_error, run_ninja_followed
-from .trace import Timeline
+from ..runtime import ninja as ninja_follower
+from ..runtime.ninja import Progress, first_error, run_ninja_followed
+from ..runtime.trace import Timeline
+from ..runtime.user_line import print_line, user_line
 
 Log = Callable[[str], None]
-
-
-def _stderr(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
 
 
 @dataclass
@@ -87,7 +84,7 @@ def run_ninja(
     jobs: int,
     verbose: bool = False,
     show_progress: bool = True,
-    log: Log = _stderr,
+    log: Log = print_line,
     env: dict[str, str] | None = None,
     what: str = "build",
     header: str | None = None,
@@ -100,7 +97,7 @@ def run_ninja(
 
     With ``show_progress``, ``log`` gets ``notes``, then ``header`` before the first step, a
     line when each step starts and when it ends (with its own duration), ``still ...`` lines
-    while one runs past ``heartbeat`` seconds (default: progress.HEARTBEAT_S), and the tools'
+    while one runs past ``heartbeat`` seconds (default: runtime.ninja.HEARTBEAT_S), and the tools'
     output; ``verbose`` adds each
     command. ``log_file`` gets all of it (and the tools' output) whatever is shown, and every
     BuildError names it.
@@ -112,11 +109,11 @@ def run_ninja(
         log_path=None if log_file is None else str(log_file),
         header=header,
         commands=commands,
-        heartbeat=progress_module.HEARTBEAT_S if heartbeat is None else heartbeat,
+        heartbeat=ninja_follower.HEARTBEAT_S if heartbeat is None else heartbeat,
     )
     progress.note(f"$ {shlex.join(command)}", show=False)
     for note in notes:
-        progress.note(f"pep517_torch: {note}")
+        progress.note(user_line(note))
     start = time.perf_counter()
     try:
         returncode = run_ninja_followed(command, dict(os.environ if env is None else env), progress)

@@ -16,10 +16,10 @@ Each step gets the lowest job slot free at its start (greedy interval colouring,
 ninja's slots fill), and the timeline is written as Chrome trace-event JSON (Perfetto,
 ``chrome://tracing``): one complete event per step, slot = thread.
 
-Standard library only besides ``atomic.py``: the editable hook, which runs where pep517_torch
-may not be installed, carries a copy of this module (as it does of progress.py) and writes
-the trace of the rebuilds it runs with plain ninja, naming steps from the ``STEPS_NAME`` file
-the last core build left in the build directory.
+Part of the standard-library runtime: the editable hook, which runs where pep517_torch may
+not be installed, writes with it the trace of the rebuilds it runs with plain ninja, naming
+steps from the ``STEPS_NAME`` file the last core build left in the build directory. Reading a
+trace back, and showing it, is core/trace_view.py's.
 """
 
 from __future__ import annotations
@@ -31,17 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-try:
-    from ..atomic import write_atomic
-except ImportError:  # the editable hook's copy, outside the package
-
-    def write_atomic(path: Path, data: bytes | str, *, durable: bool = False) -> None:
-        temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        try:
-            temporary.write_bytes(data.encode() if isinstance(data, str) else data)
-            os.replace(temporary, path)
-        finally:
-            temporary.unlink(missing_ok=True)
+from .files import write_atomic
+from .environment import CCACHE_STATSLOG
 
 TRACE_NAME = "build-trace.json"
 NINJA_LOG = ".ninja_log"
@@ -299,27 +290,6 @@ def dumps(document: Mapping[str, Any]) -> str:
     return f'{{"traceEvents": [\n{events}\n],\n{json.dumps(rest)[1:-1]}}}\n'
 
 
-def read(build_dir: Path) -> Timeline:
-    """The timeline a build wrote into ``build_dir``: what benchmarks and ``trace`` read.
-    OSError when there is none, ValueError when it is not a trace."""
-    text = (build_dir / TRACE_NAME).read_text(encoding="utf-8", errors="replace")
-    try:
-        document = json.loads(text)
-    except ValueError as exc:
-        raise ValueError(f"{build_dir / TRACE_NAME} is not JSON ({exc})") from None
-    if not isinstance(document, dict) or not isinstance(document.get("traceEvents"), list):
-        raise ValueError(f"{build_dir / TRACE_NAME} is not a trace-event file")
-    try:
-        return Timeline.from_json(document)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise ValueError(f"{build_dir / TRACE_NAME}: malformed event ({exc})") from None
-
-
-def steps(build_dir: Path) -> list[Step]:
-    """The steps of the last build in ``build_dir``, in the order they started."""
-    return sorted(read(build_dir).steps, key=lambda s: (s.start_ms, s.slot))
-
-
 def ccache_results(stats_log: Path, build_dir: Path) -> dict[str, str]:
     """What ccache's stats log (CCACHE_STATSLOG) says of each source it saw: ``hit`` or
     ``miss`` (or ``uncached``), keyed by the source's absolute path."""
@@ -355,14 +325,14 @@ class Recorder:
         self.before = mark(build_dir)
         self.timeline: Timeline | None = None  # once finished (None: no trace was written)
         self.stats_log: Path | None = None
-        if ccache and "CCACHE_STATSLOG" not in env:
+        if ccache and CCACHE_STATSLOG not in env:
             self.stats_log = build_dir / self.STATS_LOG
             try:
                 self.stats_log.unlink(missing_ok=True)
             except OSError:
                 self.stats_log = None
             else:
-                env["CCACHE_STATSLOG"] = str(self.stats_log)
+                env[CCACHE_STATSLOG] = str(self.stats_log)
 
     @classmethod
     def for_hook(cls, build_dir: Path, env: dict[str, str]) -> Recorder:

@@ -1,0 +1,82 @@
+"""Every environment variable pep517_torch reads, the words a yes/no variable takes, and the
+user's cache directories: one home for them all.
+
+config/layers.py turns the settings' variables (the model's ``env`` metadata names them from
+here) into values and passes the tools' on to the compile core; the JIT, the PCH and probe
+caches and the editable hook read theirs through the names and helpers below. The compiler
+caches' own settings (``CCACHE_BASEDIR``, ``SCCACHE_SERVER_PORT``...) are the launchers'
+business: core/launcher.py sets and reads them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+# -- pep517_torch's own ----------------------------------------------------------------------
+CACHE_DIR = "PEP517_TORCH_CACHE_DIR"  # the machine-wide cache: PCHs, tool probes
+PCH = "PEP517_TORCH_PCH"  # the JIT's use_pch when load() does not say (default: on)
+PCH_CACHE_SIZE = "PEP517_TORCH_PCH_CACHE_SIZE"  # the setting pch-cache-size
+COMPILER_LAUNCHER = "PEP517_TORCH_COMPILER_LAUNCHER"  # the setting compiler-launcher
+UNITY = "PEP517_TORCH_UNITY"  # the setting unity
+EDITABLE_REBUILD = "PEP517_TORCH_EDITABLE_REBUILD"  # off: an editable import rebuilds nothing
+NO_PROBE_CACHE = "PEP517_TORCH_NO_PROBE_CACHE"  # set (non-empty): every tool probe runs
+NO_REPLAY = "PEP517_TORCH_NO_REPLAY"  # set (non-empty): a no-op hook builds instead of replaying
+
+# -- torch's, meaning here what they mean to torch.utils.cpp_extension ------------------------
+MAX_JOBS = "MAX_JOBS"  # the setting jobs
+TORCH_CUDA_ARCH_LIST = "TORCH_CUDA_ARCH_LIST"  # the setting cuda-arch-list
+TORCH_EXTENSIONS_DIR = "TORCH_EXTENSIONS_DIR"  # where the JIT builds
+TORCH_DONT_CHECK_COMPILER_ABI = "TORCH_DONT_CHECK_COMPILER_ABI"  # the JIT's ABI check passes
+NVCC_THREADS = "NVCC_THREADS"  # nvcc's --threads, as flash-attention's users set it
+
+# -- the tools' and the system's --------------------------------------------------------------
+TOOL_ENV = ("CXX", "CC", "CUDA_HOME", "CUDA_PATH")  # their values end up in build.ninja
+XDG_CACHE_HOME = "XDG_CACHE_HOME"
+# Where tools, GPUs, distcc hosts and the PCH cache are found; not written into build.ninja.
+SEARCH_ENV = ("PATH", "CUDA_VISIBLE_DEVICES", "DISTCC_HOSTS", CACHE_DIR, XDG_CACHE_HOME)
+PASSTHROUGH_ENV = TOOL_ENV + SEARCH_ENV  # copied into BuildOptions.env for the compile core
+CCACHE_STATSLOG = "CCACHE_STATSLOG"  # set for ccache by a traced build, unless the user set it
+SOURCE_DATE_EPOCH = "SOURCE_DATE_EPOCH"  # the timestamp of every wheel and sdist member
+VIRTUAL_ENV = "VIRTUAL_ENV"  # the user's environment, named when a build is isolated from it
+
+# -- yes and no ---------------------------------------------------------------------------------
+# Any case; torch's own variables take these too (cpp_extension reads ON, 1, YES, TRUE, Y).
+TRUE_WORDS = frozenset({"true", "1", "yes", "y", "on"})
+FALSE_WORDS = frozenset({"false", "0", "no", "n", "off"})
+
+
+def is_true(value: str | None) -> bool:
+    return value is not None and value.strip().lower() in TRUE_WORDS
+
+
+def is_false(value: str | None) -> bool:
+    return value is not None and value.strip().lower() in FALSE_WORDS
+
+
+def switch(env: Mapping[str, str], name: str, *, default: bool) -> bool:
+    """A yes/no variable: ``default`` unless it holds one of the words of the other answer."""
+    value = env.get(name)
+    return not is_false(value) if default else is_true(value)
+
+
+# -- the user's cache -------------------------------------------------------------------------
+
+
+def user_cache_home(env: Mapping[str, str]) -> Path:
+    """$XDG_CACHE_HOME, else $HOME/.cache (the home directory when HOME is unset)."""
+    from pathlib import Path
+
+    given = env.get(XDG_CACHE_HOME)
+    return Path(given) if given else Path(env.get("HOME") or Path.home()) / ".cache"
+
+
+def cache_root(env: Mapping[str, str]) -> Path:
+    """PEP517_TORCH_CACHE_DIR, else $XDG_CACHE_HOME/pep517_torch, else ~/.cache/pep517_torch."""
+    from pathlib import Path
+
+    given = env.get(CACHE_DIR)
+    return Path(given).expanduser() if given else user_cache_home(env) / "pep517_torch"
