@@ -68,11 +68,11 @@ def is_package_dir(path: Path, build_dir: Path) -> bool:
     directory and any tagged build or cache directory (``CACHEDIR.TAG``: never packed, whichever
     settings made it); never ``__pycache__``. A symlinked one counts (walkers guard against
     loops)."""
-    note(path)  # its listing decides: a no-op replay checks it (consulted.py)
+    if not path.name.isidentifier() or path.name == "__pycache__":
+        return False
+    note(path)  # its listing decides (an __init__.py added): a no-op replay checks it
     return (
-        path.name.isidentifier()
-        and path.name != "__pycache__"
-        and path.is_dir()
+        path.is_dir()
         and any((path / marker).is_file() for marker in PACKAGE_MARKERS)
         and not path.is_relative_to(build_dir)
         and not is_build_dir(path)
