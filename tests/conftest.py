@@ -69,6 +69,12 @@ def jit_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.fixture
+def root(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
+    """A project directory holding the test module's ``ROOT_FILES`` ({relative path: text})."""
+    return write_tree(tmp_path / "project", request.module.ROOT_FILES)
+
+
+@pytest.fixture
 def fixture_copy(tmp_path: Path):
     """Copy a project from fixtures/ into a fresh directory (optionally a hostile-named one)."""
 
