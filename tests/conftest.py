@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -32,18 +31,6 @@ def pytest_terminal_summary(terminalreporter) -> None:  # type: ignore[no-untype
         terminalreporter.section("cases tried")
         for what, n in sorted(COUNTS.items()):
             terminalreporter.write_line(f"{n:6d}  {what}")
-
-
-def run_python(code: str, *, env: dict[str, str] | None = None, cwd: Path | None = None,
-               check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    """Run ``code`` in a fresh interpreter of this environment."""
-    result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, cwd=cwd,
-        env={**os.environ, **(env or {})}, timeout=timeout,
-    )
-    if check and result.returncode != 0:
-        raise AssertionError(f"child failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
-    return result
 
 
 def write(path: Path, text: str = "") -> Path:

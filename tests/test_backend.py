@@ -26,7 +26,8 @@ import pytest
 
 import pep517_torch as backend
 from pep517_torch.errors import BuildError, ConfigError, Pep517TorchError
-from tests.conftest import FIXTURES, run_python
+from tests.commands import run_python
+from tests.conftest import FIXTURES
 
 pytestmark = pytest.mark.compile
 

@@ -3,7 +3,6 @@ nothing: each is now one line naming its key, file or program. Nothing here comp
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -14,17 +13,12 @@ import pytest
 
 from pep517_torch.config import read_pyproject
 from pep517_torch.errors import ConfigError
+from tests.commands import run_cli
 from tests.config_helpers import resolve, resolve_error
 from tests.conftest import count, write
 
 EXT = "tool.torch-ext.extension[0]"
 ROOT_FILES = dict.fromkeys(["demo/__init__.py", "csrc/ops.cpp"], "")
-
-
-def cli(*args: str | Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "pep517_torch", *map(str, args)],
-                          capture_output=True, text=True, timeout=300,
-                          env={**os.environ, **(env or {})})
 
 
 def project_with(root: Path, build_system: str) -> Path:
@@ -48,7 +42,7 @@ def test_build_requirements_that_are_not_a_list_of_requirements(
 ) -> None:
     """Before: a traceback in missing_build_requirements, or `pip install 't' 'o' 'r' ...`."""
     root = project_with(tmp_path / "p", f'requires = {requires}\nbuild-backend = "pep517_torch"')
-    result = cli("wheel", root, "-o", tmp_path / "out")
+    result = run_cli("wheel", root, "-o", tmp_path / "out")
     assert result.returncode == 2, result.stderr
     assert result.stderr.startswith(f"pep517_torch: error: {key}: ") and words in result.stderr
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
@@ -60,7 +54,7 @@ def test_build_requirements_that_are_not_a_list_of_requirements(
 def test_a_project_of_another_backend_is_not_ours_to_build(tmp_path: Path, command: str) -> None:
     root = project_with(tmp_path / "p", 'requires = ["setuptools"]\n'
                                         'build-backend = "setuptools.build_meta"')
-    result = cli(command, root, "-o", tmp_path / "out")
+    result = run_cli(command, root, "-o", tmp_path / "out")
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1
     assert result.stderr.startswith("pep517_torch: error: build-system.build-backend: is"
@@ -120,7 +114,7 @@ def test_a_wheel_refuses_what_the_sdist_refuses(root: Path, tmp_path: Path) -> N
     write(root / "pyproject.toml", '[project]\nname = "demo"\nversion = "1"\n'
                                    '[tool.torch-ext]\nsdist-include = ["/etc/passwd"]\n')
     for command in ("wheel", "sdist"):
-        result = cli(command, root, "-o", tmp_path / "out")
+        result = run_cli(command, root, "-o", tmp_path / "out")
         assert result.returncode == 2, result.stderr
         assert result.stderr.startswith(
             "pep517_torch: error: tool.torch-ext.sdist-include[0]: '/etc/passwd' must be a relative"
@@ -144,7 +138,7 @@ def test_doctor_says_a_compiler_failure_once_and_meaningfully(
                                    'name = "demo._C"\nsources = ["csrc/*.cpp"]\n')
     write(root / "demo" / "__init__.py")
     write(root / "csrc" / "ops.cpp")
-    result = cli("doctor", root, env={"CXX": cxx})
+    result = run_cli("doctor", root, env={"CXX": cxx})
     assert result.returncode == 1
     failures = [line for line in result.stdout.splitlines() if line.startswith("fail")]
     assert len(failures) == 1, result.stdout

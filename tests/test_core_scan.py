@@ -12,7 +12,7 @@ from pep517_torch.core import scan
 from pep517_torch.core.build import build, prepare
 from pep517_torch.core.spec import BuildOptions, ExtensionSpec, Kind
 from pep517_torch.errors import ToolchainError
-from tests.conftest import run_python
+from tests.commands import run_python
 
 
 def write(path: Path, text: str) -> Path:

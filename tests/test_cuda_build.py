@@ -28,7 +28,8 @@ from pep517_torch.core import arch, arch_list, cuda, toolchain
 from pep517_torch.core import build as core_build
 from pep517_torch.core.spec import BuildOptions, ExtensionSpec, Kind
 from pep517_torch.errors import BuildError, ConfigError, ToolchainError
-from tests.conftest import FIXTURES, run_python, write_tree
+from tests.commands import run_python
+from tests.conftest import FIXTURES, write_tree
 from tests.cuda_tools import fake_torch, fatbin_contents, find_cuobjdump
 from tests.tiny_project import c_api_module
 

@@ -114,7 +114,7 @@ def test_dynamic_version_needs_a_value(root: Path) -> None:
 
 
 def test_pyproject_metadata_errors_become_config_errors(root: Path) -> None:
-    with pytest.raises(ConfigError, match="MISSING.md") as caught:
+    with pytest.raises(ConfigError, match=re.escape("MISSING.md")) as caught:
         build_metadata(full_pyproject(readme="MISSING.md"), root, version="1.0")
     assert caught.value.key == "project.readme.file"
 

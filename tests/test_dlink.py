@@ -24,8 +24,9 @@ from pep517_torch.core import arch, cuda, flags, toolchain
 from pep517_torch.core import build as core_build
 from pep517_torch.core.spec import BuildOptions, ExtensionSpec
 from pep517_torch.errors import BuildError, ConfigError
+from tests.commands import run_python
 from tests.config_helpers import LINUX_CPU, resolve
-from tests.conftest import FIXTURES, run_python
+from tests.conftest import FIXTURES
 from tests.cuda_tools import fatbin_contents, find_cuobjdump
 
 FIXTURE = FIXTURES / "dlink"
@@ -267,7 +268,7 @@ def test_device_link_is_what_lets_it_link(tmp_path: Path) -> None:
     assert fatbin(artifact) == ({"sm_80", "sm_90"}, set())
     # extra_dlink_flags reach nvcc -dlink: only that step reruns, and its failure is named.
     bogus = dlink_spec(extra_dlink_flags=("--no-such-dlink-flag",))
-    with pytest.raises(BuildError, match="device-linking dlinkops._C failed") as caught:
+    with pytest.raises(BuildError, match=re.escape("device-linking dlinkops._C failed")) as caught:
         core_build.build([bogus], options, log=lambda line: None)
     assert "--no-such-dlink-flag" in caught.value.output
     assert "compiling" not in caught.value.output  # the objects were up to date

@@ -18,7 +18,8 @@ import torch
 import pep517_torch
 from pep517_torch.core import pch_cache
 from pep517_torch.errors import BuildError, ConfigError
-from tests.conftest import HOSTILE_NAME, run_python
+from tests.commands import run_python
+from tests.conftest import HOSTILE_NAME
 
 pytestmark = pytest.mark.compile
 

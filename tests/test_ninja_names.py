@@ -87,7 +87,8 @@ def test_the_jit_refuses_them_before_writing(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="'\\|'") as error:
         pep517_torch.load("ops", [str(source)], build_directory=str(tmp_path / "b"))
     assert error.value.key == "sources"
-    with pytest.raises(ConfigError, match=r"contains '\|', which ninja reads as the start") as error:
+    said = r"contains '\|', which ninja reads as the start"
+    with pytest.raises(ConfigError, match=said) as error:
         pep517_torch.load_inline("ops", "int f() { return 1; }",
                                  build_directory=str(tmp_path / "b|c"))
     assert error.value.key == "build_directory"

@@ -19,7 +19,8 @@ import pytest
 from pep517_torch import project
 from pep517_torch.core import toolchain
 from pep517_torch.errors import ConfigError
-from tests.conftest import run_python, write_tree
+from tests.commands import run_python
+from tests.conftest import write_tree
 from tests.tiny_project import NAMED_MODULE
 
 EXT = "tool.torch-ext.extension"

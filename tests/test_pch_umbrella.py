@@ -20,7 +20,7 @@ import pytest
 from pep517_torch.core import toolchain
 from pep517_torch.core.build import BuildResult, build
 from pep517_torch.core.spec import BuildOptions, ExtensionSpec, Kind
-from tests.conftest import run_python
+from tests.commands import run_python
 from tests.test_pch_cache import fake_torch
 
 pytestmark = pytest.mark.compile

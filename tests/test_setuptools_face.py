@@ -30,8 +30,9 @@ from pep517_torch.errors import ConfigError
 from pep517_torch.setuptools import BuildExtension, CppExtension, CUDAExtension
 from pep517_torch.setuptools.pin import APPLIED
 from pep517_torch.setuptools.translate import CommandOptions, extension_spec
+from tests.commands import run
 from tests.conftest import ROOT
-from tests.setup_py_builds import CLEAN_ENV, COMPUTE, GOOD, per_shape
+from tests.setup_py_builds import COMPUTE, FIXTURE_VARIABLES, GOOD, per_shape
 from tests.setup_py_builds import FIXTURES as MIGRATE_FIXTURES
 from tests.cuda_tools import fatbin_contents, find_cuobjdump
 
@@ -368,11 +369,9 @@ def swapped(shape: str, target: Path) -> Path:
 
 
 def build_log(args: list[str], cwd: Path | None = None, env: dict[str, str] | None = None) -> str:
-    result = subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=900,
-                            env={**CLEAN_ENV, **(env or {})})
-    log = result.stdout + result.stderr
-    assert result.returncode == 0, f"{args} failed ({result.returncode}):\n{log}"
-    return log
+    """What a build that must succeed printed, stdout then stderr."""
+    result = run(*args, cwd=cwd, env=env, unset=FIXTURE_VARIABLES)
+    return result.stdout + result.stderr
 
 
 def pip_wheel(project: Path, out: Path, env: dict[str, str] | None = None) -> tuple[Path, str]:

@@ -29,7 +29,8 @@ from pep517_torch import project as glue
 from pep517_torch.core import cuda, toolchain
 from pep517_torch.core import flags as flags_mod
 from pep517_torch.errors import ConfigError
-from tests.conftest import FIXTURES, ROOT, run_python
+from tests.commands import run_python
+from tests.conftest import FIXTURES, ROOT
 
 pytestmark = pytest.mark.compile
 
