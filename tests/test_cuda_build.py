@@ -30,8 +30,9 @@ from pep517_torch.core.spec import BuildOptions, ExtensionSpec, Kind
 from pep517_torch.errors import BuildError, ConfigError, ToolchainError
 from tests.commands import run_python
 from tests.conftest import FIXTURES, write_tree
-from tests.cuda_tools import fake_torch, fatbin_contents, find_cuobjdump
+from tests.cuda_tools import fatbin_contents, find_cuobjdump
 from tests.tiny_project import c_api_module
+from tests.torch_doubles import substitute_torch
 
 TORCH = toolchain.find_torch()
 TOOLKIT = cuda.find_cuda(os.environ)
@@ -512,7 +513,8 @@ def test_nvcc_and_torch_cuda_major_mismatch(
 ) -> None:
     assert TOOLKIT is not None
     other = f"{TOOLKIT.version[0] - 1}.8"
-    fake_torch(monkeypatch, tmp_path / "torch", f"2.13.0+cu{other.replace('.', '')}", other)
+    substitute_torch(monkeypatch, tmp_path / "torch", f"2.13.0+cu{other.replace('.', '')}",
+                     other)
     spec = kernel_library(FIXTURE, "mismatch")
     with pytest.raises(ToolchainError) as failure:
         core_build.prepare([spec], BuildOptions(build_dir=tmp_path / "b", env=build_env()))
@@ -539,7 +541,7 @@ def test_nvcc_and_torch_cuda_major_mismatch(
     ]
     # A minor difference is a note, not an error.
     minor = f"{TOOLKIT.version[0]}.{TOOLKIT.version[1] + 1}"
-    fake_torch(monkeypatch, tmp_path / "torch2", "2.13.0+cuXYZ", minor)
+    substitute_torch(monkeypatch, tmp_path / "torch2", "2.13.0+cuXYZ", minor)
     plan = core_build.prepare(
         [spec], BuildOptions(build_dir=tmp_path / "c", env=build_env(), cuda_arch_list=("8.0",))
     )
@@ -633,7 +635,7 @@ def test_include_line_numbers_after_blank_lines(tmp_path: Path) -> None:
 def test_torch_cuda_headers_with_a_cpu_torch_fail_before_compiling(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    fake_torch(monkeypatch, tmp_path / "torch", "2.13.0+cpu", None)
+    substitute_torch(monkeypatch, tmp_path / "torch", "2.13.0+cpu", None)
     ops = FIXTURES / "cuda_torch" / "csrc" / "ops.cpp"
     line = ops.read_text().splitlines().index("#include <ATen/cuda/CUDAContext.h>") + 1
     spec = ExtensionSpec("cudatorchops._C", (ops, FIXTURES / "cuda_torch" / "csrc" / "kernels.cu"))

@@ -12,20 +12,14 @@ from pep517_torch.core import build as core_build
 from pep517_torch.core import isolation, toolchain
 
 from .tiny_project import write_project
-
-
-def fake_torch(site_packages: Path, version: str) -> toolchain.TorchInstall:
-    root = site_packages / "torch"
-    root.mkdir(parents=True)
-    (root / "version.py").write_text(f"__version__ = '{version}'\ncuda = None\n")
-    return toolchain.find_torch(root)
+from .torch_doubles import version_only_torch
 
 
 @pytest.fixture
 def isolated_torch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> toolchain.TorchInstall:
     """The torch pip installs into its build environment, found by the build."""
-    torch = fake_torch(tmp_path / "pip-build-env-x1y2" / "overlay/lib/python3.11/site-packages",
-                       "2.11.0+cpu")
+    site_packages = tmp_path / "pip-build-env-x1y2" / "overlay/lib/python3.11/site-packages"
+    torch = version_only_torch(site_packages, "2.11.0+cpu")
     monkeypatch.setattr(toolchain, "find_torch", lambda *args: torch)
     return torch
 
@@ -34,7 +28,7 @@ def isolated_torch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> toolchain
 def user_venv(tmp_path: Path) -> Path:
     """The virtualenv the user ran pip from, holding the torch they run with."""
     venv = tmp_path / "venv"
-    fake_torch(venv / "lib/python3.11/site-packages", "2.13.0+cpu")
+    version_only_torch(venv / "lib/python3.11/site-packages", "2.13.0+cpu")
     return venv
 
 
