@@ -24,7 +24,8 @@ def run(
     result = subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=timeout,
                             env={**base, **(env or {})})
     if check and result.returncode != 0:
-        raise AssertionError(f"{command} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
+        said = f"{result.stdout}\n{result.stderr}"
+        raise AssertionError(f"{command} failed ({result.returncode}):\n{said}")
     return result
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -447,7 +448,8 @@ def test_cu_source_without_nvcc_says_where_it_looked(
         monkeypatch.delenv(var, raising=False)
     if cuda.find_cuda(os.environ) is not None:
         pytest.skip("an nvcc wheel is installed in this environment")
-    with pytest.raises(ToolchainError) as failure:
+    said = r"^no usable CUDA toolkit \(nvcc\) found\. Looked at:"
+    with pytest.raises(ToolchainError, match=said) as failure:
         pep517_torch.load(
             "no_nvcc",
             [str(FIXTURE / "csrc" / "axpy.cu")],
@@ -457,7 +459,6 @@ def test_cu_source_without_nvcc_says_where_it_looked(
             is_python_module=False,
         )
     message = str(failure.value)
-    assert message.startswith("no usable CUDA toolkit (nvcc) found. Looked at:")
     for looked in (
         "CUDA_HOME: not set",
         "CUDA_PATH: not set",
@@ -478,7 +479,8 @@ def test_unknown_arch_is_a_config_error_naming_its_source(
     project = copy_fixture(tmp_path)
     from pep517_torch import project as project_mod
 
-    with pytest.raises(ConfigError) as failure:
+    said = "^cuda-arch-list: unknown CUDA architecture 'sm_80'"
+    with pytest.raises(ConfigError, match=said) as failure:
         project_mod.build_wheel(project, tmp_path / "dist", {"cuda-arch-list": "sm_80"})
     assert str(failure.value) == (
         "cuda-arch-list: unknown CUDA architecture 'sm_80' (did you mean 8.0?); expected "
@@ -516,10 +518,10 @@ def test_nvcc_and_torch_cuda_major_mismatch(
     substitute_torch(monkeypatch, tmp_path / "torch", f"2.13.0+cu{other.replace('.', '')}",
                      other)
     spec = kernel_library(FIXTURE, "mismatch")
-    with pytest.raises(ToolchainError) as failure:
+    said = re.escape(f"nvcc {TOOLKIT.version_str} ({TOOLKIT.nvcc}")
+    with pytest.raises(ToolchainError, match=said) as failure:
         core_build.prepare([spec], BuildOptions(build_dir=tmp_path / "b", env=build_env()))
     message = str(failure.value)
-    assert f"nvcc {TOOLKIT.version_str} ({TOOLKIT.nvcc}" in message
     assert f"does not match the CUDA {other} torch was built with" in message
     assert f"pip install 'nvidia-cuda-nvcc-cu{TOOLKIT.version[0] - 1}=={other}.*'" in message
     assert "build anyway" not in message  # this spec's face (none) names no override
@@ -605,7 +607,7 @@ def test_kernel_compile_error_shows_nvccs_file_and_line(tmp_path: Path, jit_env:
     source.write_text(
         "#include <cuda_runtime.h>\n__global__ void k(float* x) {\n  x[0] = undeclared_thing;\n}\n"
     )
-    with pytest.raises(BuildError) as failure:
+    with pytest.raises(BuildError, match="^Error building extension 'broken_kernel'") as failure:
         pep517_torch.load(
             "broken_kernel",
             [str(source)],
@@ -616,7 +618,6 @@ def test_kernel_compile_error_shows_nvccs_file_and_line(tmp_path: Path, jit_env:
     assert failure.value.first_error is not None
     assert failure.value.first_error.splitlines()[:2] == [expected, "    x[0] = undeclared_thing;"]
     message = str(failure.value)
-    assert message.startswith("Error building extension 'broken_kernel'")
     assert "compiling broken kernel.cu failed" in message  # names the failed source
     assert message.endswith(f"{failure.value.first_error}")  # nvcc's words, file(line) first
 
@@ -647,7 +648,8 @@ def test_torch_cuda_headers_with_a_cpu_torch_fail_before_compiling(
                 spec, scan.walk_includes(spec.sources, ()), toolchain.find_torch()
             )
         return
-    with pytest.raises(ToolchainError) as failure:
+    said = "^" + re.escape(f"{ops}:{line} includes <ATen/cuda/CUDAContext.h>")
+    with pytest.raises(ToolchainError, match=said) as failure:
         core_build.prepare([spec], BuildOptions(build_dir=tmp_path / "b", env=build_env()))
     assert str(failure.value) == (
         f"{ops}:{line} includes <ATen/cuda/CUDAContext.h>, but torch 2.13.0+cpu is a CPU build without"

@@ -64,13 +64,14 @@ def test_build_prints_the_warning_from_the_callers_environment(
         pass
 
     def stop(*args: object, **kwargs: object) -> None:
-        raise Stop  # compile nothing: the note is printed before the build starts
+        # compile nothing: the note is printed before the build starts
+        raise Stop("the build began")
 
     monkeypatch.setattr(core_build, "build", stop)
     env = {**os.environ, "VIRTUAL_ENV": str(user_venv)}
     loaded = project_mod.load(root, None, env)
     assert "VIRTUAL_ENV" not in loaded.project.options.env  # what the build passes on
-    with pytest.raises(Stop):
+    with pytest.raises(Stop, match="^the build began$"):
         project_mod._compile(loaded)
     out = capsys.readouterr().out
     assert f"pep517_torch: WARNING: your environment {user_venv} has torch 2.13.0+cpu" in out

@@ -397,7 +397,8 @@ def test_running_setup_py_leaves_the_process_as_it_was() -> None:
     before = state()
     migrate(FIXTURES / "cuda_choice")
     migrate(FIXTURES / "nvcc_probe")  # runs nvcc, which, isdir and reads $CUDA_HOME
-    with pytest.raises(MigrateError):
+    said = re.escape("setup.py raised RuntimeError: version file VERSION.txt is missing")
+    with pytest.raises(MigrateError, match=said):
         migrate(FIXTURES / "raises")
     after = state()
     assert after == before

@@ -75,7 +75,7 @@ def test_hooks_print_the_message_and_exit_1(
 ) -> None:
     out = tmpfs("1m", read_only=True)
     monkeypatch.chdir(project)
-    with pytest.raises(SystemExit) as exit_:
+    with pytest.raises(SystemExit, match="^1$") as exit_:  # the exit status, as its message
         getattr(backend, hook)(str(out))
     assert exit_.value.code == 1 and isinstance(exit_.value.__cause__, OutputError)
     written = {"build_wheel": WHEEL, "build_sdist": SDIST,
