@@ -1,4 +1,4 @@
-"""PEP 517 and PEP 660 hooks: thin calls into :mod:`pep517_torch.project`.
+"""PEP 517 and PEP 660 hooks: thin calls into :mod:`pep517_torch.pipeline`.
 
 Frontends call these in the project directory. Nothing here, or imported from here at module
 level, imports torch: ``get_requires_for_build_*`` runs before torch may even be installed.
@@ -52,9 +52,9 @@ def prepare_metadata_for_build_wheel(
     metadata_directory: str, config_settings: ConfigSettings = None
 ) -> str:
     """Write ``<name>-<version>.dist-info/METADATA`` exactly as the wheel will; compile nothing."""
-    from . import project
+    from . import pipeline
 
-    return project.prepare_metadata(Path.cwd(), Path(metadata_directory), config_settings)
+    return pipeline.prepare_metadata(Path.cwd(), Path(metadata_directory), config_settings)
 
 
 def prepare_metadata_for_build_editable(
@@ -69,9 +69,9 @@ def build_wheel(
     config_settings: ConfigSettings = None,
     metadata_directory: str | None = None,
 ) -> str:
-    from . import project
+    from . import pipeline
 
-    return project.build_wheel(Path.cwd(), Path(wheel_directory), config_settings)
+    return pipeline.build_wheel(Path.cwd(), Path(wheel_directory), config_settings)
 
 
 @_user_facing
@@ -80,13 +80,13 @@ def build_editable(
     config_settings: ConfigSettings = None,
     metadata_directory: str | None = None,
 ) -> str:
-    from . import project
+    from . import pipeline
 
-    return project.build_wheel(Path.cwd(), Path(wheel_directory), config_settings, editable=True)
+    return pipeline.build_wheel(Path.cwd(), Path(wheel_directory), config_settings, editable=True)
 
 
 @_user_facing
 def build_sdist(sdist_directory: str, config_settings: ConfigSettings = None) -> str:
-    from . import project
+    from . import pipeline
 
-    return project.build_sdist(Path.cwd(), Path(sdist_directory), config_settings)
+    return pipeline.build_sdist(Path.cwd(), Path(sdist_directory), config_settings)

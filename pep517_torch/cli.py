@@ -13,9 +13,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from .cli_name import PROG
 from .errors import ConfigError, Pep517TorchError, print_error
-
-PROG = "python -m pep517_torch"  # in every usage line, whichever way the CLI was started
 
 
 def _config_settings(pairs: Sequence[str]) -> dict[str, str | list[str]]:
@@ -104,7 +103,7 @@ def _is_this_backend(requirement: object) -> bool:
 
 
 def _wheel(args: argparse.Namespace) -> int:
-    from . import project
+    from . import pipeline
 
     root = Path(args.path).resolve()
     if args.python:
@@ -123,17 +122,17 @@ def _wheel(args: argparse.Namespace) -> int:
         )
         return 1
     out = Path(args.outdir) if args.outdir else root / "dist"
-    project.build_wheel(root, out.resolve(), _config_settings(args.config_setting))
+    pipeline.build_wheel(root, out.resolve(), _config_settings(args.config_setting))
     return 0
 
 
 def _sdist(args: argparse.Namespace) -> int:
-    from . import project
+    from . import pipeline
 
     root = Path(args.path).resolve()
     build_system(root)
     out = Path(args.outdir) if args.outdir else root / "dist"
-    name = project.build_sdist(root, out.resolve(), _config_settings(args.config_setting))
+    name = pipeline.build_sdist(root, out.resolve(), _config_settings(args.config_setting))
     print(f"pep517_torch: wrote {out / name}")
     return 0
 

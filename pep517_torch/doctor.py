@@ -43,10 +43,10 @@ def _launcher_setting(path: Path) -> tuple[str, str]:
     if layered:
         return layered.value, layered.key
     if (path / "pyproject.toml").is_file():
-        from . import project
+        from . import pipeline
 
         try:
-            return project.load(path, None).project.options.compiler_launcher, "pyproject.toml"
+            return pipeline.load(path, None).project.options.compiler_launcher, "pyproject.toml"
         except Pep517TorchError:
             pass  # the project check says what is wrong
     return "auto", "default"
@@ -180,10 +180,10 @@ def _project(path: Path) -> Check:
     every check the build makes before compiling: what it would fail on, it fails on here."""
 
     def check() -> tuple[str, str]:
-        from . import project
-        from .core import build
+        from . import pipeline
+        from .core import plan
 
-        loaded = project.load(path, None)
+        loaded = pipeline.load(path, None)
         resolved = loaded.project
         names = ", ".join(s.name for s in resolved.extensions) or "none"
         skipped = "".join(f"; skipped {n}: {why}" for n, why in resolved.skipped)
@@ -193,7 +193,7 @@ def _project(path: Path) -> Check:
         )
         if resolved.extensions:
             try:
-                build.check(resolved.extensions, resolved.options)
+                plan.check(resolved.extensions, resolved.options)
             except Pep517TorchError as exc:
                 return "fail", f"{text}; a build here fails: {exc}"
         return "ok", text

@@ -20,7 +20,7 @@ from .errors import Pep517TorchError, print_error
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from . import project
+    from .editable_install import rebuild_editable
     from .distribution.editable import read_state
 
     args = list(sys.argv[1:] if argv is None else argv)
@@ -37,7 +37,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         recorded: dict[str, str | None] = state["env"]
         env = {name: value for name, value in os.environ.items() if name not in recorded}
         env.update({name: value for name, value in recorded.items() if value is not None})
-        project.rebuild_editable(Path(state["root"]), state["config_settings"], env, state_file)
+        rebuild_editable(Path(state["root"]), state["config_settings"], env, state_file)
     except Pep517TorchError as exc:
         print_error(exc)
         return 1

@@ -27,7 +27,7 @@ _PROBE = (
     "import json, sys\n"
     "try:\n    import torch\nexcept ImportError as e:\n"
     "    print(json.dumps({'problem': 'torch', 'detail': str(e)})); raise SystemExit\n"
-    "try:\n    import pep517_torch.project\nexcept ImportError as e:\n"
+    "try:\n    import pep517_torch.pipeline\nexcept ImportError as e:\n"
     "    print(json.dumps({'problem': 'pep517_torch', 'detail': str(e)})); raise SystemExit\n"
     "print(json.dumps({'torch': torch.__version__, 'cuda': torch.version.cuda,"
     " 'python': '%d.%d' % sys.version_info[:2]}))\n"

@@ -410,7 +410,7 @@ def test_the_environment_list_reaches_the_core_through_build_options(tmp_path: P
     """The core reads no TORCH_CUDA_ARCH_LIST itself: the faces put it into BuildOptions, with
     the variable as the name their errors give it."""
     from pep517_torch.config.layers import environment_options
-    from pep517_torch.core.build import _arch_flags
+    from pep517_torch.core.cuda_setup import arch_flags
     from pep517_torch.core.spec import BuildOptions, ExtensionSpec
 
     env = {**NO_GPU_ENV, "TORCH_CUDA_ARCH_LIST": "Ampere"}
@@ -419,13 +419,13 @@ def test_the_environment_list_reaches_the_core_through_build_options(tmp_path: P
     spec = ExtensionSpec("m", (tmp_path / "k.cu",), cuda_arch_list=("9.0",))
     options = BuildOptions(build_dir=tmp_path, env=env, **environment_options(env))
     notes: list[str] = []
-    flags, _ = _arch_flags(spec, options, NVCC_13_0, notes)
+    flags, _ = arch_flags(spec, options, NVCC_13_0, notes)
     assert list(flags) == gencode("80") + gencode("86", ptx=True) and notes == []
     env = {**NO_GPU_ENV, "TORCH_CUDA_ARCH_LIST": "sm_80"}
     said = re.escape("unknown CUDA architecture 'sm_80' (did you mean 8.0?)")
     with pytest.raises(ConfigError, match=said) as error:
         options = BuildOptions(build_dir=tmp_path, env=env, **environment_options(env))
-        _arch_flags(spec, options, NVCC_13_0, notes)
+        arch_flags(spec, options, NVCC_13_0, notes)
     assert error.value.key == "TORCH_CUDA_ARCH_LIST"
 
 
@@ -544,7 +544,7 @@ def fake_cuda_project(root: Path) -> tuple[Path, dict[str, str]]:
 def test_a_bad_arch_list_is_refused_before_the_build_dir_exists(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, layer: str, key: str
 ) -> None:
-    from pep517_torch import project as project_mod
+    from pep517_torch import pipeline
 
     root, env = fake_cuda_project(tmp_path / "p")
     monkeypatch.setattr(os, "environ", {**os.environ, **env})
@@ -558,7 +558,7 @@ def test_a_bad_arch_list_is_refused_before_the_build_dir_exists(
         pyproject.write_text(pyproject.read_text() + 'cuda-arch-list = "8.0;sm_90"\n')
     said = "^" + re.escape(f"{key}: unknown CUDA architecture 'sm_90' (did you mean 9.0?)")
     with pytest.raises(ConfigError, match=said) as error:
-        project_mod.build_wheel(root, tmp_path / "dist", settings)
+        pipeline.build_wheel(root, tmp_path / "dist", settings)
     assert error.value.key == key
     assert not (root / "build").exists() and not (tmp_path / "dist").exists()
 
@@ -566,11 +566,11 @@ def test_a_bad_arch_list_is_refused_before_the_build_dir_exists(
 def test_an_arch_this_nvcc_cannot_build_is_refused_before_the_build_dir_exists(
     tmp_path: Path,
 ) -> None:
-    from pep517_torch.core import build as core_build
+    from pep517_torch.core import plan as core_plan
     from pep517_torch.core.spec import BuildOptions, ExtensionSpec, Kind
 
     root, env = fake_cuda_project(tmp_path / "p")
     spec = ExtensionSpec("kern", (root / "k.cu",), kind=Kind.LIBRARY, cuda_arch_list=("3.5",))
     with pytest.raises(ConfigError, match=r"^cuda_arch_list: nvcc 13\.0 .* cannot build for 3\.5"):
-        core_build.prepare([spec], BuildOptions(build_dir=tmp_path / "b", env=env))
+        core_plan.prepare([spec], BuildOptions(build_dir=tmp_path / "b", env=env))
     assert not (tmp_path / "b").exists()

@@ -103,13 +103,13 @@ def test_resolve_arch_flags_checks_them_and_names_the_key() -> None:
 def test_a_toml_arch_flag_nvcc_cannot_build_fails_before_the_build_dir_exists(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, toml: str, key: str
 ) -> None:
-    from pep517_torch import project as project_mod
+    from pep517_torch import pipeline
 
     root, env = fake_cuda_project(tmp_path / "p")  # a fake nvcc 13.0: nothing compiles
     (root / "pyproject.toml").write_text((root / "pyproject.toml").read_text() + toml)
     monkeypatch.setattr(os, "environ", {**os.environ, **env})
     with pytest.raises(ConfigError, match=r"which nvcc 13\.0 \(.*\) cannot build;") as error:
-        project_mod.build_wheel(root, tmp_path / "dist", None)
+        pipeline.build_wheel(root, tmp_path / "dist", None)
     assert error.value.key == key
     # the build directory holds at most the build lock: nothing planned or compiled
     assert not list(root.glob("build/**/build.ninja")) and not list(root.glob("build/**/*.o"))
@@ -119,14 +119,14 @@ def test_a_toml_arch_flag_nvcc_cannot_build_fails_before_the_build_dir_exists(
 def test_an_extension_arch_list_error_names_its_key(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from pep517_torch import project as project_mod
+    from pep517_torch import pipeline
 
     root, env = fake_cuda_project(tmp_path / "p")
     text = (root / "pyproject.toml").read_text() + 'cuda-arch-list = "8.0;3.5"\n'
     (root / "pyproject.toml").write_text(text)
     monkeypatch.setattr(os, "environ", {**os.environ, **env})
     with pytest.raises(ConfigError, match=re.escape("cannot build for 3.5;")) as error:
-        project_mod.build_wheel(root, tmp_path / "dist", None)
+        pipeline.build_wheel(root, tmp_path / "dist", None)
     assert error.value.key == "tool.torch-ext.extension[0].cuda-arch-list"
 
 

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from pep517_torch.config import parse_settings, read_pyproject
-from pep517_torch.config.model import Condition, CudaVariant, ExtensionSettings, VersionSettings
+from pep517_torch.config.extension_model import Condition, CudaVariant, ExtensionSettings
+from pep517_torch.config.model import VersionSettings
 from pep517_torch.errors import ConfigError
 
 PROJECT = {"name": "demo", "version": "1.0"}

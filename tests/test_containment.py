@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pep517_torch import project
+from pep517_torch import pipeline
 from pep517_torch.errors import ConfigError
 from tests.conftest import count, write
 
@@ -107,9 +107,9 @@ def test_wheel_sdist_and_metadata_refuse_the_same_escape(tree: Path, tmp_path: P
     make(tree)
     errors = []
     for name, hook in [
-        ("wheel", lambda: project.build_wheel(tree, tmp_path / "out", None)),
-        ("editable", lambda: project.build_wheel(tree, tmp_path / "out", None, editable=True)),
-        ("sdist", lambda: project.build_sdist(tree, tmp_path / "out", None)),
+        ("wheel", lambda: pipeline.build_wheel(tree, tmp_path / "out", None)),
+        ("editable", lambda: pipeline.build_wheel(tree, tmp_path / "out", None, editable=True)),
+        ("sdist", lambda: pipeline.build_sdist(tree, tmp_path / "out", None)),
     ]:
         with pytest.raises(ConfigError, match="outside the project root") as caught:
             hook()
@@ -122,14 +122,14 @@ def test_wheel_sdist_and_metadata_refuse_the_same_escape(tree: Path, tmp_path: P
     assert not (tmp_path / "out").exists() or list((tmp_path / "out").iterdir()) == []
     if key is None or key.startswith("project."):  # read for METADATA: prepare_metadata refuses it
         with pytest.raises(ConfigError, match="outside the project root"):
-            project.prepare_metadata(tree, tmp_path / "md", None)
+            pipeline.prepare_metadata(tree, tmp_path / "md", None)
         assert not list((tmp_path / "md").rglob("METADATA"))
     count("escaping symlinks refused alike by wheel, editable, sdist (and metadata)")
 
 
 def test_a_broken_link_in_a_package_is_a_config_error(tree: Path, tmp_path: Path) -> None:
     link(tree / "pkg" / "gone.py", tree / "nowhere.py")
-    for hook in (project.build_wheel, project.build_sdist):
+    for hook in (pipeline.build_wheel, pipeline.build_sdist):
         with pytest.raises(ConfigError, match="pkg/gone.py") as caught:
             hook(tree, tmp_path / "out", None)
         assert caught.value.key == "tool.torch-ext.packages"
@@ -144,7 +144,7 @@ def test_legacy_license_file_outside_is_refused(tree: Path, tmp_path: Path) -> N
     link(tree / "COPYING", outside(tree) / "secret.py")
     said = "license file 'COPYING' is outside the project root"
     with pytest.raises(ConfigError, match=said) as caught:
-        project.prepare_metadata(tree, tmp_path / "md", None)
+        pipeline.prepare_metadata(tree, tmp_path / "md", None)
     assert caught.value.key == "project.license.file"
 
 
@@ -165,7 +165,7 @@ def test_links_inside_the_root_ship_and_the_sdist_rebuilds_the_same_wheel(
     link(tree / "pkg" / "sub", tree / "vendored" / "sub")  # a directory link
     link(tree / "README.md", tree / "docs" / "intro.md")
     wheel = tmp_path / "wheel"
-    tree_wheel = wheel / project.build_wheel(tree, wheel, None)
+    tree_wheel = wheel / pipeline.build_wheel(tree, wheel, None)
     with zipfile.ZipFile(tree_wheel) as archive:
         names = set(archive.namelist())
         assert archive.read("pkg/helpers.py") == b"def helper():\n    return 42\n"
@@ -173,12 +173,12 @@ def test_links_inside_the_root_ship_and_the_sdist_rebuilds_the_same_wheel(
         assert "pkg/sub/deep/__init__.py" in names
         assert "# contained, from docs" in archive.read("contained-1.0.dist-info/METADATA").decode()
 
-    sdist = project.build_sdist(tree, tmp_path / "sdist", None)
+    sdist = pipeline.build_sdist(tree, tmp_path / "sdist", None)
     unpacked = unpack(tmp_path / "sdist" / sdist, tmp_path / "unpacked")
     assert (unpacked / "pkg" / "sub" / "deep" / "__init__.py").is_file()
     assert not (unpacked / "pkg" / "sub").is_symlink()  # links ship as what they point to
     rebuilt = tmp_path / "rebuilt"
-    rebuilt_wheel = rebuilt / project.build_wheel(unpacked, rebuilt, None)
+    rebuilt_wheel = rebuilt / pipeline.build_wheel(unpacked, rebuilt, None)
     assert rebuilt_wheel.read_bytes() == tree_wheel.read_bytes()
     count("wheels rebuilt from an sdist of a tree with in-root file and directory links")
 
@@ -187,10 +187,10 @@ def test_a_link_back_up_the_tree_is_not_followed_around(tree: Path, tmp_path: Pa
     link(tree / "pkg" / "loop", tree / "pkg")  # a subpackage that is its own parent
     link(tree / "pkg" / "data" / "up", tree)  # a directory link to the root
     wheel = tmp_path / "wheel"
-    with zipfile.ZipFile(wheel / project.build_wheel(tree, wheel, None)) as archive:
+    with zipfile.ZipFile(wheel / pipeline.build_wheel(tree, wheel, None)) as archive:
         names = archive.namelist()
     assert "pkg/__init__.py" in names and not any("loop/loop" in name for name in names)
-    sdist = tmp_path / "sdist" / project.build_sdist(tree, tmp_path / "sdist", None)
+    sdist = tmp_path / "sdist" / pipeline.build_sdist(tree, tmp_path / "sdist", None)
     with tarfile.open(sdist) as archive:
         members = archive.getnames()
     assert not any("loop/loop" in name or "up/pkg" in name for name in members), members
@@ -198,7 +198,7 @@ def test_a_link_back_up_the_tree_is_not_followed_around(tree: Path, tmp_path: Pa
 
 
 def test_no_build_dir_of_ours_is_ever_packed(tree: Path, tmp_path: Path) -> None:
-    from pep517_torch.core import build as core_build
+    from pep517_torch.core import plan as core_plan
     from pep517_torch.core.lock import build_lock
 
     text = (tree / "pyproject.toml").read_text()
@@ -209,8 +209,8 @@ def test_no_build_dir_of_ours_is_ever_packed(tree: Path, tmp_path: Path) -> None
     made = []
     for settings in ({"build-type": "debug"}, {"build-type": "relwithdebinfo", "build-dir": "legacy/b"},
                      {"build-dir": "build/custom-{build_type}"}):
-        loaded = project.load(tree, settings)  # the build dir these settings make, compiled by no one
-        plan = core_build.prepare(list(loaded.project.extensions), loaded.project.options)
+        loaded = pipeline.load(tree, settings)  # the build dir these settings make, compiled by no one
+        plan = core_plan.prepare(list(loaded.project.extensions), loaded.project.options)
         made.append(plan.build_dir)
         for leftover in ("obj/pkg._C/m.o", "out/pkg/_C.cpython-311-x86_64-linux-gnu.so", "pch/k/pch.h.gch"):
             write(plan.build_dir / leftover)
@@ -228,7 +228,7 @@ def test_no_build_dir_of_ours_is_ever_packed(tree: Path, tmp_path: Path) -> None
     write(tree / "build" / "NOTES.txt", "not a build dir: ships\n")
     link(tree / "pkg" / "_C.cpython-311-x86_64-linux-gnu.so", older / "obj" / "pkg._C" / "m.o")
 
-    sdist = tmp_path / "sdist" / project.build_sdist(tree, tmp_path / "sdist", None)
+    sdist = tmp_path / "sdist" / pipeline.build_sdist(tree, tmp_path / "sdist", None)
     with tarfile.open(sdist) as archive:
         members = [name.split("/", 1)[1] for name in archive.getnames() if "/" in name]
     assert "build/NOTES.txt" in members and "csrc/m.cpp" in members

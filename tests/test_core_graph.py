@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from pep517_torch.core import graph, ninja_syntax
-from pep517_torch.core.build import prepare
+from pep517_torch.core import naming, ninja_syntax
+from pep517_torch.core.plan import prepare
 from pep517_torch.core.spec import BuildOptions, ExtensionSpec, Kind
 from pep517_torch.core.toolchain import find_ninja
 
@@ -42,7 +42,7 @@ def make_sources(directory: Path, names: list[str]) -> list[Path]:
 def test_object_names_never_collide(tmp_path: Path) -> None:
     sources = make_sources(tmp_path, ["x.cpp", "x.cu", "a/x.cpp", "b/x.cpp", "a b.cpp", "a_b.cpp"])
     spec = ExtensionSpec("pkg._C", tuple(sources))
-    names = [graph.object_name(spec, s, tmp_path) for s in sources]
+    names = [naming.object_name(spec, s, tmp_path) for s in sources]
     assert len(set(names)) == len(names)
     assert all(n.startswith("obj/pkg._C/") and " " not in n for n in names)
 

@@ -83,6 +83,6 @@ def test_tracks_only_project_files(tmp_path: Path) -> None:
 @pytest.mark.parametrize("content", [b"{not json", b'{"version": 1, "files": [], "outputs": {}}',
                                      b'{"version": 1, "files": {"x": [1]}, "outputs": {}}'])
 def test_a_damaged_record_is_ignored(tmp_path: Path, content: bytes) -> None:
-    (tmp_path / inputs.STATE_NAME).write_bytes(content)
+    (tmp_path / inputs.INPUT_HASHES_NAME).write_bytes(content)
     assert inputs.discard_changed(tmp_path) == []
     assert inputs.recorded_inputs(tmp_path) == {}

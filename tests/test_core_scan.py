@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from pep517_torch.core import scan
-from pep517_torch.core.build import build, prepare
+from pep517_torch.core.build import build
+from pep517_torch.core.plan import prepare
 from pep517_torch.core.spec import BuildOptions, ExtensionSpec, Kind
 from pep517_torch.errors import ToolchainError
 from tests.commands import run_python

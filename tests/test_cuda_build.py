@@ -27,6 +27,7 @@ import pytest
 import pep517_torch
 from pep517_torch.core import arch, arch_list, cuda, toolchain
 from pep517_torch.core import build as core_build
+from pep517_torch.core import plan as core_plan
 from pep517_torch.core.spec import BuildOptions, ExtensionSpec, Kind
 from pep517_torch.errors import BuildError, ConfigError, ToolchainError
 from tests.commands import run_python
@@ -477,11 +478,11 @@ def test_unknown_arch_is_a_config_error_naming_its_source(
     tmp_path: Path, jit_env: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     project = copy_fixture(tmp_path)
-    from pep517_torch import project as project_mod
+    from pep517_torch import pipeline
 
     said = "^cuda-arch-list: unknown CUDA architecture 'sm_80'"
     with pytest.raises(ConfigError, match=said) as failure:
-        project_mod.build_wheel(project, tmp_path / "dist", {"cuda-arch-list": "sm_80"})
+        pipeline.build_wheel(project, tmp_path / "dist", {"cuda-arch-list": "sm_80"})
     assert str(failure.value) == (
         "cuda-arch-list: unknown CUDA architecture 'sm_80' (did you mean 8.0?); expected "
         + arch_list.ACCEPTED_FORMS + " (from 'sm_80')"
@@ -491,7 +492,7 @@ def test_unknown_arch_is_a_config_error_naming_its_source(
         ConfigError,
         match=r"^cuda_arch_list: nvcc \d+\.\d+ .* cannot build for 3\.5; it can build \d",
     ):
-        core_build.prepare(
+        core_plan.prepare(
             [kernel_library(project, "old", cuda_arch_list=("3.5",))],
             BuildOptions(build_dir=tmp_path / "b", env=build_env()),
         )
@@ -520,13 +521,13 @@ def test_nvcc_and_torch_cuda_major_mismatch(
     spec = kernel_library(FIXTURE, "mismatch")
     said = re.escape(f"nvcc {TOOLKIT.version_str} ({TOOLKIT.nvcc}")
     with pytest.raises(ToolchainError, match=said) as failure:
-        core_build.prepare([spec], BuildOptions(build_dir=tmp_path / "b", env=build_env()))
+        core_plan.prepare([spec], BuildOptions(build_dir=tmp_path / "b", env=build_env()))
     message = str(failure.value)
     assert f"does not match the CUDA {other} torch was built with" in message
     assert f"pip install 'nvidia-cuda-nvcc-cu{TOOLKIT.version[0] - 1}=={other}.*'" in message
     assert "build anyway" not in message  # this spec's face (none) names no override
     assert not (tmp_path / "b" / "build.ninja").exists()
-    plan = core_build.prepare(
+    plan = core_plan.prepare(
         [spec],
         BuildOptions(
             build_dir=tmp_path / "b",
@@ -544,7 +545,7 @@ def test_nvcc_and_torch_cuda_major_mismatch(
     # A minor difference is a note, not an error.
     minor = f"{TOOLKIT.version[0]}.{TOOLKIT.version[1] + 1}"
     substitute_torch(monkeypatch, tmp_path / "torch2", "2.13.0+cuXYZ", minor)
-    plan = core_build.prepare(
+    plan = core_plan.prepare(
         [spec], BuildOptions(build_dir=tmp_path / "c", env=build_env(), cuda_arch_list=("8.0",))
     )
     assert any("differs from torch's CUDA" in n and "minor version" in n for n in plan.notes)
@@ -644,13 +645,13 @@ def test_torch_cuda_headers_with_a_cpu_torch_fail_before_compiling(
         from pep517_torch.core import scan
 
         with pytest.raises(ToolchainError, match=rf"ops\.cpp:{line} includes <ATen/cuda/CUDAContext\.h>"):
-            core_build._check_torch_cuda_headers(
+            core_plan._check_torch_cuda_headers(
                 spec, scan.walk_includes(spec.sources, ()), toolchain.find_torch()
             )
         return
     said = "^" + re.escape(f"{ops}:{line} includes <ATen/cuda/CUDAContext.h>")
     with pytest.raises(ToolchainError, match=said) as failure:
-        core_build.prepare([spec], BuildOptions(build_dir=tmp_path / "b", env=build_env()))
+        core_plan.prepare([spec], BuildOptions(build_dir=tmp_path / "b", env=build_env()))
     assert str(failure.value) == (
         f"{ops}:{line} includes <ATen/cuda/CUDAContext.h>, but torch 2.13.0+cpu is a CPU build without"
         " torch's CUDA headers and libraries (c10_cuda, torch_cuda). Extension 'cudatorchops._C'"
@@ -683,7 +684,7 @@ def test_cuda_detection_cc_as_ccbin_and_with_cuda(tmp_path: Path) -> None:
 
     def ninja_for(spec: ExtensionSpec) -> str:
         directory = tmp_path / spec.name
-        core_build.prepare(
+        core_plan.prepare(
             [spec], BuildOptions(build_dir=directory, env=env, cuda_arch_list=("8.0",))
         )
         return (directory / "build.ninja").read_text()

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from pep517_torch import project
+from pep517_torch import pipeline
 from pep517_torch.core import jobs
-from pep517_torch.core.build import prepare
+from pep517_torch.core.plan import prepare
 from pep517_torch.core.spec import BuildOptions, ExtensionSpec
 from pep517_torch.errors import ToolchainError
 from tests.commands import run_python
@@ -38,13 +38,13 @@ def test_wheel_through_distccd_equals_a_local_build(
     tmp_path: Path, server: Distccd, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     local = write_c_project(tmp_path / "alice" / "teamops")
-    project.build_wheel(local, tmp_path / "local-dist", {"compiler-launcher": "none"})
+    pipeline.build_wheel(local, tmp_path / "local-dist", {"compiler-launcher": "none"})
     assert server.compiled() == []
     for name, value in distcc_env(tmp_path, server.hosts()).items():
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("PEP517_TORCH_COMPILER_LAUNCHER", "distcc")  # the variable, as CI sets it
     remote = write_c_project(tmp_path / "bob" / "elsewhere" / "teamops")
-    project.build_wheel(remote, tmp_path / "distcc-dist", None)
+    pipeline.build_wheel(remote, tmp_path / "distcc-dist", None)
     compiled = server.compiled()
     assert len(compiled) == 3, compiled  # every TU went through distccd
     assert {line.rsplit("/", 1)[1] for line in compiled} == {"add.cpp", "mul.cpp", "module.cpp"}

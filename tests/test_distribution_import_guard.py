@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from pep517_torch.distribution.import_guard import native_filename, render_import_guard
+from pep517_torch.distribution.import_guard import render_import_guard
+from pep517_torch.guard_names import native_filename
 from tests.commands import run_python
 from tests.conftest import write_tree
 from tests.tiny_project import c_api_module
@@ -216,7 +217,7 @@ def test_metadata_without_torch_installed_equals_the_wheels(
 
 @pytest.mark.parametrize("occupant", ["gpkg/_C_native.py", "gpkg/_C_native/__init__.py", "extension"])
 def test_a_module_where_the_guarded_library_goes_is_refused(tmp_path: Path, occupant: str) -> None:
-    from pep517_torch import project
+    from pep517_torch import pipeline
     from pep517_torch.errors import ConfigError
 
     root = guarded_project(tmp_path / "proj")
@@ -227,7 +228,7 @@ def test_a_module_where_the_guarded_library_goes_is_refused(tmp_path: Path, occu
         (root / occupant).parent.mkdir(parents=True, exist_ok=True)
         (root / occupant).write_text("")
     with pytest.raises(ConfigError, match=re.escape("gpkg._C_native")) as caught:
-        project.build_wheel(root, tmp_path / "out", None)  # refused before anything compiles
+        pipeline.build_wheel(root, tmp_path / "out", None)  # refused before anything compiles
     assert caught.value.key == "tool.torch-ext.extension[0].name"
     assert "torch-import-check" in str(caught.value)
     assert not (root / "build").exists() and not (tmp_path / "out").exists()

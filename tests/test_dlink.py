@@ -22,6 +22,7 @@ import pytest
 
 from pep517_torch.core import arch, cuda, flags, toolchain
 from pep517_torch.core import build as core_build
+from pep517_torch.core import plan as core_plan
 from pep517_torch.core.spec import BuildOptions, ExtensionSpec
 from pep517_torch.errors import BuildError, ConfigError
 from tests.commands import run_python
@@ -120,7 +121,7 @@ def test_graph_device_links_the_cuda_objects_only(tmp_path: Path) -> None:
         build_dir=build_dir, env=build_env(), cuda_arch_list=("8.0", "9.0"),
         compiler_launcher="/usr/bin/env",  # a launcher in front of c++/nvcc, never -dlink
     )
-    plan = core_build.prepare([dlink_spec(), dlink_spec(name="plain", dlink=False)], options)
+    plan = core_plan.prepare([dlink_spec(), dlink_spec(name="plain", dlink=False)], options)
     text = plan.ninja_file.read_text()
     assert text.count("rule dlink") == 1 and text.count(": dlink ") == 1
     edge = next(line for line in text.splitlines() if ": dlink " in line)
@@ -156,7 +157,7 @@ def test_device_link_writes_a_per_process_temporary(tmp_path: Path) -> None:
     every other rule does. The command is ninja's own, run with a stand-in nvcc."""
     build_dir = tmp_path / "build"
     options = BuildOptions(build_dir=build_dir, env=build_env(), cuda_arch_list=("8.0",))
-    plan = core_build.prepare([dlink_spec()], options)
+    plan = core_plan.prepare([dlink_spec()], options)
     output = "obj/dlinkops._C/dlink.o"
     commands = subprocess.run(
         [str(plan.ninja), "-C", str(build_dir), "-t", "commands", output],

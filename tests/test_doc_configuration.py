@@ -20,9 +20,9 @@ from typing import Any
 
 import pytest
 
-from pep517_torch import project
+from pep517_torch import pipeline
 from pep517_torch.config.pyproject import tomllib
-from pep517_torch.core.graph import artifact_name
+from pep517_torch.core.naming import artifact_name
 from pep517_torch.core.spec import Kind
 from tests.commands import run_python
 from tests.tiny_project import NAMED_MODULE as MODULE_SOURCE
@@ -149,10 +149,10 @@ class Project:
         return found
 
 
-def _built(root: Path, out: Path, settings: dict[str, str]) -> tuple[project.Loaded, Path]:
-    loaded = project.load(root, settings)
-    wheel = out / project.build_wheel(root, out, settings)
-    sdist = out / project.build_sdist(root, out, settings)
+def _built(root: Path, out: Path, settings: dict[str, str]) -> tuple[pipeline.Loaded, Path]:
+    loaded = pipeline.load(root, settings)
+    wheel = out / pipeline.build_wheel(root, out, settings)
+    sdist = out / pipeline.build_sdist(root, out, settings)
     assert sdist.is_file()
     return loaded, wheel
 
@@ -169,7 +169,7 @@ print("ok", len({checks!r}))
 """
 
 
-def check_wheel(loaded: project.Loaded, wheel: Path, unpacked: Path) -> None:
+def check_wheel(loaded: pipeline.Loaded, wheel: Path, unpacked: Path) -> None:
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
         archive.extractall(unpacked)
@@ -237,7 +237,7 @@ def test_editable_links_an_operator_library_into_its_folder(tmp_path: Path) -> N
     example = Project(tmp_path / "project", _library_example())
     example.complete()
     assert not (example.root / "myops" / "lib").exists()
-    project.build_wheel(example.root, tmp_path / "dist", None, editable=True)
+    pipeline.build_wheel(example.root, tmp_path / "dist", None, editable=True)
     link = example.root / "myops" / "lib" / "myops_kernels.so"
     assert link.is_symlink() and link.resolve().is_file()
     result = run_python(f"import ctypes, torch; torch.ops.load_library({str(link)!r});"
@@ -255,5 +255,5 @@ def test_a_module_still_needs_a_shipped_package(tmp_path: Path) -> None:
     example.complete()
     (example.root / "myops" / "lib" / "__init__.py").unlink()
     with pytest.raises(ConfigError, match="package 'myops.lib', which is not one of the packages"):
-        project.build_wheel(example.root, tmp_path / "dist", None)
+        pipeline.build_wheel(example.root, tmp_path / "dist", None)
     assert not (tmp_path / "dist").exists() or not list((tmp_path / "dist").iterdir())

@@ -135,7 +135,7 @@ def test_shipping_problems_are_config_errors_before_any_compile(
 ) -> None:
     """What the wheel would ship is decided by the config layer: doctor and prepare_metadata
     report these, not only a wheel build after compiling."""
-    from pep517_torch import project as project_mod
+    from pep517_torch import pipeline
     from pep517_torch.errors import ConfigError
 
     root, env = project
@@ -148,6 +148,6 @@ def test_shipping_problems_are_config_errors_before_any_compile(
     assert result.returncode == 1 and len(failed) == 1, result.stdout
     assert f" {key}: " in failed[0] and fragment in failed[0], failed
     with pytest.raises(ConfigError, match=re.escape(fragment)) as error:
-        project_mod.prepare_metadata(root, root.parent / "meta", None)
+        pipeline.prepare_metadata(root, root.parent / "meta", None)
     assert error.value.key == key
     assert not (root.parent / "meta").exists() and not (root / "build").exists()

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from pep517_torch import project
+from pep517_torch import pipeline
 from pep517_torch.errors import ConfigError
 from tests.config_helpers import LINUX_CPU, resolve
 from tests.conftest import count
@@ -74,7 +74,7 @@ def test_valid_entry_points_round_trip_through_importlib_metadata(tmp_path: Path
         toml.append(f"[project.{table}]")
         toml += [f'"{name}" = "{value}"' for name, value in entries.items()]
     (root / "pyproject.toml").write_text("\n".join(toml) + "\n", encoding="utf-8")
-    wheel = tmp_path / "out" / project.build_wheel(root, tmp_path / "out", None)
+    wheel = tmp_path / "out" / pipeline.build_wheel(root, tmp_path / "out", None)
     with zipfile.ZipFile(wheel) as archive:
         archive.extractall(tmp_path / "site")
     found = PathDistribution(tmp_path / "site" / "eps-1.0.dist-info").entry_points
@@ -89,7 +89,7 @@ def test_a_newline_in_a_script_name_writes_no_wheel(tmp_path: Path) -> None:
     (root / "pkg" / "__init__.py").write_text("")
     (root / "pyproject.toml").write_text(
         '[project]\nname = "eps"\nversion = "1.0"\n[project.scripts]\n"bad\\nname" = "pkg:main"\n')
-    for hook in (project.build_wheel, project.build_sdist):
+    for hook in (pipeline.build_wheel, pipeline.build_sdist):
         with pytest.raises(ConfigError, match="contains a line break") as caught:
             hook(root, tmp_path / "out", None)
         assert caught.value.key == 'project.scripts."bad\\nname"'

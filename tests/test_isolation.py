@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pep517_torch import project as project_mod
+from pep517_torch import pipeline, stages
 from pep517_torch.core import build as core_build
 from pep517_torch.core import isolation, toolchain
 
@@ -69,10 +69,10 @@ def test_build_prints_the_warning_from_the_callers_environment(
 
     monkeypatch.setattr(core_build, "build", stop)
     env = {**os.environ, "VIRTUAL_ENV": str(user_venv)}
-    loaded = project_mod.load(root, None, env)
+    loaded = pipeline.load(root, None, env)
     assert "VIRTUAL_ENV" not in loaded.project.options.env  # what the build passes on
     with pytest.raises(Stop, match="^the build began$"):
-        project_mod._compile(loaded)
+        stages.compile_extensions(loaded)
     out = capsys.readouterr().out
     assert f"pep517_torch: WARNING: your environment {user_venv} has torch 2.13.0+cpu" in out
 
@@ -83,9 +83,36 @@ def test_isolated_builds_never_share_the_default_build_folder(
     """Regression: an isolated build rewrote build.ninja in the folder the editable install
     rebuilds from, pointing it at a torch deleted after the build."""
     root = write_project(tmp_path / "proj", "tinyiso")
-    isolated = project_mod.load(root, None, dict(os.environ)).project.options.build_dir
+    isolated = pipeline.load(root, None, dict(os.environ)).project.options.build_dir
     monkeypatch.undo()
-    normal = project_mod.load(root, None, dict(os.environ)).project.options.build_dir
+    normal = pipeline.load(root, None, dict(os.environ)).project.options.build_dir
     assert isolated != normal
     assert isolated.name.endswith("-torch2.11.0+cpu-isolated")
     assert normal.name.endswith(f"-torch{toolchain.find_torch().version}")
+
+
+def test_the_setuptools_face_gives_an_isolated_torch_its_own_build_folder(
+    tmp_path: Path, isolated_torch: toolchain.TorchInstall, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression: setup.py's BuildExtension filled the build-dir placeholders itself and lost
+    the isolated build's suffix, so an isolated build rewrote the folder of the torch the user
+    runs with. Both faces now name it from the same values."""
+    import setuptools
+    from setuptools.dist import Distribution
+
+    from pep517_torch.setuptools import BuildExtension
+    from pep517_torch.setuptools.options import persistent_build_dir
+
+    monkeypatch.chdir(tmp_path)
+    dist = Distribution({"name": "x", "ext_modules": [setuptools.Extension("p._C", ["a.cpp"])]})
+    command = BuildExtension(dist)
+    command.ensure_finalized()
+    user_torch = toolchain.TorchInstall(
+        Path("/home/me/venv/lib/site-packages/torch"), isolated_torch.version, None, None)
+    isolated = persistent_build_dir(command, isolated_torch)
+    normal = persistent_build_dir(command, user_torch)
+    assert isolated.name.endswith("-torch2.11.0+cpu-isolated")
+    assert normal.name.endswith("-torch2.11.0+cpu") and isolated.parent == normal.parent
+    root = write_project(tmp_path / "proj", "tinyiso")
+    pyproject_face = pipeline.load(root, None, dict(os.environ)).project.options.build_dir
+    assert pyproject_face.name == isolated.name

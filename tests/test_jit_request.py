@@ -17,7 +17,7 @@ WARM_PATH_MODULES = {
     f"pep517_torch{suffix}"
     for suffix in (
         "", "._version", ".atomic", ".errors", ".core", ".core.identity", ".core.ninja_syntax",
-        ".core.suffixes", ".jit", ".jit.functions", ".jit.request", ".jit.stamp", ".jit.warm",
+        ".core.suffixes", ".jit", ".jit.api", ".jit.request", ".jit.stamp", ".jit.warm",
     )
 }
 

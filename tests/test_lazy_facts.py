@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from pep517_torch import project
 from pep517_torch.config import Facts
+from pep517_torch.discovery import Discovery
 from pep517_torch.core import cuda
 from tests.config_helpers import resolve
 
@@ -57,7 +57,7 @@ def test_the_glue_looks_nvcc_up_once_and_hands_the_toolkit_on(monkeypatch: pytes
         return None if len(found) > 1 else toolkit
 
     monkeypatch.setattr(cuda, "find_cuda", find_cuda)
-    discovery = project.Discovery({"PATH": "/usr/bin"}, None)
+    discovery = Discovery({"PATH": "/usr/bin"}, None)
     assert discovery.toolkit is None and found == []  # nothing asked yet
     facts = discovery.facts()
     # the fake toolkit has no version: it was looked up

@@ -81,7 +81,7 @@ def test_torch_and_its_cuda_libraries_count_as_supplied(name: str, supplied: boo
 
 
 def test_an_unknown_explicit_tag_is_refused_before_compiling(tmp_path: Path) -> None:
-    from pep517_torch import project
+    from pep517_torch import pipeline
     from tests.conftest import write_tree
 
     root = write_tree(tmp_path, {
@@ -91,5 +91,5 @@ def test_an_unknown_explicit_tag_is_refused_before_compiling(tmp_path: Path) -> 
         "p/__init__.py": "", "a.cpp": "",
     })
     with pytest.raises(ConfigError, match=r"tool\.torch-ext\.platform-tag: 'manylinux_2_99_x86_64' is no platform tag"):
-        project.load(root, None)
+        pipeline.load(root, None)
     assert not (root / "build").exists()

@@ -11,7 +11,8 @@ from typing import Any, Literal, get_args, get_origin
 import pytest
 
 from pep517_torch.config import parse_settings
-from pep517_torch.config.model import ExtensionSettings, ProjectSettings
+from pep517_torch.config.extension_model import ExtensionSettings
+from pep517_torch.config.model import ProjectSettings
 from pep517_torch.config.parse import fields_by_key, type_hints, union_members
 from pep517_torch.config.pyproject import tomllib
 from pep517_torch.errors import MigrateError, Pep517TorchError

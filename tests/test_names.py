@@ -14,7 +14,7 @@ import pytest
 import pep517_torch
 from pep517_torch.config import ResolvedProject
 from pep517_torch.errors import ConfigError
-from pep517_torch.jit.functions import _bindings
+from pep517_torch.jit.api import _bindings
 from tests.config_helpers import resolve
 
 

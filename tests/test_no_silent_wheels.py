@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from pep517_torch import project
+from pep517_torch import pipeline
 from pep517_torch.core import toolchain
 from pep517_torch.errors import ConfigError
 from tests.commands import run_python
@@ -45,7 +45,7 @@ OFF = 'name = "demo._other"\nsources = ["csrc/b.cpp"]\nenabled = false'
 def test_every_extension_skipped_fails_with_the_reasons(tmp_path: Path) -> None:
     root = skipping_project(tmp_path / "p", CUDA_ONLY, OFF)
     with pytest.raises(ConfigError, match="^every extension is skipped") as error:
-        project.build_wheel(root, tmp_path / "dist", None)
+        pipeline.build_wheel(root, tmp_path / "dist", None)
     message = str(error.value)
     assert f"demo._backend: {EXT}[0].if.env.DEMO_FORCE_CUDA" in message
     assert f"demo._other: {EXT}[1].enabled = false" in message
@@ -60,7 +60,7 @@ def test_every_extension_skipped_fails_with_the_reasons(tmp_path: Path) -> None:
 
 def test_optional_extensions_may_all_be_skipped(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     root = skipping_project(tmp_path / "p", CUDA_ONLY + "\noptional = true", OFF + "\noptional = true")
-    name = project.build_wheel(root, tmp_path / "dist", None)
+    name = pipeline.build_wheel(root, tmp_path / "dist", None)
     assert name.endswith("-py3-none-any.whl")
     out = capsys.readouterr().out
     assert "skipping extension demo._backend" in out and "skipping extension demo._other" in out
@@ -69,13 +69,13 @@ def test_optional_extensions_may_all_be_skipped(tmp_path: Path, capsys: pytest.C
 def test_one_required_skipped_extension_fails_the_build_that_builds_none(tmp_path: Path) -> None:
     root = skipping_project(tmp_path / "p", CUDA_ONLY, OFF + "\noptional = true")
     with pytest.raises(ConfigError, match=rf"set {EXT.replace('.', '[.]')}\[0\][.]optional = true"):
-        project.build_wheel(root, tmp_path / "dist", None)
+        pipeline.build_wheel(root, tmp_path / "dist", None)
 
 
 @pytest.mark.compile
 def test_a_partial_skip_builds_and_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     root = skipping_project(tmp_path / "p", CUDA_ONLY, 'name = "demo._other"\nsources = ["csrc/b.cpp"]')
-    name = project.build_wheel(root, tmp_path / "dist", None)
+    name = pipeline.build_wheel(root, tmp_path / "dist", None)
     assert "-none-any" not in name
     out = capsys.readouterr().out
     assert f"pep517_torch: skipping extension demo._backend: {EXT}[0].if.env.DEMO_FORCE_CUDA" in out

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pep517_torch.core import build as core_build
+from pep517_torch.core import plan as core_plan
 from pep517_torch.core import cuda, jobs
 from pep517_torch.core.spec import BuildOptions, ExtensionSpec
 from pep517_torch.errors import ToolchainError
@@ -57,7 +57,7 @@ def _cuda_project(tmp_path: Path, *, extra: tuple[str, ...] = ()) -> list[Extens
 
 
 def _commands(build_dir: Path) -> str:
-    ninja = core_build.toolchain.find_ninja({})
+    ninja = core_plan.toolchain.find_ninja({})
     listed = subprocess.run([str(ninja), "-C", str(build_dir), "-t", "commands"],
                             capture_output=True, text=True, check=True)
     return listed.stdout
@@ -68,7 +68,7 @@ def test_ninja_text_carries_threads_for_a_lone_cu(tmp_path: Path, monkeypatch: p
     plan(16, 64, monkeypatch)
     monkeypatch.delenv("NVCC_THREADS", raising=False)
     env = {"CUDA_VISIBLE_DEVICES": ""}
-    built = core_build.prepare(_cuda_project(tmp_path), BuildOptions(build_dir=tmp_path / "b", env=env))
+    built = core_plan.prepare(_cuda_project(tmp_path), BuildOptions(build_dir=tmp_path / "b", env=env))
     text = built.ninja_file.read_text()
     assert "$cuflags $threads -c" in text and "  threads = --threads 3" in text
     nvcc_line = next(line for line in _commands(tmp_path / "b").splitlines() if "k.cu" in line)
@@ -79,14 +79,14 @@ def test_ninja_text_carries_threads_for_a_lone_cu(tmp_path: Path, monkeypatch: p
     spec = _cuda_project(tmp_path / "two")[0]
     other = tmp_path / "two" / "src" / "x.cpp"
     other.write_text("int x() { return 1; }\n")
-    spec = core_build.dataclasses.replace(spec, sources=(*spec.sources, other))
-    two = core_build.prepare([spec], BuildOptions(build_dir=tmp_path / "c", env=env))
+    spec = core_plan.dataclasses.replace(spec, sources=(*spec.sources, other))
+    two = core_plan.prepare([spec], BuildOptions(build_dir=tmp_path / "c", env=env))
     assert "--threads" not in two.ninja_file.read_text()
-    own = core_build.prepare(_cuda_project(tmp_path / "own", extra=("--threads=2",)),
+    own = core_plan.prepare(_cuda_project(tmp_path / "own", extra=("--threads=2",)),
                              BuildOptions(build_dir=tmp_path / "d", env=env))
     assert "threads = " not in own.ninja_file.read_text()
 
     monkeypatch.setenv("NVCC_THREADS", "5")  # flash-attention's knob
     plan(2, 24, monkeypatch)
-    given = core_build.prepare(_cuda_project(tmp_path / "given"), BuildOptions(build_dir=tmp_path / "e", env=env))
+    given = core_plan.prepare(_cuda_project(tmp_path / "given"), BuildOptions(build_dir=tmp_path / "e", env=env))
     assert "  threads = --threads 5" in given.ninja_file.read_text()

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from pep517_torch.core import flags, pch, pch_cache, scan, toolchain
-from pep517_torch.core.build import prepare
+from pep517_torch.core.plan import prepare
 from pep517_torch.core.spec import BuildOptions, ExtensionSpec
 from tests.torch_doubles import relocated_torch
 

@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from pep517_torch.core import pch_cache, pch_health, pch_seal
-from pep517_torch.core.build import prepare
+from pep517_torch.core.plan import prepare
 from pep517_torch.core.spec import BuildOptions, ExtensionSpec
 from pep517_torch.errors import BuildError
 from tests.conftest import write

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pep517_torch import project
+from pep517_torch import pipeline
 from pep517_torch.distribution.sdist import sdist_files
 from tests.conftest import count, write
 
@@ -174,10 +174,10 @@ def test_the_sdist_hook_leaves_out_its_own_output_folder(tmp_path: Path) -> None
     """`python -m pep517_torch sdist -o release` twice: the second sdist holds not the first."""
     root = tmp_path / "proj"
     sources(root)
-    first = project.build_sdist(root, root / "release", {})
+    first = pipeline.build_sdist(root, root / "release", {})
     write(root / "release" / "notes.txt", "what the user keeps next to the releases")
     an_sdist(root / "release" / "demo-1.0.tar.gz".replace("1.0", "0.1"), "demo-0.1")
-    second = project.build_sdist(root, root / "release", {})
+    second = pipeline.build_sdist(root, root / "release", {})
     assert first == second
     with tarfile.open(root / "release" / second) as archive:
         members = sorted(m.name for m in archive.getmembers() if m.isfile())
@@ -215,7 +215,7 @@ def test_a_stale_copy_of_an_extension_stays_out_but_a_prebuilt_library_ships(tmp
           '[[tool.torch-ext.extension]]\nname = "demo._C"\nsources = ["csrc/*.cpp"]\n')
     write(root / "demo" / "_C.cpython-310-x86_64-linux-gnu.so", "left by setup.py develop")
     write(root / "demo" / "lib" / "libvendor.so", "shipped as package data")
-    name = project.build_sdist(root, tmp_path / "out", {})
+    name = pipeline.build_sdist(root, tmp_path / "out", {})
     with tarfile.open(tmp_path / "out" / name) as archive:
         members = {m.name.split("/", 1)[1] for m in archive.getmembers() if m.isfile()}
     assert "demo/lib/libvendor.so" in members

@@ -179,13 +179,13 @@ def test_a_missing_source_is_named_by_its_argument_before_anything_compiles(
 ) -> None:
     """The compile core checks that sources exist (one check for every face) and names the
     setuptools argument, not its own field."""
-    from pep517_torch.core import build as core_build
+    from pep517_torch.core import plan as core_plan
     from pep517_torch.core.spec import BuildOptions
 
     spec = spec_of(setuptools.Extension("pkg._C", ["a.cpp", "missing.cpp"]), project)
     options = BuildOptions(build_dir=project / "build", env=dict(os.environ))
     with pytest.raises(ConfigError, match=re.escape("missing.cpp does not exist")) as caught:
-        core_build.prepare([spec], options)
+        core_plan.prepare([spec], options)
     assert caught.value.key == "Extension 'pkg._C' sources"
     assert not list(project.glob("build/**/*.o"))
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from pep517_torch import project, stable_abi
+from pep517_torch import pipeline, stable_abi
 from pep517_torch.core import flags
 from pep517_torch.core.spec import ExtensionSpec
 from pep517_torch.core.stable_audit import is_torch_cxx
@@ -97,7 +97,7 @@ def test_bad_targets_are_refused_before_compiling_naming_the_key(
 ) -> None:
     root = stable_project(tmp_path, project_keys, extension_keys)
     with pytest.raises(ConfigError, match=re.escape(words)) as caught:
-        project.load(root, None)
+        pipeline.load(root, None)
     assert "\n" not in str(caught.value)
     assert caught.value.key is not None and caught.value.key.endswith("stable-abi")
     assert not (root / "build").exists()
@@ -105,7 +105,7 @@ def test_bad_targets_are_refused_before_compiling_naming_the_key(
 
 def test_extension_wins_and_the_pin_is_the_target_with_no_upper_bound(tmp_path: Path) -> None:
     agreeing = 'stable-abi = "2.11"\nextra-cflags = ["-DTORCH_TARGET_VERSION=0x020b000000000000ULL"]'
-    loaded = project.load(stable_project(tmp_path, extension_keys=agreeing), None)
+    loaded = pipeline.load(stable_project(tmp_path, extension_keys=agreeing), None)
     (spec,) = loaded.project.extensions
     assert (spec.stable_abi, spec.py_limited_api) == ("2.11", "cp310")
     assert [str(r) for r in loaded.metadata.standard.dependencies] == ["torch>=2.11"]

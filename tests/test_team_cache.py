@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from pep517_torch import project
-from pep517_torch.core.build import build, header_dependencies, prepare
+from pep517_torch import pipeline, stages
+from pep517_torch.core.build import build, header_dependencies
+from pep517_torch.core.plan import prepare
 from pep517_torch.core.spec import BuildOptions, ExtensionSpec
 from tests.servers import Redis, check_module, free_port, redis_server, tool, write_c_project
 
@@ -38,10 +39,10 @@ def build_on_machine(
     for name, value in {**env, "PEP517_TORCH_CACHE_DIR": str(machine / "pep517-cache")}.items():
         monkeypatch.setenv(name, value)
     lines: list[str] = []
-    monkeypatch.setattr(project, "log", lines.append)
+    monkeypatch.setattr(stages, "log", lines.append)
     out = machine / "dist"
     # Build directories differ too (at the same depth in the tree: see docs/scaling.md).
-    project.build_wheel(tree, out, {"build-dir": f"build/{machine.name}"})
+    pipeline.build_wheel(tree, out, {"build-dir": f"build/{machine.name}"})
     [wheel] = out.glob("*.whl")
     summary = next(line for line in lines if " compiled" in line)
     hits = int(summary.split("(")[1].split(" from cache")[0]) if "from cache" in summary else None

@@ -339,7 +339,7 @@ def test_the_editable_hooks_plain_ninja_rebuild_writes_its_trace(tmp_path: Path)
 def test_a_cuda_plans_steps_carry_archs_kinds_and_the_launcher(tmp_path: Path) -> None:
     """What the plan tells the trace of each output (no compile: prepare writes build.ninja),
     and the steps a log of that graph becomes."""
-    from pep517_torch.core import build as core_build
+    from pep517_torch.core import plan as core_plan
     from pep517_torch.core.spec import BuildOptions
     from tests.test_dlink import TOOLKIT, build_env, dlink_spec
 
@@ -347,7 +347,7 @@ def test_a_cuda_plans_steps_carry_archs_kinds_and_the_launcher(tmp_path: Path) -
         pytest.skip("needs nvcc (CUDA_HOME or nvcc on PATH)")
     options = BuildOptions(build_dir=tmp_path / "b", env=build_env(), cuda_arch_list=("8.0", "9.0+PTX"),
                            compiler_launcher="/usr/bin/env")
-    plan = core_build.prepare([dlink_spec()], options)
+    plan = core_plan.prepare([dlink_spec()], options)
     archs = ["sm_80", "sm_90", "compute_90"]
     cu = plan.steps["obj/dlinkops._C/scale.cu.o"]
     assert cu["kind"] == "compile" and cu["archs"] == archs and cu["launcher"] == "env"

@@ -6,11 +6,12 @@ Precedence: ``-C`` config settings > environment > pyproject (after its override
 
 from __future__ import annotations
 
+from .extension_model import ExtensionSettings
 from .layers import config_setting_fields
-from .model import ExtensionSettings, ProjectSettings
+from .model import ProjectSettings
+from .product import Facts, PackageLayout, ResolvedProject, VersionSource
 from .pyproject import parse_settings, read_pyproject
 from .resolve import resolve_project
-from .resolved import Facts, PackageLayout, ResolvedProject, VersionSource
 from .version import version_string
 
 __all__ = [

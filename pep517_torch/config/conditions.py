@@ -11,9 +11,9 @@ from typing import Literal
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from .model import Condition, EnvTest
+from .extension_model import Condition, EnvTest
 from .parse import key_path, quote_key
-from .resolved import Facts
+from .product import Facts
 
 
 def cuda_enabled(setting: Literal["auto"] | bool, facts: Facts) -> bool:

@@ -13,11 +13,12 @@ from ..core.spec import BuildType, ExtensionSpec, Kind, first_duplicate, is_cuda
 from ..errors import ConfigError
 from .checks import split_list
 from .conditions import CudaState, condition_failure
-from .model import CudaVariant, ExtensionSettings, ProjectSettings
+from .extension_model import CudaVariant, ExtensionSettings
+from .model import ProjectSettings
 from .overrides import Origins
 from .parse import index_path, key_path
 from .paths import directory, existing_file, expand_glob
-from .resolved import Facts
+from .product import Facts
 
 
 @dataclass(frozen=True)

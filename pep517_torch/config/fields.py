@@ -1,4 +1,5 @@
-"""The vocabulary of the settings model (``model.py``): how a field says what it is.
+"""The vocabulary of the settings model (``model.py``, ``extension_model.py``): how a field
+says what it is.
 
 A field ``snake_case_name`` is the TOML key ``snake-case-name`` (a trailing underscore, as in
 ``if_``, is dropped). ``field(metadata=...)`` carries everything the three consumers need:

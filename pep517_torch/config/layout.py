@@ -12,7 +12,7 @@ from .model import ProjectSettings
 from .overrides import Origins
 from ..project_tree import is_build_dir, require_inside
 from .paths import contained, expand_glob
-from .resolved import PackageLayout
+from .product import PackageLayout
 
 # Top-level directory names a flat layout never ships (after setuptools' flat-layout finder).
 FLAT_LAYOUT_EXCLUDE = frozenset(

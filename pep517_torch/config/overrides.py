@@ -14,11 +14,12 @@ from typing import Any, TypeVar
 from ..errors import ConfigError
 from .checks import split_list
 from .conditions import CudaState, condition_failure, cuda_state
+from .extension_model import ExtensionSettings
 from .fields import toml_key
-from .model import ExtensionSettings, ProjectSettings
+from .model import ProjectSettings
 from .parse import index_path, key_path
+from .product import Facts
 from .pyproject import TOOL_TABLE
-from .resolved import Facts
 
 SettingsT = TypeVar("SettingsT", ProjectSettings, ExtensionSettings)
 

@@ -20,12 +20,12 @@ from .layers import (
     option_value,
     passthrough_env,
 )
-from .layout import resolve_layout
 from .fields import toml_key
+from .layout import resolve_layout
 from .model import BUILD_DIR_PLACEHOLDERS, ProjectSettings
 from .overrides import Origins, apply_overrides, current_cuda
+from .product import Facts, ResolvedProject
 from .pyproject import parse_settings
-from .resolved import Facts, ResolvedProject
 from .shipping import check_module_collisions, in_tree_path, package_files
 from .version import resolve_version
 

@@ -16,17 +16,9 @@ import typing
 from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
 
+from .extension_model import Condition, CudaVariant, EnvTest, ExtensionSettings
 from .fields import Partial, toml_key
-from .model import (
-    Condition,
-    CudaVariant,
-    EnvTest,
-    ExtensionSettings,
-    Override,
-    OverrideAppend,
-    ProjectSettings,
-    VersionSettings,
-)
+from .model import Override, OverrideAppend, ProjectSettings, VersionSettings
 from .parse import (
     NoneType,
     field_meta,

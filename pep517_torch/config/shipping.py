@@ -9,12 +9,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-from ..core.graph import artifact_name
+from ..core.naming import artifact_name
 from ..core.spec import ExtensionSpec, Kind
-from ..distribution.import_guard import native_module  # the shim's library name
 from ..errors import ConfigError
+from ..guard_names import native_module
 from ..project_tree import require_inside
-from .resolved import PackageLayout
+from .product import PackageLayout
 
 PYTHON_FILE_SUFFIXES = frozenset({".py", ".pyi"})
 PACKAGES_KEY = "tool.torch-ext.packages"

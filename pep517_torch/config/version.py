@@ -18,7 +18,7 @@ from .model import ProjectSettings
 from .overrides import Origins
 from .parse import key_path
 from .paths import existing_file
-from .resolved import ResolvedProject, VersionSource
+from .product import ResolvedProject, VersionSource
 
 VERSION_FILE_KEY = "tool.torch-ext.version.file"
 VERSION_PATTERN_KEY = "tool.torch-ext.version.pattern"
@@ -55,7 +55,7 @@ def resolve_version(
 def version_string(project: ResolvedProject, env: Mapping[str, str]) -> str | None:
     """The project's version when it is dynamic (None when ``project.version`` is static),
     read and suffixed as ``project.version`` says; reads files, so resolve_project leaves it
-    to the operations that need a version (``project.load``: metadata, wheels, ``doctor``)."""
+    to the operations that need a version (``pipeline.load``: metadata, wheels, ``doctor``)."""
     if "version" not in project.project_table.get("dynamic", []):  # type: ignore[operator]
         return None
     source = project.version

@@ -24,7 +24,7 @@ from typing import Any
 
 from ..atomic import write_atomic
 
-STATE_NAME = ".pep517_torch_inputs.json"
+INPUT_HASHES_NAME = ".pep517_torch_inputs.json"
 STATE_VERSION = 1
 _PRECOMPILED = (".gch", ".pch")  # outputs of our own graphs (possibly a shared cache's)
 
@@ -51,7 +51,7 @@ def _sha256(path: str) -> str | None:
 
 def _load(build_dir: Path) -> State | None:
     try:
-        state = json.loads((build_dir / STATE_NAME).read_bytes())
+        state = json.loads((build_dir / INPUT_HASHES_NAME).read_bytes())
     except (OSError, ValueError):
         return None
     if not isinstance(state, dict) or state.get("version") != STATE_VERSION:
@@ -66,7 +66,7 @@ def _load(build_dir: Path) -> State | None:
 
 
 def _save(build_dir: Path, state: State) -> None:
-    write_atomic(build_dir / STATE_NAME, json.dumps(state, sort_keys=True))
+    write_atomic(build_dir / INPUT_HASHES_NAME, json.dumps(state, sort_keys=True))
 
 
 def _output_path(build_dir: Path, target: str) -> Path | None:
@@ -175,7 +175,7 @@ def record(
 
 
 def has_record(build_dir: Path) -> bool:
-    return (build_dir / STATE_NAME).is_file()
+    return (build_dir / INPUT_HASHES_NAME).is_file()
 
 
 def recorded_inputs(build_dir: Path) -> dict[str, list[Path]]:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from .. import elf, stable_abi
 from ..errors import BuildError, ConfigError
-from . import graph
+from . import graph, naming
 from .spec import ExtensionSpec
 
 TORCH_NAMESPACES = frozenset({"at", "c10", "torch", "caffe2"})
@@ -72,9 +72,9 @@ def objects(
     """Each extension's object files with the source each compiles, as messages show it."""
     out = {}
     for plan in plans:
-        base = source_root or graph.display_base(plan.spec, None)
+        base = source_root or naming.display_base(plan.spec, None)
         out[plan.spec.name] = tuple(
-            (build_dir / unit.object, graph.display_path(unit.source, base)) for unit in plan.units
+            (build_dir / unit.object, naming.display_path(unit.source, base)) for unit in plan.units
         )
     return out
 

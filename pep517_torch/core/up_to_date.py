@@ -22,7 +22,7 @@ from typing import Any
 
 from ..atomic import write_atomic
 
-STATE_NAME = ".pep517_torch_up_to_date.json"
+UP_TO_DATE_STAMPS_NAME = ".pep517_torch_up_to_date.json"
 STATE_VERSION = 1
 NINJA_FILES = ("build.ninja", ".ninja_log", ".ninja_deps")
 _SEPARATORS = ("|", "||", "|@")
@@ -89,7 +89,7 @@ def _absolute(build_dir: Path, path: str) -> str:
 def record(build_dir: Path, dependencies: Mapping[str, Sequence[Path]], *, started_ns: int) -> None:
     """Record the stamps after a successful ninja run that started at ``started_ns`` (wall
     clock); ``dependencies`` are its deps log's (``ninja -t deps``), absolute."""
-    state_file = build_dir / STATE_NAME
+    state_file = build_dir / UP_TO_DATE_STAMPS_NAME
     state_file.unlink(missing_ok=True)  # a run that cannot be recorded leaves no stale record
     try:
         text = (build_dir / "build.ninja").read_text(encoding="utf-8")
@@ -116,7 +116,7 @@ def record(build_dir: Path, dependencies: Mapping[str, Sequence[Path]], *, start
 
 def _load(build_dir: Path) -> dict[str, Any] | None:
     try:
-        state = json.loads((build_dir / STATE_NAME).read_bytes())
+        state = json.loads((build_dir / UP_TO_DATE_STAMPS_NAME).read_bytes())
     except (OSError, ValueError):
         return None
     if not isinstance(state, dict) or state.get("version") != STATE_VERSION:
@@ -134,4 +134,4 @@ def current(build_dir: Path) -> bool:
 
 
 def forget(build_dir: Path) -> None:
-    (build_dir / STATE_NAME).unlink(missing_ok=True)
+    (build_dir / UP_TO_DATE_STAMPS_NAME).unlink(missing_ok=True)

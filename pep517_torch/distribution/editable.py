@@ -176,7 +176,7 @@ def link_into_tree(link: Path, built: Path) -> None:
     symlink_atomic(link, built)
 
 
-STATE_NAME = ".pep517_torch_editable.json"
+EDITABLE_STATE_NAME = ".pep517_torch_editable.json"
 _MAX_WATCHED = 5000  # folders; a tree bigger than this needs a reinstall for new sources deep down
 
 

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..guard_names import native_filename
+
 if TYPE_CHECKING:
     from .wheel import WheelWriter
 
@@ -110,17 +112,6 @@ def render_import_guard(
     guard = torch_version if isinstance(torch_version, Guard) else Guard(torch_version)
     parameters = repr((module, native_filename, guard.version, stable_abi, guard.cuda))
     return _TEMPLATE.replace("__PARAMETERS__", parameters).encode("utf-8")
-
-
-def native_module(module: str) -> str:
-    """The dotted name the library of ``module`` sits at behind a shim: ``pkg._C_native``
-    (importing it by that name fails: its init function is ``PyInit__C``)."""
-    return f"{module}_native"
-
-
-def native_filename(module: str, suffix: str) -> str:
-    """The file name of that library: ``_C_native.cpython-311-x86_64-linux-gnu.so``."""
-    return f"{native_module(module).rpartition('.')[2]}{suffix}"
 
 
 def add_artifact(

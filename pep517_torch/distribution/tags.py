@@ -29,15 +29,15 @@ def platform_tag() -> str:
 
 
 def wheel_tag(
-    has_native_code: bool, limited_api: str | None = None, platform: str | None = None
+    *, native_code: bool, limited_api: str | None = None, platform: str | None = None
 ) -> str:
-    """The tag of a wheel built here: ``py3-none-any``, ``cp311-cp311-<platform>`` or
-    ``cp310-abi3-<platform>``.
+    """The tag of a wheel built here: ``py3-none-any`` without ``native_code`` (compiled
+    files), else ``cp311-cp311-<platform>`` or ``cp310-abi3-<platform>``.
 
     ``limited_api`` is the minimum CPython of a limited-API build, as ``"cp310"``; ``platform``
     the platform tag (default: the interpreter's, ``linux_x86_64``).
     """
-    if not has_native_code:
+    if not native_code:
         return PURE_TAG
     platform = platform or platform_tag()
     if limited_api is not None:
@@ -52,12 +52,13 @@ def extensions_wheel_tag(limited_apis: Sequence[str | None], platform: str | Non
     full-API build): pure without extensions, abi3 for the highest minimum when every one is
     limited, the interpreter's own tag otherwise."""
     if not limited_apis:
-        return wheel_tag(False)
+        return wheel_tag(native_code=False)
     if all(limited_apis):
         for target in limited_apis:
             _check_limited_api(target)  # type: ignore[arg-type]
-        return wheel_tag(True, limited_api.newest(limited_apis), platform)  # type: ignore[arg-type]
-    return wheel_tag(True, platform=platform)
+        newest = limited_api.newest(limited_apis)  # type: ignore[arg-type]
+        return wheel_tag(native_code=True, limited_api=newest, platform=platform)
+    return wheel_tag(native_code=True, platform=platform)
 
 
 def _check_limited_api(target: str) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .functions import load, load_inline
+from .api import load, load_inline
 
 _QUERIES = frozenset({
     "get_compiler_abi_compatibility_and_version",

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from ..atomic import writing
 from ..core import build as core_build
+from ..core import plan as core_plan
 from ..core import inputs as core_inputs
 from ..core import trace as core_trace
 from ..core import trace_view
@@ -125,7 +126,7 @@ def _build(
     spec: ExtensionSpec, options: BuildOptions, key: str, stamp_file: Path, artifact: Path,
     say: Callable[[str], None] | None,
 ) -> None:
-    plan = core_build.prepare([spec], options)
+    plan = core_plan.prepare([spec], options)
     if say is None:  # unwatched: what a build note warns of still reaches the caller, as torch's do
         level = _caller_stacklevel()
         for note in plan.notes:

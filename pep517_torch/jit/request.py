@@ -1,4 +1,4 @@
-"""What one ``load()`` asks for: ``functions.py`` builds it, ``warm.py`` keys and stamps it,
+"""What one ``load()`` asks for: ``api.py`` builds it, ``warm.py`` keys and stamps it,
 ``cold.py`` turns it into an ExtensionSpec. On the warm path, so standard library only (the
 kind is ``core.spec.Kind``'s value, not the enum: ``core.spec`` stays off the warm path)."""
 

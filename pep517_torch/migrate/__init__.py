@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from ..atomic import write_atomic
+from ..cli_name import PROG
 from ..config.pyproject import tomllib
-from ..cli import PROG
 from ..errors import MigrateError
 
 __all__ = ["MigrateError", "Migration", "main", "migrate", "write"]

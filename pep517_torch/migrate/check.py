@@ -2,7 +2,7 @@
 
 The tables are resolved as a wheel build here would resolve them (this environment, this
 torch, this nvcc), and the compile core's own pre-compile checks run on them
-(``core.build.check``, as ``doctor`` does); what the build would then refuse is reported
+(``core.plan.check``, as ``doctor`` does); what the build would then refuse is reported
 instead of written silently.
 """
 
@@ -20,8 +20,8 @@ def build_problems_here(document: Mapping[str, Any], root: Path) -> list[str]:
     """One line per reason a build of ``document`` (a parsed pyproject.toml) fails here: the
     config's error, else each extension's first failing pre-compile check of the compile core
     (the checks a build makes: tools, nvcc, flags, arch lists, torch's CUDA headers)."""
-    from ..core import build as core_build
-    from ..project import resolve_document
+    from ..core import plan as core_plan
+    from ..discovery import resolve_document
 
     try:
         resolved, torch = resolve_document(root, document, os.environ)
@@ -32,7 +32,7 @@ def build_problems_here(document: Mapping[str, Any], root: Path) -> list[str]:
     problems: list[str] = []
     for spec in resolved.extensions:
         try:
-            core_build.check([spec], resolved.options)
+            core_plan.check([spec], resolved.options)
         except Pep517TorchError as exc:
             problems.append(f"{spec.name}: {exc}")
     return problems

@@ -1,4 +1,5 @@
-"""What migrate knows of the settings model, derived from config/model.py, never copied.
+"""What migrate knows of the settings model, derived from config/model.py and
+config/extension_model.py, never copied.
 
 A new setting in the model is then known to migrate (compared between branches, appended to
 when the model allows it, written in the model's order) without touching this package.
@@ -10,13 +11,8 @@ import dataclasses
 from typing import Any, get_origin
 
 from ..config.fields import toml_key
-from ..config.model import (
-    PROJECT_ONLY_KEYS,
-    CudaVariant,
-    ExtensionSettings,
-    OverrideAppend,
-    ProjectSettings,
-)
+from ..config.extension_model import CudaVariant, ExtensionSettings
+from ..config.model import PROJECT_ONLY_KEYS, OverrideAppend, ProjectSettings
 from ..config.parse import fields_by_key, partial_keys, type_hints, union_members
 from ..config.layers import PASSTHROUGH_ENV, env_fields
 

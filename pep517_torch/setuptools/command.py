@@ -164,7 +164,8 @@ def _place_guarded(built: Path, target: Path, module: str, torch_version: str) -
     """The library as ``_C_native<suffix>`` behind the shim ``_C.py`` that checks torch's
     version (a stale ``_C<suffix>`` would shadow the shim: removed); the two paths."""
     from ..atomic import write_atomic
-    from ..distribution.import_guard import native_filename, render_import_guard
+    from ..distribution.import_guard import render_import_guard
+    from ..guard_names import native_filename
 
     short = module.rpartition(".")[2]
     native = target.with_name(native_filename(module, target.name[len(short):]))
@@ -178,7 +179,7 @@ def _place_guarded(built: Path, target: Path, module: str, torch_version: str) -
 def _unguard(target: Path, module: str) -> None:
     """Remove what an earlier guarded build left beside ``target`` (never a file of the
     project's own: only a shim we generated, and its library)."""
-    from ..distribution.import_guard import native_filename
+    from ..guard_names import native_filename
 
     short = module.rpartition(".")[2]
     shim = target.with_name(f"{short}.py")

@@ -1,8 +1,9 @@
 """build_ext's own options mapped onto the compile core's: build dir, jobs, debug, -I/-D/-l.
 
 - the persistent build directory lives in ``build_temp`` (``build/temp.<platform>-<python>``),
-  named like the pyproject face's (``<wheel tag>-torch<version>``); an editable install's
-  ``build_temp`` is thrown away, so editable builds use the regular one instead;
+  named like the pyproject face's, by the same placeholder values (``<wheel tag>-torch<version>``,
+  ``-isolated`` after the version when torch comes from an isolated build environment); an
+  editable install's ``build_temp`` is thrown away, so editable builds use the regular one instead;
 - ``--parallel N`` is the job count (else MAX_JOBS, else bounded by cores and free memory);
 - ``--debug`` is the debug build type (``-O0 -g``), otherwise release (``-O3 -DNDEBUG``);
 - ``-I``, ``-D``, ``-U``, ``-l``, ``-L``, ``-R`` and ``--link-objects`` apply to every extension;
@@ -22,7 +23,7 @@ from ..config.resolve import format_build_dir
 from ..config.layers import environment_options, passthrough_env
 from ..core.spec import BuildOptions, BuildType
 from ..core.toolchain import TorchInstall
-from ..distribution import tags
+from ..discovery import build_dir_values
 from .translate import CommandOptions
 
 BUILD_DIR_NAME = Path(DEFAULT_BUILD_DIR).name  # "{wheel_tag}-torch{torch_version}"
@@ -34,12 +35,7 @@ def persistent_build_dir(command: Any, torch: TorchInstall) -> Path:
         build = command.get_finalized_command("build")
         tag = f".{build.plat_name}-{sys.implementation.cache_tag}"  # as setuptools' build names it
         build_temp = os.path.join(build.build_base, "temp" + tag)
-    values = {
-        "wheel_tag": tags.wheel_tag(True),
-        "python_tag": tags.python_tag(),
-        "torch_version": torch.version,
-    }
-    name = format_build_dir(BUILD_DIR_NAME, values, "build_temp")
+    name = format_build_dir(BUILD_DIR_NAME, build_dir_values(torch), "build_temp")
     return Path(build_temp).absolute() / "pep517_torch" / name
 
 

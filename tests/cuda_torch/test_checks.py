@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from pep517_torch.core import build as core_build
+from pep517_torch.core import plan as core_plan
 from pep517_torch.core import cuda_checks
 from pep517_torch.core.spec import BuildOptions, ExtensionSpec
 from pep517_torch.errors import ToolchainError
@@ -58,7 +58,7 @@ def test_torchs_arch_list_is_read_without_importing_torch() -> None:
 def test_no_gpu_default_is_torchs_arch_list_that_nvcc_builds_in_one_line(tmp_path: Path) -> None:
     (tmp_path / "k.cu").write_text(KERNEL)
     spec = ExtensionSpec("defaultarch", (tmp_path / "k.cu",))
-    plan = core_build.prepare([spec], BuildOptions(build_dir=tmp_path / "b", env=env_without_gpu()))
+    plan = core_plan.prepare([spec], BuildOptions(build_dir=tmp_path / "b", env=env_without_gpu()))
     notes = [n for n in plan.notes if "architectures" in n]
     torch_archs = cuda_checks.torch_arch_list(TORCH.library_dir)
     buildable = [a for a in torch_archs if f"{a[3:-1]}.{a[-1]}" in TOOLKIT.supported_archs]
@@ -121,7 +121,7 @@ def test_another_cuda_minor_is_a_warning_as_torch_gives(tmp_path: Path) -> None:
     env = stand_in_nvcc(tmp_path, "13.2")
     (tmp_path / "k.cu").write_text(KERNEL)
     spec = ExtensionSpec("minor", (tmp_path / "k.cu",))
-    plan = core_build.prepare(
+    plan = core_plan.prepare(
         [spec], BuildOptions(build_dir=tmp_path / "b", env=env, cuda_arch_list=("9.0",))
     )
     minor = [n for n in plan.notes if "minor version" in n]

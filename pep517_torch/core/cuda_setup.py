@@ -1,0 +1,104 @@
+"""A build's CUDA set-up: the toolkit checked against torch and the host compiler, each CUDA
+extension's arch flags, and nvcc's ``--threads`` within the job budget. Imported only when an
+extension uses CUDA."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import arch, cuda, cuda_checks, graph, jobs, toolchain
+from .spec import BuildOptions, ExtensionSpec
+
+
+@dataclass(frozen=True)
+class CudaSetup:
+    toolkit: cuda.CudaToolkit
+    host_compiler: str | None  # nvcc's -ccbin
+    include_dirs: tuple[Path, ...]
+    library_dirs: tuple[Path, ...]
+
+
+def set_up(
+    specs: Sequence[ExtensionSpec],
+    options: BuildOptions,
+    compiler: toolchain.Compiler,
+    torch: toolchain.TorchInstall,
+    notes: list[str],
+    found: cuda.CudaToolkit | None = None,
+) -> CudaSetup:
+    """``found``: the toolkit the caller found already (None: look here)."""
+    toolkit = found or cuda.require_cuda(options.env, torch_cuda=torch.cuda)
+    allow = options.allow_cuda_version_mismatch
+    notes.extend(cuda_checks.check_versions(
+        toolkit, torch.cuda, allow_mismatch=allow,
+        override_key=options.key_of("allow_cuda_version_mismatch"),
+    ))
+    host = options.env.get("CC")
+    host_compiler = compiler
+    if host:
+        host_compiler = toolchain.find_compiler(options.env, "CC")
+    elif options.env.get("CXX"):
+        host = str(compiler.path)  # nvcc's host compiler = the C++ TUs' compiler
+    nvcc_flags = [f for s in specs for f in s.extra_cuda_cflags]
+    cuda_checks.check_host_compiler(
+        toolkit, host_compiler.family, host_compiler.version, nvcc_flags,
+        flags_key=" or ".join(dict.fromkeys(s.key_of("extra_cuda_cflags") for s in specs)),
+    )
+    if not torch.has_cuda_runtime:
+        notes.append(
+            f"torch {torch.version} is a CPU build: CUDA sources compile and link against"
+            " cudart, but torch's CUDA runtime APIs (c10::cuda, at::cuda) are unavailable"
+        )
+    return CudaSetup(
+        toolkit,
+        host,
+        (*toolkit.include_dirs, *toolkit.extra_include_dirs),
+        (*toolkit.library_dirs, *toolkit.extra_library_dirs),
+    )
+
+
+def arch_flags(
+    spec: ExtensionSpec, options: BuildOptions, toolkit: cuda.CudaToolkit, notes: list[str],
+    torch: toolchain.TorchInstall | None = None,
+) -> tuple[tuple[str, ...], int]:
+    """The arch flags nvcc gets, and how many GPU targets each CUDA object builds."""
+    value = options.cuda_arch_list or spec.cuda_arch_list
+    if options.cuda_arch_list:
+        key = options.key_of("cuda_arch_list") or "cuda_arch_list"
+    else:
+        key = spec.key_of("cuda_arch_list")
+    entries = arch.parse_arch_list(";".join(value), key=key) if value else None
+    decision = arch.resolve_arch_flags(
+        entries, toolkit, user_nvcc_flags=spec.extra_cuda_cflags, env=options.env,
+        flag_key=lambda index: spec.key_of("extra_cuda_cflags", index),
+        choose=options.key_of("cuda_arch_list") or spec.key_of("cuda_arch_list"),
+        torch_archs=cuda_checks.torch_arch_list(torch.library_dir)
+        if torch is not None and torch.has_cuda_runtime else (),
+    )
+    if decision.note and decision.note not in notes:
+        notes.append(decision.note)
+    return tuple(decision.flags), max(len(decision.archs), 1)
+
+
+_THREADS_FLAGS = ("-t", "--threads")
+
+
+def set_nvcc_threads(
+    plans: Sequence[graph.ExtensionPlan], job_plan: jobs.JobPlan, toolkit: cuda.CudaToolkit, env: dict[str, str]
+) -> None:
+    """nvcc --threads for each .cu with several GPU targets, within the jobs budget (jobs.py);
+    none where the extension's own flags already say, or nvcc predates the flag (11.2)."""
+    if tuple(toolkit.version) < (11, 2):
+        return
+    units = [unit for plan in plans for unit in plan.units]
+    requested = env.get(jobs.NVCC_THREADS_ENV)
+    for plan in plans:
+        own = any(
+            flag in _THREADS_FLAGS or flag.startswith(("--threads=", "-t="))
+            for flag in plan.spec.extra_cuda_cflags
+        )
+        for unit in plan.units:
+            if unit.nvcc and not own and (unit.gpu_targets > 1 or requested):
+                unit.nvcc_threads = jobs.nvcc_threads(unit.gpu_targets, len(units), job_plan, requested)

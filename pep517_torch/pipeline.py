@@ -1,0 +1,150 @@
+"""The glue between the layers: config → compile core → distribution, for the hooks and the CLI.
+
+Each function sequences one user-visible operation (metadata, wheel, editable wheel, sdist)
+from the stages they share (``stages.py``: load, compile, the build directory's lock); what
+an editable wheel holds is ``editable_install.py``'s.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from . import config
+from .atomic import writing
+from .core.naming import artifact_name
+from .core.spec import ExtensionSpec, Kind
+from .discovery import ConfigSettings, resolve
+from .distribution import metadata as dist_metadata
+from .distribution import tags
+from .distribution.import_guard import Guard
+from .distribution.reproducible import source_date_epoch
+from .editable_install import add_editable_contents
+from .stages import Loaded, build_dir_lock, compile_extensions, dependency_plan, load, log
+
+if TYPE_CHECKING:
+    from .core.build import BuildResult
+
+
+def prepare_metadata(root: Path, metadata_directory: Path, config_settings: ConfigSettings) -> str:
+    return load(root, config_settings, for_build=False).metadata.write_dist_info(metadata_directory)
+
+
+def build_wheel(root: Path, out_dir: Path, config_settings: ConfigSettings, *, editable: bool = False) -> str:
+    from .distribution.import_guard import add_artifact
+    from .distribution.wheel import WheelWriter
+
+    started = time.perf_counter()
+    loaded = load(root, config_settings)
+    project, meta = loaded.project, loaded.metadata
+    in_tree, files = project.in_tree, project.files
+    # Held until the artifacts are packed: no concurrent build relinks them meanwhile.
+    with build_dir_lock(loaded, editable):
+        result = compile_extensions(loaded)
+        artifacts = result.artifacts if result else {}
+        with writing(out_dir):
+            out_dir.mkdir(parents=True, exist_ok=True)
+        tag = tags.extensions_wheel_tag(
+            [spec.py_limited_api for spec in project.extensions],
+            None if editable else _platform_tag(project, result),
+        )
+        with WheelWriter(out_dir, meta.name, meta.version, tag, source_date_epoch=source_date_epoch()) as wheel:
+            if editable:
+                add_editable_contents(wheel, loaded, result, in_tree, config_settings)
+            else:
+                for arcname, path in files:
+                    wheel.add_file(arcname, path)
+                for spec in project.extensions:
+                    guard = _guard_torch(loaded, spec, artifacts[spec.name])
+                    add_artifact(wheel, artifact_name(spec), spec.name, artifacts[spec.name], guard,
+                                 spec.stable_abi)
+                _record_build_torch(loaded)
+            wheel.finish(meta)
+    ninja = result.run.seconds if result else 0.0
+    overhead = time.perf_counter() - started - ninja
+    log(f"pep517_torch: wrote {wheel.path} (ninja {ninja:.2f} s, pep517_torch {overhead:.2f} s)")
+    return wheel.filename
+
+
+def _record_build_torch(loaded: Loaded) -> None:
+    """A wheel with binaries names the torch they were built against (``index`` sorts wheels
+    into find-links pages by it)."""
+    from .distribution.index import BUILD_RECORD, build_record
+
+    if loaded.project.extensions and loaded.torch is not None:
+        record = build_record(loaded.torch.version, loaded.torch.cuda)
+        loaded.metadata.extra_dist_info[BUILD_RECORD] = record
+
+
+def _platform_tag(project: config.ResolvedProject, result: BuildResult | None) -> str | None:
+    """The platform tag of a wheel holding ``result``'s artifacts and the project's shipped
+    files (platform-tag: manylinux by their ELF on Linux); None: the interpreter's."""
+    import sys
+
+    from .distribution import manylinux
+    from .elf import is_elf
+
+    if not sys.platform.startswith("linux") or (result is None and project.platform_tag == "auto"):
+        return None
+    binaries = [
+        manylinux.Binary(path, spec.name, result.plan.objects.get(spec.name, ()))
+        for spec in project.extensions for path in [result.artifacts[spec.name]]
+    ] if result else []
+    binaries += [manylinux.Binary(path, arcname) for arcname, path in project.files if is_elf(path)]
+    if not binaries:
+        return None
+    shipped = {binary.path.name for binary in binaries}
+    decision = manylinux.decide(project.platform_tag, binaries, shipped, tags.platform_tag())
+    log(f"pep517_torch: platform tag {decision.note}")
+    return decision.tag
+
+
+def _guard_torch(loaded: Loaded, spec: ExtensionSpec, built: Path) -> Guard | None:
+    """The torch a module's import guard checks (torch-import-check), or None. ``"auto"``
+    guards a kept static torch requirement and every module that links torch's CUDA
+    libraries or the CUDA runtime: no requirement can name the CUDA variant."""
+    from .elf import links_cuda
+
+    project, torch = loaded.project, loaded.torch
+    if spec.kind is not Kind.MODULE:
+        return None
+    assert torch is not None
+    # the variant to protect is torch's: against a CPU torch, a module's own CUDA is no torch ABI
+    cuda_variant = torch.cuda is not None and links_cuda(built)
+    wanted = project.torch_import_check or (
+        project.torch_import_check_auto and (loaded.static_torch or cuda_variant)
+    )
+    if not wanted:
+        return None
+    return Guard(torch.version, torch.cuda if cuda_variant else None)
+
+
+def build_sdist(root: Path, out_dir: Path, config_settings: ConfigSettings) -> str:
+    from .distribution.sdist import sdist_files, write_sdist
+
+    project, _ = resolve(root, config_settings, os.environ)
+    # The sdist cannot know which torch its wheel will be built against: no pin in PKG-INFO,
+    # and Requires-Dist is declared dynamic (PEP 643) for the wheel to add it. It never
+    # carries the local label either (local-version names the wheel's torch).
+    plan = dependency_plan(project, None)
+    meta = dist_metadata.build_metadata(
+        {"project": project.project_table}, project.root,
+        version=config.version_string(project, os.environ),
+        dynamic_metadata=["Requires-Dist"] if plan.pin_from_build else [],
+        dependencies=plan.dependencies,
+    )
+    files = sdist_files(
+        project.root,
+        include=meta.referenced_files,
+        include_globs=project.sdist_include,
+        exclude_globs=project.sdist_exclude,
+        build_dir=project.options.build_dir,
+        out_dir=out_dir,
+        artifacts=project.in_tree.values(),
+    )
+    with writing(out_dir):
+        out_dir.mkdir(parents=True, exist_ok=True)
+    path = write_sdist(out_dir, project.root, meta, files, source_date_epoch=source_date_epoch())
+    return path.name

@@ -1,0 +1,147 @@
+"""The stages every operation shares: load (the config resolved, torch found, the metadata
+and its torch pin decided; nothing compiled), compile (the compile core), and the build
+directory's lock held around them."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from packaging.requirements import Requirement
+
+from . import config
+from .core import isolation, toolchain
+from .discovery import ConfigSettings, resolve
+from .distribution import metadata as dist_metadata
+from .errors import ConfigError
+
+if TYPE_CHECKING:
+    from .core.build import BuildResult
+    from .distribution import torch_requirement
+
+
+def log(line: str) -> None:
+    print(line, flush=True)
+
+
+@dataclass(frozen=True)
+class Loaded:
+    project: config.ResolvedProject
+    torch: toolchain.TorchInstall | None
+    metadata: dist_metadata.ProjectMetadata
+    env: Mapping[str, str]  # the caller's environment (the build passes only part of it on)
+    toolkit: object | None = None  # the CUDA toolkit resolving found, if it looked (core.cuda)
+    static_torch: bool = False  # a static torch requirement was kept: the import check guards
+
+
+def load(
+    root: Path,
+    config_settings: ConfigSettings,
+    env: Mapping[str, str] | None = None,
+    *,
+    for_build: bool = True,
+) -> Loaded:
+    """Read and validate everything; compile nothing. Torch must be installed when there are
+    extensions to build (``for_build``) or a torch pin to write into the metadata."""
+    env = dict(os.environ if env is None else env)
+    project, found = resolve(root, config_settings, env)
+    torch = found.torch
+    if project.extensions and (for_build or project.torch_requirement != "none"
+                               or project.local_version == "torch"):
+        if torch is None:
+            toolchain.find_torch()  # raises the "torch is not installed" error
+        assert torch is not None
+    build_torch = torch if project.extensions else None
+    pin = _torch_pin(project, build_torch) if build_torch is not None else None
+    plan = dependency_plan(project, build_torch.version if build_torch else None, pin)
+    metadata = dist_metadata.build_metadata(
+        {"project": project.project_table}, project.root,
+        version=config.version_string(project, env), dependencies=plan.dependencies,
+    )
+    if build_torch is not None and project.local_version == "torch":
+        _add_local_label(metadata, build_torch)
+    return Loaded(project, torch, metadata, env, found.toolkit, plan.static_torch)
+
+
+def dependency_plan(
+    project: config.ResolvedProject, torch_version: str | None, pin: Requirement | None = None
+) -> torch_requirement.DependencyPlan:
+    """What Requires-Dist may hold (PEP 621): the pin only into a dynamic ``dependencies``."""
+    from .distribution import torch_requirement
+
+    return torch_requirement.plan_dependencies(
+        project.project_table, project.dependencies, project.torch_requirement,
+        torch_version, bool(project.extensions), pin,
+    )
+
+
+def _add_local_label(metadata: dist_metadata.ProjectMetadata, torch: toolchain.TorchInstall) -> None:
+    """local-version = "torch": the wheel's version names its torch (``+pt213cpu``)."""
+    from packaging.version import Version
+
+    from .distribution.torch_requirement import local_label, with_local_label
+
+    label = local_label(torch.version, torch.cuda)
+    metadata.standard.version = Version(with_local_label(metadata.version, label))
+
+
+def _torch_pin(project: config.ResolvedProject, torch: toolchain.TorchInstall) -> Requirement | None:
+    """The torch requirement: ``torch>=<target>`` when every extension uses the stable ABI
+    (the newest target among them), the pin of the building torch otherwise."""
+    targets = [spec.stable_abi for spec in project.extensions]
+    if targets and all(targets):
+        from .stable_abi import newest
+
+        target = newest(t for t in targets if t)
+        return dist_metadata.stable_torch_pin(target, torch.version, project.torch_requirement)
+    return dist_metadata.torch_pin(torch.version, project.torch_requirement)
+
+
+def compile_extensions(loaded: Loaded) -> BuildResult | None:
+    """Build the loaded project's extensions (None: it has none), with the notes and summary
+    a build prints."""
+    from .core import build as core_build
+
+    project = loaded.project
+    _check_skipped(project)
+    for name, reason in project.skipped:
+        log(f"pep517_torch: skipping extension {name}: {reason}")
+    if not project.extensions:
+        return None
+    assert loaded.torch is not None
+    note = isolation.isolation_note(loaded.torch, loaded.env)
+    if note:
+        log(f"pep517_torch: {note}")
+    result = core_build.build(
+        list(project.extensions), project.options, log=log, torch=loaded.torch, toolkit=loaded.toolkit
+    )
+    for line in result.summary().splitlines():
+        log(f"pep517_torch: {line}")
+    return result
+
+
+def _check_skipped(project: config.ResolvedProject) -> None:
+    """A build that skips every extension would ship a wheel without one (`py3-none-any`,
+    whose import fails): an error, unless each skipped extension says it is optional."""
+    if project.extensions or not project.required_skipped:
+        return
+    reasons = "; ".join(f"{name}: {reason}" for name, reason in project.skipped)
+    raise ConfigError(
+        f"every extension is skipped, so the wheel would hold none ({reasons}); make a build"
+        f" here build one, or set {project.required_skipped[0]} = true for each extension the"
+        " project works without"
+    )
+
+
+def build_dir_lock(loaded: Loaded, editable: bool) -> contextlib.AbstractContextManager[None]:
+    if not loaded.project.extensions:
+        return contextlib.nullcontext()
+    from .core.lock import build_lock
+
+    meta = loaded.metadata
+    kind = "an editable wheel" if editable else "a wheel"
+    return build_lock(loaded.project.options.build_dir, f"{kind} of {meta.name} {meta.version}")
