@@ -104,7 +104,7 @@ def rebuild_editable(
     project = loaded.project
     in_tree = project.in_tree
     with build_dir_lock(loaded, editable=True):
-        result = compile_extensions(loaded)
+        result = compile_extensions(loaded, editable=True)
         if result is None:
             raise ConfigError("the project no longer has extensions to build; reinstall:"
                               " pip install -e . --no-build-isolation", "tool.torch-ext.extension")

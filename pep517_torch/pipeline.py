@@ -42,7 +42,7 @@ def build_wheel(root: Path, out_dir: Path, config_settings: ConfigSettings, *, e
     in_tree, files = project.in_tree, project.files
     # Held until the artifacts are packed: no concurrent build relinks them meanwhile.
     with build_dir_lock(loaded, editable):
-        result = compile_extensions(loaded)
+        result = compile_extensions(loaded, editable=editable)
         artifacts = result.artifacts if result else {}
         with writing(out_dir):
             out_dir.mkdir(parents=True, exist_ok=True)

@@ -5,6 +5,7 @@ directory's lock held around them."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -101,9 +102,9 @@ def _torch_pin(project: config.ResolvedProject, torch: toolchain.TorchInstall) -
     return dist_metadata.torch_pin(torch.version, project.torch_requirement)
 
 
-def compile_extensions(loaded: Loaded) -> BuildResult | None:
+def compile_extensions(loaded: Loaded, *, editable: bool) -> BuildResult | None:
     """Build the loaded project's extensions (None: it has none), with the notes and summary
-    a build prints."""
+    a build prints; ``editable``: for an editable install (no unity TUs unless asked)."""
     from .core import build as core_build
 
     project = loaded.project
@@ -116,8 +117,11 @@ def compile_extensions(loaded: Loaded) -> BuildResult | None:
     note = isolation.isolation_note(loaded.torch, loaded.env)
     if note:
         log(f"pep517_torch: {note}")
+    options = project.options
+    if options.unity is None:  # "auto": unity TUs for a wheel, not for an editable install
+        options = dataclasses.replace(options, unity=not editable)
     result = core_build.build(
-        list(project.extensions), project.options, log=log, torch=loaded.torch, toolkit=loaded.toolkit
+        list(project.extensions), options, log=log, torch=loaded.torch, toolkit=loaded.toolkit
     )
     for line in result.summary().splitlines():
         log(f"pep517_torch: {line}")

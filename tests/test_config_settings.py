@@ -20,7 +20,7 @@ def test_config_setting_keys() -> None:
     assert set(config_setting_fields()) == {
         "build-dir", "cuda-arch-list", "verbose", "jobs", "build-type", "compiler-launcher",
         "pch", "torch-requirement", "torch-import-check", "cuda", "strip",
-        "allow-cuda-version-mismatch", "pch-cache-size", "local-version", "platform-tag",
+        "allow-cuda-version-mismatch", "pch-cache-size", "local-version", "platform-tag", "unity",
     }
 
 
@@ -162,7 +162,7 @@ def test_environment_options_for_the_faces_without_a_pyproject() -> None:
     env = {"MAX_JOBS": "3", "TORCH_CUDA_ARCH_LIST": "8.0", "PEP517_TORCH_COMPILER_LAUNCHER": "distcc",
            "PEP517_TORCH_PCH_CACHE_SIZE": "1.5G"}
     keys = (("cuda_arch_list", "TORCH_CUDA_ARCH_LIST"), ("jobs", "MAX_JOBS"),
-            ("compiler_launcher", "PEP517_TORCH_COMPILER_LAUNCHER"),
+            ("unity", "PEP517_TORCH_UNITY"), ("compiler_launcher", "PEP517_TORCH_COMPILER_LAUNCHER"),
             ("pch_cache_size", "PEP517_TORCH_PCH_CACHE_SIZE"))  # what those faces' messages say
     assert environment_options(env) == {
         "jobs": 3, "cuda_arch_list": ("8.0",), "compiler_launcher": "distcc",

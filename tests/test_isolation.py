@@ -72,7 +72,7 @@ def test_build_prints_the_warning_from_the_callers_environment(
     loaded = pipeline.load(root, None, env)
     assert "VIRTUAL_ENV" not in loaded.project.options.env  # what the build passes on
     with pytest.raises(Stop, match="^the build began$"):
-        stages.compile_extensions(loaded)
+        stages.compile_extensions(loaded, editable=False)
     out = capsys.readouterr().out
     assert f"pep517_torch: WARNING: your environment {user_venv} has torch 2.13.0+cpu" in out
 

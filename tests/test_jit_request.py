@@ -30,9 +30,9 @@ def test_the_key_is_the_json_stamps_were_written_with() -> None:
         cuda_cflags=[], ldflags=["-lx"], with_cuda=None, kind="library",
     )
     assert request.canonical() == json.dumps(written_before, sort_keys=True)
-    assert request.artifact(Path("/b"), "m_v1") == Path("/b/m_v1.so")
+    assert request.artifact(Path("/b"), "m_v1") == "/b/m_v1.so"
     tool = JitRequest("t", ("/s/main.cpp",), kind="executable")
-    assert tool.artifact(Path("/b"), "t") == Path("/b/t")
+    assert tool.artifact("/b", "t") == "/b/t"
 
 
 def test_the_request_kinds_are_the_specs() -> None:
@@ -65,3 +65,32 @@ def test_a_stamp_holds_the_environment_it_was_built_in(tmp_path: Path) -> None:
     assert not stamp.is_fresh(stamp_file, "key", artifact, other_arch)
     assert not stamp.is_fresh(stamp_file, "key", artifact, {"MAX_JOBS": "2"})
     assert not stamp.is_fresh(stamp_file, "other key", artifact, built_in)
+
+
+def test_a_stamp_is_stale_once_its_compiler_is_another(tmp_path: Path) -> None:
+    """The warm check stats the compiler the stamp recorded while CXX and PATH are unchanged,
+    and looks it up again when they changed: another compiler at the same path (a switched
+    alternative, an upgrade), or another one first on a new PATH, rebuilds."""
+    import shutil
+
+    from pep517_torch.jit import stamp
+
+    def compiler(directory: Path, text: str) -> Path:
+        path = write(directory / "c++", f"#!/bin/sh\n# {text}\n")
+        path.chmod(0o755)
+        return path
+
+    first, second = tmp_path / "bin1", tmp_path / "bin2"
+    compiler(first, "gcc 12")
+    artifact = write(tmp_path / "m.so")
+    env = {"PATH": str(first)}
+    stamp_file = stamp.stamp_path(tmp_path, "m")
+    stamp.write(stamp_file, "key", [], env, artifact)
+    assert stamp.is_fresh(stamp_file, "key", artifact, env)
+    assert stamp.is_fresh(stamp_file, "key", artifact, {"PATH": f"{tmp_path / 'none'}:{first}"})
+    compiler(second, "gcc 13")
+    assert not stamp.is_fresh(stamp_file, "key", artifact, {"PATH": f"{second}:{first}"})
+    assert not stamp.is_fresh(stamp_file, "key", artifact, {**env, "CXX": str(second / "c++")})
+    shutil.copy(second / "c++", tmp_path / "upgraded")
+    (tmp_path / "upgraded").replace(first / "c++")  # same path, another file
+    assert not stamp.is_fresh(stamp_file, "key", artifact, env)

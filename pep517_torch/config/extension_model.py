@@ -219,6 +219,11 @@ class ExtensionSettings:
     pch_header: str | None = setting(
         None, help="Project header to precompile; unset: the project value."
     )
+    unity: bool | None = setting(
+        None,
+        help="`false`: compile this extension's files one by one even where the build makes"
+        " unity TUs; unset: allowed.",
+    )
     enabled: bool = setting(
         True,
         help="`false`: do not build this extension; it is listed as skipped, naming the key that"

@@ -226,6 +226,7 @@ def build_spec(ctx: ExtensionContext, ext: ExtensionSettings, origins: Origins) 
         strip=project.strip if ext.strip is None else ext.strip,
         pch=project.pch if ext.pch is None else ext.pch,
         pch_header=header,
+        unity=ext.unity is not False,
         dlink=dlink,
         dlink_libraries=dlink_libraries,
         extra_dlink_flags=extra_dlink_flags,

@@ -192,6 +192,17 @@ class ProjectSettings:
     pch_header: str | None = setting(
         None, help="Project header (relative to the root) to precompile instead."
     )
+    unity: Literal["auto"] | bool = setting(
+        "auto",
+        help="Compile the torch-heavy C++ files of each extension as unity translation units,"
+        " one per job slot, so torch's headers are parsed once per slot instead of once per"
+        " file (files that declare clashing names for themselves stay apart; a unity TU that"
+        ' fails is compiled file by file). `"auto"`: for wheels, not for editable installs'
+        " (whose next build is an edit of one file).",
+        config_setting=True,
+        env="PEP517_TORCH_UNITY",
+        option=lambda value: None if value == "auto" else value,
+    )
     compiler_launcher: str = setting(
         "auto",
         help='`"auto"` (ccache or sccache when found), `"none"`, or a launcher command:'

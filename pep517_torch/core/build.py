@@ -16,11 +16,12 @@ from typing import TYPE_CHECKING
 
 from ..atomic import writing
 from ..errors import BuildError
-from . import inputs, pch_cache, pch_health, stable_audit, toolchain, trace, trace_view, up_to_date
+from . import inputs, pch_cache, pch_health, stable_audit, toolchain, trace, trace_view, unity
+from . import up_to_date
 from . import launcher as launchers
 from .plan import BuildPlan, prepare, tool_env
 from .progress import LOG_NAME
-from .runner import Log, NinjaRun, _stderr, run_ninja
+from .runner import Log, NinjaRun, _stderr, failed_targets, run_ninja
 from .spec import BuildOptions, ExtensionSpec
 
 if TYPE_CHECKING:
@@ -103,6 +104,16 @@ def run(
                 except BuildError as exc:
                     raise (plan.stable and stable_audit.non_stable_include(exc)) or exc from None
     except BuildError as exc:
+        failed_unity = _failed_unity_units(plan, exc)
+        if failed_unity:
+            # A clash the scan could not see (or an error of one member): file by file, for
+            # good in this build directory; an error of a file's own shows again there.
+            unity.keep_apart(plan.build_dir, [m for members in failed_unity.values() for m in members])
+            shown = "; ".join(plan.descriptions[obj].removeprefix("compiling ") for obj in failed_unity)
+            first = (exc.first_error or "").splitlines()[:1]
+            log(f"pep517_torch: {shown} failed as one unity TU{f' ({first[0]})' if first else ''}:"
+                " compiling those files one by one")
+            return run(prepare(plan.specs, options), options, log=log, what=what, header=header)
         reason = pch_health.pch_failure(plan.pch_cache, plan.uses_pch, exc)
         if reason is None:
             raise
@@ -120,6 +131,12 @@ def run(
         result.cache_hits = hits_after - hits_before
     stable_audit.audit_all(plan.stable)
     return result
+
+
+def _failed_unity_units(plan: BuildPlan, error: BuildError) -> dict[str, tuple[Path, ...]]:
+    """The unity TUs (object -> members) among the failed steps of ``error``."""
+    failed = set(failed_targets(error.output))
+    return {obj: members for obj, members in plan.unity.items() if obj in failed}
 
 
 def _nothing_to_do(plan: BuildPlan, options: BuildOptions, log: Log) -> NinjaRun:

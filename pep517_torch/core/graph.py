@@ -31,13 +31,19 @@ class CompileUnit:
     pch: PchPlan | None = None
     gpu_targets: int = 0  # nvcc: the GPU architectures (SASS and PTX) it compiles for
     nvcc_threads: int = 1  # nvcc --threads: targets compiled at once (1: no flag; jobs.py)
+    members: tuple[Path, ...] = ()  # a unity TU's sources (``source`` includes each of them)
 
     @property
     def estimated_cost(self) -> int:
         """Relative compile time, to start the slowest first: a torch TU's host pass costs
-        three light ones, and nvcc adds a device pass per GPU target."""
-        host = 3 if self.heavy else 1
+        three light ones (a unity TU's each further member one more), and nvcc adds a device
+        pass per GPU target."""
+        host = (3 + max(len(self.members) - 1, 0)) if self.heavy else 1
         return host * (1 + self.gpu_targets) if self.nvcc else host
+
+    def shown(self, base: Path | None) -> str:
+        """The source as people read it: ``csrc/a.cpp``, ``csrc/a.cpp + csrc/b.cpp`` (unity)."""
+        return " + ".join(display_path(source, base) for source in self.members or (self.source,))
 
 
 @dataclass
@@ -265,7 +271,7 @@ def _compile_edge(w: NinjaWriter, index: int, unit: CompileUnit, base: Path, edg
     """The build edge of one object; ``index`` is its extension's in the flag variables."""
     variables = {
         "in_q": shell_args(edges.arguments([str(unit.source)])),
-        "desc": escape_value(display_path(unit.source, edges.source_root or base)),
+        "desc": escape_value(unit.shown(edges.source_root or base)),
     }
     implicit: list[str] = []
     order_only: list[str] = []
@@ -318,6 +324,8 @@ def step_details(
             archs = archs_named_by(ext.flags.nvcc)
         for unit in ext.units:
             entry: dict[str, object] = {"kind": "compile", "source": str(unit.source)}
+            if unit.members:
+                entry["unity"] = [str(member) for member in unit.members]
             if unit.nvcc:
                 entry["archs"] = archs
             if unit.pch is not None:

@@ -7,6 +7,8 @@ a file named ``$(touch x).cpp`` would execute. Commands here therefore never use
 
 from __future__ import annotations
 
+import re
+
 import shlex
 from collections.abc import Iterable
 
@@ -28,7 +30,7 @@ def unwritable_character(text: str) -> str | None:
 # printable characters in depfiles as well; those build correctly (tests/test_hardening.py builds
 # a project named with ' " ; &) and are recompiled on every build: see docs/guarantees.md.
 DEPFILE_REBUILDS = frozenset("&'*;<>?^`\"")
-_CONTROL = frozenset(chr(c) for c in range(1, 32)) | {"\x7f"}
+_CONTROL = re.compile("[\x01-\x1f\x7f]")
 
 
 def unnameable_character(path: str) -> str | None:
@@ -39,9 +41,9 @@ def unnameable_character(path: str) -> str | None:
         return problem
     if "|" in path:
         return "'|', which ninja reads as the start of a build line's implicit inputs"
-    bad = next((char for char in path if char in _CONTROL), None)
+    bad = _CONTROL.search(path)
     if bad is not None:
-        return f"the control character {bad!r}, which ninja's reader of dependency files splits at"
+        return f"the control character {bad[0]!r}, which ninja's reader of dependency files splits at"
     return None
 
 

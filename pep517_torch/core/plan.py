@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import subprocess
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -20,9 +19,9 @@ from ..errors import ConfigError, ToolchainError
 from ..project_tree import mark_build_dir
 from . import flags as flags_mod
 from . import graph, inputs, jobs, pch, pch_cache, pch_health, pch_seal, scan, stable_audit
-from . import toolchain
+from . import compdb, toolchain, unity
 from . import launcher as launchers
-from .naming import artifact_name, display_base, display_path, object_name
+from .naming import artifact_name, display_base, object_name
 from .spec import BuildOptions, ExtensionSpec, first_duplicate, is_cuda_source
 
 if TYPE_CHECKING:
@@ -53,6 +52,7 @@ class BuildPlan:
     objects: dict[str, tuple[tuple[Path, str], ...]] = dataclasses.field(default_factory=dict)
     specs: tuple[ExtensionSpec, ...] = ()  # what it builds (a retry without PCHs plans them again)
     uses_pch: bool = False  # some compile uses a precompiled header, or some edge makes one
+    unity: dict[str, tuple[Path, ...]] = dataclasses.field(default_factory=dict)  # object -> members
 
 
 def _check_build_dir(build_dir: Path) -> None:
@@ -227,6 +227,10 @@ def prepare(
         notes,
     )
     plans = [planner.plan(spec) for spec in specs]
+    unity_sources: dict[Path, str] = {}
+    if options.unity:
+        unity_sources, unity_notes = unity.apply(plans, job_plan.heavy, build_dir, planner.pch_plans.values())
+        notes.extend(unity_notes)
     if cuda is not None:
         from .cuda_setup import set_nvcc_threads
 
@@ -236,6 +240,10 @@ def prepare(
                          tuple(notes), compiler, torch, tuple(launcher), {})
     # Every check passed (tools, flags, arch lists nvcc can build): only now write anything.
     _check_build_dir(build_dir)
+    with writing(build_dir):
+        for path, content in unity_sources.items():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_if_changed(path, content)
     if shared_pch:
         pch_health.check_entries(plans, planner.pch_plans, notes)
     for entry in planner.pch_plans.values():
@@ -261,8 +269,9 @@ def prepare(
     objects = stable_audit.objects(plans, build_dir, options.source_root)
     ninja_file = build_dir / "build.ninja"
     with writing(build_dir):  # a full disk: one line naming it, not a traceback
-        if write_if_changed(ninja_file, text) or not (build_dir / COMPDB).exists():
-            _write_compile_commands(ninja, build_dir)
+        if write_if_changed(ninja_file, text) or not (build_dir / compdb.NAME).exists():
+            compdb.write(ninja, build_dir, {u.object: (u.source, u.members)
+                                            for p in plans for u in p.units if u.members})
         inputs.discard_changed(build_dir)  # ninja rebuilds what an edit with an old mtime changed
     return BuildPlan(
         build_dir=build_dir,
@@ -286,6 +295,7 @@ def prepare(
         objects=objects,
         specs=tuple(specs),
         uses_pch=bool(planner.pch_plans),
+        unity={u.object: u.members for p in plans for u in p.units if u.members},
     )
 
 
@@ -294,7 +304,7 @@ def _descriptions(plans: Sequence[graph.ExtensionPlan], source_root: Path | None
     for plan in plans:
         base = source_root or display_base(plan.spec, None)
         for unit in plan.units:
-            described[unit.object] = f"compiling {display_path(unit.source, base)}"
+            described[unit.object] = f"compiling {unit.shown(base)}"
         described[plan.output] = f"linking {plan.spec.name}"
         if plan.dlink_object:
             described[plan.dlink_object] = f"device-linking {plan.spec.name}"
@@ -315,16 +325,3 @@ def _pch_dir(options: BuildOptions, build_dir: Path, notes: list[str]) -> tuple[
 def tool_env(options: BuildOptions) -> dict[str, str]:
     """The environment the tools run in (DISTCC_HOSTS, CCACHE_*, SCCACHE_* included)."""
     return {**os.environ, **options.env}
-
-
-COMPDB = "compile_commands.json"
-
-
-def _write_compile_commands(ninja: Path, build_dir: Path) -> None:
-    """compile_commands.json for editors and clangd, regenerated when build.ninja changes."""
-    result = subprocess.run(
-        [str(ninja), "-C", str(build_dir), "-t", "compdb", "cxx", "nvcc"],
-        capture_output=True, text=True, check=False, errors="replace",
-    )
-    if result.returncode == 0:
-        write_if_changed(build_dir / COMPDB, result.stdout)

@@ -54,7 +54,7 @@ class NinjaRun:
         return sum(s.startswith("precompiling ") for s in self.steps)
 
 
-def _failed_targets(output: str) -> list[str]:
+def failed_targets(output: str) -> list[str]:
     found = re.finditer(r"^FAILED: (?:\[code=\d+\] )?(.+)$", output, re.M)
     return [target for m in found for target in m.group(1).split()]
 
@@ -127,7 +127,7 @@ def run_ninja(
                       log_file=log_file if progress.log_written else None)
     if returncode != 0:
         names = descriptions or {}
-        failed = [names.get(target, target) for target in _failed_targets(result.output)]
+        failed = [names.get(target, target) for target in failed_targets(result.output)]
         error = first_error(result.output)
         message = f"{what}: {', '.join(failed)} failed" if failed else f"{what} failed"
         if result.log_file is not None:

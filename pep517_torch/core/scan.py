@@ -177,7 +177,22 @@ def walk_includes(sources: Iterable[Path], include_dirs: Sequence[Path]) -> list
     """Every include reachable from ``sources`` through project headers (not system ones).
 
     An include is conditional when it is, or when every way to its file is."""
-    only_conditionally: dict[Path, bool] = {}  # file -> reached only through conditional includes
+    only_conditionally = _reach(sources, include_dirs)
+    return [
+        dataclasses.replace(include, conditional=True) if conditional else include
+        for path, conditional in only_conditionally.items()
+        for include in includes(path)
+    ]
+
+
+def reached_files(sources: Iterable[Path], include_dirs: Sequence[Path]) -> list[Path]:
+    """``sources`` and every project header they reach (found on disk, not system ones)."""
+    return list(_reach(sources, include_dirs))
+
+
+def _reach(sources: Iterable[Path], include_dirs: Sequence[Path]) -> dict[Path, bool]:
+    """Each file reached from ``sources``: whether only through conditional includes."""
+    only_conditionally: dict[Path, bool] = {}
     pending = [(path, False) for path in sources]
     while pending:
         path, conditional = pending.pop()
@@ -189,11 +204,7 @@ def walk_includes(sources: Iterable[Path], include_dirs: Sequence[Path]) -> list
             resolved = _resolve(include, include_dirs)
             if resolved is not None:
                 pending.append((resolved, conditional or include.conditional))
-    return [
-        dataclasses.replace(include, conditional=True) if conditional else include
-        for path, conditional in only_conditionally.items()
-        for include in includes(path)
-    ]
+    return only_conditionally
 
 
 def uses_torch_headers(found: Iterable[Include]) -> bool:

@@ -103,6 +103,7 @@ class ExtensionSpec:
     strip: bool = False
     pch: bool = True
     pch_header: Path | None = None  # a project header to precompile instead of torch/extension.h
+    unity: bool = True  # its torch-heavy C++ files may share unity TUs (when the build makes any)
     extension_name: str | None = None  # TORCH_EXTENSION_NAME; default: last part of ``name``
     # Device linking (relocatable device code): .cu files compile with -rdc=true and one
     # ``nvcc -dlink`` over the extension's CUDA objects joins the host link. dlink_libraries
@@ -209,6 +210,9 @@ class BuildOptions:
     pch_cache_dir: Path | None = None
     pch_cache_size: int = DEFAULT_PCH_CACHE_BYTES
     pch_eager: bool = False  # build a torch header's PCH even if no TU would wait (the JIT)
+    # Compile torch-heavy C++ files in unity TUs, one per heavy job slot (unity.py): a one-off
+    # build's choice; None (the JIT, editable installs): one TU per file, the dev loop's.
+    unity: bool | None = None
     # The face's name for a field, for messages: where its value came from or where a user of
     # that face sets it (a TOML key, an environment variable). Not part of what is built.
     keys: tuple[tuple[str, str], ...] = field(default=(), compare=False)

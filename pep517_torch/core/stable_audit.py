@@ -74,7 +74,7 @@ def objects(
     for plan in plans:
         base = source_root or naming.display_base(plan.spec, None)
         out[plan.spec.name] = tuple(
-            (build_dir / unit.object, naming.display_path(unit.source, base)) for unit in plan.units
+            (build_dir / unit.object, unit.shown(base)) for unit in plan.units
         )
     return out
 

@@ -6,7 +6,6 @@ A leaf (standard library only): the JIT's warm path imports it without ``core.sp
 from __future__ import annotations
 
 import os
-from pathlib import PurePath
 
 CXX_SUFFIXES = frozenset({".cpp", ".cc", ".cxx", ".c++", ".cp", ".C", ".c"})
 CUDA_SUFFIXES = frozenset({".cu"})
@@ -17,9 +16,16 @@ SOURCE_SUFFIXES = CXX_SUFFIXES | CUDA_SUFFIXES
 HEADER_SUFFIXES = frozenset({".h", ".hh", ".hpp", ".hxx", ".inl"}) | CUDA_HEADER_SUFFIXES
 
 
+def _suffix(path: str | os.PathLike[str]) -> str:
+    """PurePath(path).suffix, without building a path object (the JIT's warm path)."""
+    name = os.path.basename(os.fspath(path))
+    dot = name.rfind(".")
+    return name[dot:] if 0 < dot < len(name) - 1 else ""
+
+
 def is_cuda_source(path: str | os.PathLike[str]) -> bool:
-    return PurePath(path).suffix in CUDA_SUFFIXES
+    return _suffix(path) in CUDA_SUFFIXES
 
 
 def is_header(path: str | os.PathLike[str]) -> bool:
-    return PurePath(path).suffix in HEADER_SUFFIXES
+    return _suffix(path) in HEADER_SUFFIXES

@@ -82,16 +82,16 @@ def _check_name(name: str) -> None:
         )
 
 
-def _build_directory(name: str, build_directory: str | os.PathLike[str] | None) -> Path:
+def _build_directory(name: str, build_directory: str | os.PathLike[str] | None) -> str:
     """The build directory, once it and the shared PCH cache (TORCH_EXTENSIONS_DIR) are known
-    to fit on a command line."""
+    to fit on a command line (a string: the warm path builds no path objects)."""
     _one_line([os.environ.get("TORCH_EXTENSIONS_DIR", "")], "TORCH_EXTENSIONS_DIR")
     if build_directory is not None:
-        path = Path(build_directory).expanduser().absolute()
-        _nameable([str(path)], "build_directory")
+        path = os.path.abspath(os.path.expanduser(os.fspath(build_directory)))
+        _nameable([path], "build_directory")
         return path
-    path = extensions_root() / name
-    _nameable([str(path)], "TORCH_EXTENSIONS_DIR")  # the default under ~/.cache
+    path = os.path.join(extensions_root(), name)
+    _nameable([path], "TORCH_EXTENSIONS_DIR")  # the default under ~/.cache
     return path
 
 

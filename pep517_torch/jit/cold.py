@@ -112,7 +112,7 @@ def build(
     with build_lock(build_dir, f"'{target}'", say=say or (lambda line: None)):
         if stamp.is_fresh(stamp_file, key, request.artifact(build_dir, target), env):
             return  # another process built it while we waited
-        artifact = request.artifact(build_dir, target)
+        artifact = Path(request.artifact(build_dir, target))
         if stamp.replaced_artifact(stamp_file, artifact):
             # ninja trusts an output newer than its inputs: a truncated one would stay.
             if say is not None:

@@ -5,6 +5,7 @@ kind is ``core.spec.Kind``'s value, not the enum: ``core.spec`` stays off the wa
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -35,6 +36,6 @@ class JitRequest:
             del fields["stable_abi"]
         return json.dumps(fields, sort_keys=True)
 
-    def artifact(self, build_dir: Path, target: str) -> Path:
+    def artifact(self, build_dir: str | os.PathLike[str], target: str) -> str:
         """Where the build of ``target`` (``name`` or ``name_v1``...) lands."""
-        return build_dir / (target if self.kind == "executable" else f"{target}.so")
+        return os.path.join(build_dir, target if self.kind == "executable" else f"{target}.so")

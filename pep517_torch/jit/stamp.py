@@ -1,13 +1,16 @@
 """The JIT stamp: proof, checkable without a subprocess, that an artifact is up to date.
 
-A stamp records a key (everything the build depends on that is not a file's content: the
-request, compiler identity, torch and Python versions), the environment variables that change
-what a build makes (config's list, recorded by the cold path so that the warm check needs no
-config import) and the (mtime, size,
-ctime, inode) of every user file the build read: sources and the project headers ninja's
-depfiles listed. ctime and inode catch a replaced file whose mtime was set back (``cp -p``,
-``rsync -t``): the cold path then asks the compile core, which compares content hashes.
-System and torch headers are covered by the compiler identity and torch version in the key.
+A stamp records a key (everything the build depends on that is not a file's content nor the
+compiler: the request, torch and Python versions), the compiler it was built with (CXX and PATH
+as they were, and the identity of the compiler they named: path, device, inode, mtime, size),
+the environment variables that change what a build makes (config's list, recorded by the cold
+path so that the warm check needs no config import) and the (mtime, size, ctime, inode) of
+every user file the build read: sources and the project headers ninja's depfiles listed. ctime
+and inode catch a replaced file whose mtime was set back (``cp -p``, ``rsync -t``): the cold
+path then asks the compile core, which compares content hashes. System and torch headers are
+covered by the compiler identity and torch version. With CXX and PATH unchanged, the warm
+check stats only the compiler found last time (an alternatives switch, a reinstall or an
+upgrade changes what that path resolves to); otherwise it looks the compiler up again.
 The artifact's own identity is recorded too (the same stat fields, taken after it was linked):
 a truncated artifact, or another library copied over it (``cp -p`` keeps the mtime, not the
 inode or ctime), is not what we built, and rebuilds. One stat, no hash: the warm path reads
@@ -32,20 +35,34 @@ from ..core.identity import compiler_identity
 if TYPE_CHECKING:
     from .request import JitRequest
 
-STAMP_VERSION = 4  # 4: the artifact's identity is recorded; 3: the environment's values
+STAMP_VERSION = 5  # 5: the compiler apart from the key; 4: the artifact's identity
 
 
-def fingerprint(request: JitRequest, env: Mapping[str, str], *extra: str) -> str:
-    """A hex digest of the non-file inputs of a JIT build but the environment's values."""
-    parts = [
-        request.canonical(),
-        repr(compiler_identity(env)),
-        sys.version,
-        sys.executable,
-        __version__,
-        *extra,
-    ]
-    return hashlib.sha256("\0".join(parts).encode()).hexdigest()
+def fingerprint(request: JitRequest, *extra: str) -> str:
+    """A hex digest of the non-file inputs of a JIT build but the compiler and the
+    environment's values (both recorded beside it)."""
+    parts = [request.canonical(), sys.version, sys.executable, __version__, *extra]
+    return hashlib.blake2b("\0".join(parts).encode(), digest_size=32).hexdigest()
+
+
+def _compiler(env: Mapping[str, str]) -> dict[str, object]:
+    identity = compiler_identity(env)
+    return {"CXX": env.get("CXX"), "PATH": env.get("PATH"),
+            "identity": None if identity is None else list(identity)}
+
+
+def _same_compiler(recorded: object, env: Mapping[str, str]) -> bool:
+    if not isinstance(recorded, dict) or not isinstance(recorded.get("identity"), list):
+        return False
+    identity = recorded["identity"]
+    if env.get("CXX") != recorded.get("CXX") or env.get("PATH") != recorded.get("PATH"):
+        found = compiler_identity(env)
+        return found is not None and list(found) == identity
+    try:
+        st = os.stat(identity[0])
+    except (OSError, TypeError):
+        return False
+    return [identity[0], st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size] == identity
 
 
 def _state(path: str) -> list[object]:
@@ -56,8 +73,8 @@ def _state(path: str) -> list[object]:
     return [path, st.st_mtime_ns, st.st_size, st.st_ctime_ns, st.st_ino]
 
 
-def stamp_path(build_dir: Path, target: str) -> Path:
-    return build_dir / f"{target}.stamp.json"
+def stamp_path(build_dir: str | os.PathLike[str], target: str) -> str:
+    return os.path.join(build_dir, f"{target}.stamp.json")
 
 
 def recorded_env(env: Mapping[str, str]) -> dict[str, str | None]:
@@ -68,16 +85,21 @@ def recorded_env(env: Mapping[str, str]) -> dict[str, str | None]:
     return {name: env.get(name) for name in artifact_env()}
 
 
-def is_fresh(stamp: Path, key: str, artifact: Path, env: Mapping[str, str]) -> bool:
+def is_fresh(
+    stamp: str | os.PathLike[str], key: str, artifact: str | os.PathLike[str], env: Mapping[str, str]
+) -> bool:
     try:
-        data = json.loads(stamp.read_bytes())
+        with open(stamp, "rb") as file:
+            data = json.loads(file.read())
     except (OSError, ValueError):
         return False
     if data.get("version") != STAMP_VERSION or data.get("key") != key:
         return False
     if any(env.get(name) != value for name, value in data.get("env", {}).items()):
         return False
-    if _state(str(artifact)) != data.get("artifact"):
+    if not _same_compiler(data.get("compiler"), env):
+        return False
+    if _state(os.fspath(artifact)) != data.get("artifact"):
         return False  # missing, or not the file we built (truncated, replaced)
     return all(_state(entry[0]) == entry for entry in data.get("inputs", []))
 
@@ -94,16 +116,18 @@ def replaced_artifact(stamp: Path, artifact: Path) -> bool:
 
 
 def write(
-    stamp: Path, key: str, inputs: Iterable[Path], env: Mapping[str, str], artifact: Path
+    stamp: str | os.PathLike[str], key: str, inputs: Iterable[Path], env: Mapping[str, str],
+    artifact: str | os.PathLike[str],
 ) -> None:
     data = {
         "version": STAMP_VERSION,
         "key": key,
-        "artifact": _state(str(artifact)),
+        "artifact": _state(os.fspath(artifact)),
         "env": recorded_env(env),
+        "compiler": _compiler(env),
         "inputs": [_state(str(p)) for p in sorted(set(inputs))],
     }
-    write_atomic(stamp, json.dumps(data, indent=1))
+    write_atomic(Path(stamp), json.dumps(data, indent=1))
 
 
 def invalidate(stamp: Path) -> None:

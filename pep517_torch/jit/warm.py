@@ -49,14 +49,14 @@ def use_pch(requested: bool | None, env: Mapping[str, str]) -> bool:
     return env.get("PEP517_TORCH_PCH", "1").lower() not in ("0", "false", "no", "off")
 
 
-def _import(kind: ArtifactKind, module_name: str, artifact: Path) -> object:
+def _import(kind: ArtifactKind, module_name: str, artifact: str) -> object:
     if kind == "executable":
-        return str(artifact)
+        return artifact
     if kind == "library":
-        _torch().ops.load_library(str(artifact))
-        return str(artifact)
-    loader = importlib.machinery.ExtensionFileLoader(module_name, str(artifact))
-    spec = importlib.util.spec_from_file_location(module_name, str(artifact), loader=loader)
+        _torch().ops.load_library(artifact)
+        return artifact
+    loader = importlib.machinery.ExtensionFileLoader(module_name, artifact)
+    spec = importlib.util.spec_from_file_location(module_name, artifact, loader=loader)
     assert spec is not None
     module = importlib.util.module_from_spec(spec)
     loader.exec_module(module)
@@ -65,7 +65,7 @@ def _import(kind: ArtifactKind, module_name: str, artifact: Path) -> object:
 
 def jit_load(
     request: JitRequest,
-    build_dir: Path,
+    build_dir: str | os.PathLike[str],
     *,
     verbose: bool,
     pch: bool | None,
@@ -75,25 +75,28 @@ def jit_load(
 
     A process that already loaded ``name`` and is asked for a different build of it gets
     ``name_v1``, ``name_v2``... (a loaded shared object cannot be replaced in place).
+    The warm check works on strings: path objects only on the cold path.
     """
     torch = _torch()
     pch = use_pch(pch, env)
     torch_id = f"{os.path.dirname(torch.__file__)}\0{torch.__version__}"
-    key = stamp.fingerprint(request, env, torch_id, f"pch={pch}")
+    key = stamp.fingerprint(request, torch_id, f"pch={pch}")
     base = request.name
+    directory = os.fspath(build_dir)
     if (base, key) in _loaded:
         target, result = _loaded[(base, key)]
-        stamp_file = stamp.stamp_path(build_dir, target)
-        if stamp.is_fresh(stamp_file, key, request.artifact(build_dir, target), env):
+        stamp_file = stamp.stamp_path(directory, target)
+        if stamp.is_fresh(stamp_file, key, request.artifact(directory, target), env):
             return result
     version = _versions[base] + 1 if base in _versions else 0
     target = f"{base}_v{version}" if version else base
-    artifact = request.artifact(build_dir, target)
-    stamp_file = stamp.stamp_path(build_dir, target)
+    artifact = request.artifact(directory, target)
+    stamp_file = stamp.stamp_path(directory, target)
     if not stamp.is_fresh(stamp_file, key, artifact, env):
         from . import cold
 
-        cold.build(request, target, build_dir, key, stamp_file, verbose=verbose, pch=pch, env=env)
+        cold.build(request, target, Path(directory), key, Path(stamp_file), verbose=verbose,
+                   pch=pch, env=env)
     result = _import(request.kind, target, artifact)
     _loaded[(base, key)] = (target, result)
     _versions[base] = version

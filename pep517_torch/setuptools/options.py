@@ -73,6 +73,8 @@ def build_options(command: Any, build_dir: Path, root: Path) -> BuildOptions:
     parallel = command.parallel  # build_ext -j N; True means "the default"
     if type(parallel) is int and parallel > 0:
         from_env["jobs"] = parallel
+    if from_env.get("unity") is None:  # "auto": a one-off build's choice, not --inplace's
+        from_env["unity"] = not getattr(command, "_in_place", False)
     return BuildOptions(
         build_dir=build_dir,
         verbose=(command.verbose or 0) >= 2,
