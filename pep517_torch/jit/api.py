@@ -254,7 +254,7 @@ def load_inline(
     if stable_abi is not None and functions is not None:
         raise ConfigError("binds functions with pybind11, which the stable ABI excludes: register"
                           " operators with STABLE_TORCH_LIBRARY instead", "functions")
-    build_dir = _build_directory(name, build_directory)
+    build_dir = Path(_build_directory(name, build_directory))
     for flags, argument in ((extra_cflags, "extra_cflags"), (extra_cuda_cflags, "extra_cuda_cflags"),
                             (extra_ldflags, "extra_ldflags")):
         _split_flags(flags, argument)  # refused before the sources are written
