@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -34,18 +33,6 @@ def pytest_terminal_summary(terminalreporter) -> None:  # type: ignore[no-untype
             terminalreporter.write_line(f"{n:6d}  {what}")
 
 
-def run_python(code: str, *, env: dict[str, str] | None = None, cwd: Path | None = None,
-               check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    """Run ``code`` in a fresh interpreter of this environment."""
-    result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, cwd=cwd,
-        env={**os.environ, **(env or {})}, timeout=timeout,
-    )
-    if check and result.returncode != 0:
-        raise AssertionError(f"child failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
-    return result
-
-
 def write(path: Path, text: str = "") -> Path:
     """Write ``text`` to ``path``, making its directories."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -66,6 +53,12 @@ def jit_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     root = tmp_path / "torch_extensions"
     monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(root))
     return root
+
+
+@pytest.fixture
+def root(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
+    """A project directory holding the test module's ``ROOT_FILES`` ({relative path: text})."""
+    return write_tree(tmp_path / "project", request.module.ROOT_FILES)
 
 
 @pytest.fixture

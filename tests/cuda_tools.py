@@ -142,23 +142,3 @@ def fatbin_contents(cuobjdump: Path, obj: Path) -> tuple[set[str], set[str]]:
     elf = set(re.findall(r"^ELF file\s+\d+: .*\.(sm_\w+)\.cubin$", out, re.MULTILINE))
     ptx = re.findall(r"^PTX file\s+\d+: .*\.sm_(\w+)\.ptx$", out, re.MULTILINE)
     return elf, {f"compute_{arch}" for arch in ptx}
-
-
-def fake_torch(
-    monkeypatch: pytest.MonkeyPatch,
-    root: Path,
-    version: str,
-    cuda_version: str | None,
-    *,
-    cuda_runtime: bool = False,
-) -> toolchain.TorchInstall:
-    """Make the compile core see another torch (a directory with only what is asked for)."""
-    (root / "lib").mkdir(parents=True, exist_ok=True)
-    if cuda_runtime:
-        macros = root / "include" / "c10" / "cuda" / "impl" / "cuda_cmake_macros.h"
-        macros.parent.mkdir(parents=True)
-        macros.write_text("")
-        (root / "lib" / "libc10_cuda.so").write_text("")
-    torch = toolchain.TorchInstall(root, version, cuda_version, None)
-    monkeypatch.setattr(toolchain, "find_torch", lambda *a: torch)
-    return torch

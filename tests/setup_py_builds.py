@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import importlib.machinery
 import re
-import os
 import shutil
-import subprocess
 import sys
 import zipfile
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TypeVar
+
+from tests.commands import run
 
 T = TypeVar("T")
 
@@ -34,16 +34,6 @@ COMPUTE = {
     "limited_api": "import limitedop; assert limitedop.square(3.0) == 9.0",
 }
 FIXTURE_VARIABLES = ("FORCE_CUDA", "CUDACHOICE_DEBUG", "DEBUG")  # the setup.py files read these
-CLEAN_ENV = {k: v for k, v in os.environ.items() if k not in FIXTURE_VARIABLES}
-
-
-def run(args: list[str], cwd: Path | None = None, env: dict[str, str] | None = None) -> str:
-    result = subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=900,
-                            env={**CLEAN_ENV, **(env or {})})
-    if result.returncode != 0:
-        output = f"{result.stdout}\n{result.stderr}"
-        raise AssertionError(f"{args} failed ({result.returncode}):\n{output}")
-    return result.stdout
 
 
 def wheel_contents(wheel: Path) -> tuple[str, set[str], set[str], set[str]]:
@@ -68,7 +58,8 @@ def wheel_contents(wheel: Path) -> tuple[str, set[str], set[str], set[str]]:
 def build_with_torch(source: Path, out: Path) -> Path:
     """As pip builds a setup.py project; CFLAGS=-g0 only drops debug info (faster)."""
     code = f"from setuptools import build_meta as b; print(b.__legacy__.build_wheel({str(out)!r}))"
-    output = run([sys.executable, "-c", code], cwd=source, env={"CFLAGS": "-g0"})
+    output = run(sys.executable, "-c", code, cwd=source, env={"CFLAGS": "-g0"},
+                 unset=FIXTURE_VARIABLES).stdout
     return out / output.strip().splitlines()[-1]
 
 

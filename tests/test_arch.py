@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
@@ -140,12 +141,12 @@ def test_names_mix_with_numbers() -> None:
     ],
 )
 def test_bad_entries(bad: str, hint: str) -> None:
-    with pytest.raises(ConfigError) as error:
+    entry = bad.split(";")[-1]
+    said = f"^{re.escape(KEY)}: unknown CUDA architecture {re.escape(repr(entry))}"
+    with pytest.raises(ConfigError, match=said) as error:
         parse_arch_list(bad, key=KEY)
     assert type(error.value) is ConfigError and error.value.key == KEY
     message = str(error.value)
-    entry = bad.split(";")[-1]
-    assert message.startswith(f"{KEY}: unknown CUDA architecture {entry!r}")
     assert hint in message
     assert "X.Y, X.Y+PTX, X.Ya or X.Yf" in message and "native" in message and "Ampere" in message
 
@@ -198,21 +199,21 @@ def test_named_arches_resolve() -> None:
     ],
 )
 def test_entries_this_nvcc_cannot_build(text: str, tk: CudaToolkit, shown: str) -> None:
-    with pytest.raises(ConfigError) as error:
+    said = re.escape(f"nvcc {tk.version_str} (/cuda/bin/nvcc) cannot build for {shown};")
+    with pytest.raises(ConfigError, match=said) as error:
         flags_for(text, tk)
     message = str(error.value)
     assert error.value.key == KEY
-    assert f"nvcc {tk.version_str} (/cuda/bin/nvcc) cannot build for {shown};" in message
     assert f"it can build {', '.join(tk.supported_archs)}" in message
 
 
 def test_buildable_list_names_specific_variants() -> None:
-    with pytest.raises(ConfigError) as error:
+    said = re.escape("arch-specific 9.0a, 10.0a, 10.3a, 11.0a, 12.0a, 12.1a")
+    with pytest.raises(ConfigError, match=said) as error:
         flags_for("3.5")
-    message = str(error.value)
-    assert "arch-specific 9.0a, 10.0a, 10.3a, 11.0a, 12.0a, 12.1a" in message
-    assert "family-specific 10.0f, 10.3f, 11.0f, 12.0f, 12.1f" in message
-    with pytest.raises(ConfigError) as error:
+    assert "family-specific 10.0f, 10.3f, 11.0f, 12.0f, 12.1f" in str(error.value)
+    said = re.escape("nvcc 11.8 (/cuda/bin/nvcc) cannot build for 3.0;")
+    with pytest.raises(ConfigError, match=said) as error:
         flags_for("3.0", NVCC_11_8)
     assert "arch-specific" not in str(error.value) and "family-specific" not in str(error.value)
 
@@ -421,7 +422,8 @@ def test_the_environment_list_reaches_the_core_through_build_options(tmp_path: P
     flags, _ = arch_flags(spec, options, NVCC_13_0, notes)
     assert list(flags) == gencode("80") + gencode("86", ptx=True) and notes == []
     env = {**NO_GPU_ENV, "TORCH_CUDA_ARCH_LIST": "sm_80"}
-    with pytest.raises(ConfigError) as error:
+    said = re.escape("unknown CUDA architecture 'sm_80' (did you mean 8.0?)")
+    with pytest.raises(ConfigError, match=said) as error:
         options = BuildOptions(build_dir=tmp_path, env=env, **environment_options(env))
         arch_flags(spec, options, NVCC_13_0, notes)
     assert error.value.key == "TORCH_CUDA_ARCH_LIST"
@@ -554,10 +556,10 @@ def test_a_bad_arch_list_is_refused_before_the_build_dir_exists(
     else:
         pyproject = root / "pyproject.toml"
         pyproject.write_text(pyproject.read_text() + 'cuda-arch-list = "8.0;sm_90"\n')
-    with pytest.raises(ConfigError) as error:
+    said = "^" + re.escape(f"{key}: unknown CUDA architecture 'sm_90' (did you mean 9.0?)")
+    with pytest.raises(ConfigError, match=said) as error:
         pipeline.build_wheel(root, tmp_path / "dist", settings)
     assert error.value.key == key
-    assert str(error.value).startswith(f"{key}: unknown CUDA architecture 'sm_90' (did you mean 9.0?)")
     assert not (root / "build").exists() and not (tmp_path / "dist").exists()
 
 

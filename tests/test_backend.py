@@ -26,7 +26,8 @@ import pytest
 
 import pep517_torch as backend
 from pep517_torch.errors import BuildError, ConfigError, Pep517TorchError
-from tests.conftest import FIXTURES, run_python
+from tests.commands import run_python
+from tests.conftest import FIXTURES
 
 pytestmark = pytest.mark.compile
 
@@ -202,7 +203,7 @@ def test_broken_fixture_names_the_key(case: str, tmp_path: Path) -> None:
     key, words = BROKEN[case]
     project = FIXTURES / "broken" / case
     out = tmp_path / "out"
-    with pytest.raises(ConfigError) as caught:
+    with pytest.raises(ConfigError, match=re.escape(words)) as caught:
         call_hook(project, backend.build_wheel, str(out))
     message = str(caught.value)
     assert caught.value.key == key
@@ -210,7 +211,6 @@ def test_broken_fixture_names_the_key(case: str, tmp_path: Path) -> None:
         assert message.startswith(f"{key}: ")
     else:
         assert re.search(r"at line \d+", message)
-    assert words in message
     assert not out.exists()
     assert not (project / "build").exists()
 
@@ -237,12 +237,11 @@ def test_broken_fixture_through_pip(tmp_path: Path) -> None:
 
 def test_unknown_config_setting_is_an_error_naming_it(tmp_path: Path) -> None:
     project = copy_fixture("multi", tmp_path)
-    with pytest.raises(ConfigError) as caught:
+    with pytest.raises(ConfigError, match="unknown config setting 'build_typ'") as caught:
         call_hook(project, backend.build_wheel, str(tmp_path / "out"), {"build_typ": "debug"})
     assert caught.value.key == "build_typ"
-    assert "unknown config setting 'build_typ'" in str(caught.value)
     assert "did you mean 'build-type'" in str(caught.value)
-    with pytest.raises(ConfigError) as caught:
+    with pytest.raises(ConfigError, match="unknown config setting 'nope'") as caught:
         call_hook(project, backend.prepare_metadata_for_build_wheel, str(tmp_path), {"nope": "1"})
     assert caught.value.key == "nope"
     assert objects(project) == [] and not (tmp_path / "out").exists()
@@ -254,7 +253,8 @@ def test_failed_compile_leaves_no_wheel(tmp_path: Path) -> None:
     extra.write_text(extra.read_text().replace("return 7;", "return undeclared_name;"))
     out = tmp_path / "out"
     out.mkdir()  # a frontend's output directory exists before the hook runs
-    with pytest.raises(BuildError) as caught:
+    said = re.escape("build: compiling native/extra.cpp failed")
+    with pytest.raises(BuildError, match=said) as caught:
         call_hook(project, backend.build_wheel, str(out))
     assert "native/extra.cpp" in (caught.value.first_error or "")
     assert "undeclared_name" in caught.value.output

@@ -3,7 +3,7 @@ nothing: each is now one line naming its key, file or program. Nothing here comp
 
 from __future__ import annotations
 
-import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -11,18 +11,14 @@ from typing import Any
 
 import pytest
 
-from pep517_torch.config import Facts, read_pyproject, resolve_project
+from pep517_torch.config import read_pyproject
 from pep517_torch.errors import ConfigError
+from tests.commands import run_cli
+from tests.config_helpers import resolve, resolve_error
 from tests.conftest import count, write
 
-VARS = {"wheel_tag": "cp311-cp311-linux_x86_64", "python_tag": "cp311", "torch_version": "2.13.0"}
 EXT = "tool.torch-ext.extension[0]"
-
-
-def cli(*args: str | Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "pep517_torch", *map(str, args)],
-                          capture_output=True, text=True, timeout=300,
-                          env={**os.environ, **(env or {})})
+ROOT_FILES = dict.fromkeys(["demo/__init__.py", "csrc/ops.cpp"], "")
 
 
 def project_with(root: Path, build_system: str) -> Path:
@@ -46,7 +42,7 @@ def test_build_requirements_that_are_not_a_list_of_requirements(
 ) -> None:
     """Before: a traceback in missing_build_requirements, or `pip install 't' 'o' 'r' ...`."""
     root = project_with(tmp_path / "p", f'requires = {requires}\nbuild-backend = "pep517_torch"')
-    result = cli("wheel", root, "-o", tmp_path / "out")
+    result = run_cli("wheel", root, "-o", tmp_path / "out")
     assert result.returncode == 2, result.stderr
     assert result.stderr.startswith(f"pep517_torch: error: {key}: ") and words in result.stderr
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
@@ -58,7 +54,7 @@ def test_build_requirements_that_are_not_a_list_of_requirements(
 def test_a_project_of_another_backend_is_not_ours_to_build(tmp_path: Path, command: str) -> None:
     root = project_with(tmp_path / "p", 'requires = ["setuptools"]\n'
                                         'build-backend = "setuptools.build_meta"')
-    result = cli(command, root, "-o", tmp_path / "out")
+    result = run_cli(command, root, "-o", tmp_path / "out")
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1
     assert result.stderr.startswith("pep517_torch: error: build-system.build-backend: is"
@@ -70,18 +66,6 @@ def test_a_byte_order_mark_is_named(tmp_path: Path) -> None:
     (tmp_path / "pyproject.toml").write_bytes(b'\xef\xbb\xbf[project]\nname = "demo"\n')
     with pytest.raises(ConfigError, match="byte-order mark"):
         read_pyproject(tmp_path)
-
-
-def resolve(root: Path, tool: dict[str, Any], settings: dict[str, Any] | None = None) -> Any:
-    pyproject = {"project": {"name": "demo", "version": "1"}, "tool": {"torch-ext": tool}}
-    return resolve_project(root, pyproject, settings, Facts(env={}), VARS)
-
-
-@pytest.fixture
-def root(tmp_path: Path) -> Path:
-    write(tmp_path / "demo" / "__init__.py")
-    write(tmp_path / "csrc" / "ops.cpp")
-    return tmp_path
 
 
 def ext(**keys: Any) -> dict[str, Any]:
@@ -111,10 +95,9 @@ def ext(**keys: Any) -> dict[str, Any]:
     ],
 )
 def test_accepted_though_wrong(root: Path, tool: dict[str, Any], key: str, words: str) -> None:
-    with pytest.raises(ConfigError) as error:
-        resolve(root, tool)
-    assert error.value.key == key, str(error.value)
-    assert words in str(error.value) and "\n" not in str(error.value)
+    error = resolve_error(root, tool, match=re.escape(words))
+    assert error.key == key, str(error)
+    assert "\n" not in str(error)
     count("wrong settings once accepted (or blamed on another key) refused by the config layer")
 
 
@@ -131,7 +114,7 @@ def test_a_wheel_refuses_what_the_sdist_refuses(root: Path, tmp_path: Path) -> N
     write(root / "pyproject.toml", '[project]\nname = "demo"\nversion = "1"\n'
                                    '[tool.torch-ext]\nsdist-include = ["/etc/passwd"]\n')
     for command in ("wheel", "sdist"):
-        result = cli(command, root, "-o", tmp_path / "out")
+        result = run_cli(command, root, "-o", tmp_path / "out")
         assert result.returncode == 2, result.stderr
         assert result.stderr.startswith(
             "pep517_torch: error: tool.torch-ext.sdist-include[0]: '/etc/passwd' must be a relative"
@@ -155,7 +138,7 @@ def test_doctor_says_a_compiler_failure_once_and_meaningfully(
                                    'name = "demo._C"\nsources = ["csrc/*.cpp"]\n')
     write(root / "demo" / "__init__.py")
     write(root / "csrc" / "ops.cpp")
-    result = cli("doctor", root, env={"CXX": cxx})
+    result = run_cli("doctor", root, env={"CXX": cxx})
     assert result.returncode == 1
     failures = [line for line in result.stdout.splitlines() if line.startswith("fail")]
     assert len(failures) == 1, result.stdout

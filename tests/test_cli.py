@@ -3,26 +3,20 @@
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 import pep517_torch
 from pep517_torch.config import config_setting_fields
+from tests.commands import run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 PROG = "python -m pep517_torch"
 
 
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "pep517_torch", *args],
-                          capture_output=True, text=True, timeout=300)
-
-
 def test_version() -> None:
-    result = cli("--version")
+    result = run_cli("--version")
     assert result.returncode == 0
     assert result.stdout.strip() == f"pep517_torch {pep517_torch.__version__}"
 
@@ -31,7 +25,7 @@ def test_version() -> None:
                                   ["doctor", "--help"], ["migrate", "--help"], ["bogus"],
                                   ["wheel", "--bogus"]])
 def test_every_usage_line_names_one_program(args: list[str]) -> None:
-    result = cli(*args)
+    result = run_cli(*args)
     usage = [line for line in (result.stdout + result.stderr).splitlines()
              if line.startswith("usage:")]
     assert usage, result
@@ -40,7 +34,7 @@ def test_every_usage_line_names_one_program(args: list[str]) -> None:
 
 
 def test_wheel_help_lists_every_config_setting_from_the_model() -> None:
-    text = cli("wheel", "--help").stdout
+    text = run_cli("wheel", "--help").stdout
     listed = re.findall(r"^  ([a-z-]+)=", text, re.M)
     assert listed == list(config_setting_fields())
     assert "build-type=release|debug|relwithdebinfo|none" in text

@@ -29,6 +29,7 @@ from validate_pyproject.plugins import PluginWrapper
 from pep517_torch.config import Facts, resolve_project
 from pep517_torch.config.schema import tool_schema
 from pep517_torch.errors import ConfigError
+from tests.config_helpers import VARS
 
 FILES = (
     "demo/__init__.py",
@@ -41,7 +42,6 @@ FILES = (
     "include/pch.h",
     "single.py",
 )
-VARS = {"wheel_tag": "cp311-cp311-linux_x86_64", "python_tag": "cp311", "torch_version": "2.13.0"}
 NAMES = ["demo._a", "demo._b", "demo.sub._c", "_top", "demo._d"]
 SOURCE_GLOBS = ["csrc/a.cpp", "csrc/*.cpp", "csrc/**/*.cc", "csrc/**/*.cpp", "csrc/../csrc/b.cpp"]
 CUDA_GLOBS = ["csrc/k.cu", "csrc/*.cu", "csrc/**/*.cu"]

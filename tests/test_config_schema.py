@@ -16,7 +16,7 @@ from validate_pyproject.plugins import PluginWrapper
 
 from pep517_torch.config import parse_settings
 from pep517_torch.config.fields import toml_key
-from pep517_torch.config.model import MODEL_CLASSES
+from pep517_torch.config.model import MODEL_CLASSES, ProjectSettings
 from pep517_torch.config.pyproject import tomllib
 from pep517_torch.config.schema import (
     BEGIN_MARKER,
@@ -176,8 +176,14 @@ def test_schema_shape() -> None:
 
 
 def test_validate_pyproject_accepts_the_full_example(validator: Validator) -> None:
-    validator(FULL_EXAMPLE)
-    parse_settings(FULL_EXAMPLE)  # and so does the parser
+    assert validator(FULL_EXAMPLE) == FULL_EXAMPLE
+    settings = parse_settings(FULL_EXAMPLE)  # and so does the parser, reading every key
+    default = ProjectSettings()
+    read = {toml_key(field.name) for field in dataclasses.fields(settings)
+            if getattr(settings, field.name) != getattr(default, field.name)}
+    # the three keys the example sets to their defaults read as unset
+    at_default = {"allow-cuda-version-mismatch", "cuda", "torch-import-check"}
+    assert read == set(FULL_EXAMPLE["tool"]["torch-ext"]) - at_default
 
 
 @pytest.mark.parametrize(
@@ -199,19 +205,20 @@ def test_validate_pyproject_rejects_unknown_keys(
     for part in path[:-1]:
         table = table[part]
     table[path[-1]] = 1
-    with pytest.raises(ValidationError):
+    with pytest.raises(ValidationError, match=re.escape(f"must not contain {{{path[-1]!r}}}")):
         validator(bad)
-    with pytest.raises(ConfigError):
+    with pytest.raises(ConfigError, match=re.escape(f"key {path[-1]!r}")):
         parse_settings(bad)
 
 
 def test_validate_pyproject_rejects_wrong_values(validator: Validator) -> None:
-    for tool in (
-        {"jobs": 0},
-        {"build-type": "fast"},
-        {"extension": [{"name": "x", "sources": []}]},
+    for tool, said in (
+        ({"jobs": 0}, "`tool.torch-ext.jobs` must be bigger than or equal to 1"),
+        ({"build-type": "fast"}, "`tool.torch-ext.build-type` must be one of"),
+        ({"extension": [{"name": "x", "sources": []}]},
+         "`tool.torch-ext.extension[0].sources` must contain at least 1 items"),
     ):
-        with pytest.raises(ValidationError):
+        with pytest.raises(ValidationError, match=re.escape(said)):
             validator({**FULL_EXAMPLE, "tool": {"torch-ext": tool}})
 
 
@@ -226,8 +233,10 @@ def test_docs_examples_are_valid(validator: Validator, example: str) -> None:
     pyproject.setdefault("project", {"name": "demo", "version": "1.0"})
     if "tool" not in pyproject:
         pyproject["tool"] = {"torch-ext": {}}
-    validator(json.loads(json.dumps(pyproject)))
-    parse_settings(pyproject)
+    assert validator(json.loads(json.dumps(pyproject))) == pyproject
+    settings = parse_settings(pyproject)
+    extensions = pyproject["tool"].get("torch-ext", {}).get("extension", [])
+    assert [extension.name for extension in settings.extension] == [e["name"] for e in extensions]
 
 
 def test_docs_examples_cover_the_brief() -> None:

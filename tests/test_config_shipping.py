@@ -8,6 +8,7 @@ import pytest
 
 from pep517_torch.config.shipping import package_files
 from pep517_torch.errors import ConfigError
+from tests.config_helpers import resolve
 from tests.conftest import write
 
 
@@ -79,7 +80,6 @@ def test_one_rule_for_packages_and_the_files_they_ship(tmp_path: Path) -> None:
     package the layout lists (stub-only and symlinked subpackages included), and nothing is
     shipped from a directory that is no package (__pycache__, a non-identifier, the build
     directory)."""
-    from pep517_torch.config import Facts, resolve_project
     from pep517_torch.project_tree import mark_build_dir
 
     root = tmp_path / "project"
@@ -92,10 +92,8 @@ def test_one_rule_for_packages_and_the_files_they_ship(tmp_path: Path) -> None:
     # A build directory inside a package is refused as build-dir's fault (see
     # test_clean_errors); one an earlier build or another tool left there carries its tag.
     mark_build_dir(root / "pkg" / "build")
-    pyproject = {"project": {"name": "pkg", "version": "1"},
-                 "tool": {"torch-ext": {"packages": ["pkg"], "build-dir": "build"}}}
-    vars = {"wheel_tag": "cp311-cp311-linux_x86_64", "python_tag": "cp311", "torch_version": "x"}
-    resolved = resolve_project(root, pyproject, None, Facts(env={}), vars)
+    tool = {"packages": ["pkg"], "build-dir": "build"}
+    resolved = resolve(root, tool, project={"name": "pkg", "version": "1"})
     assert sorted(resolved.layout.packages) == ["pkg", "pkg.linked", "pkg.stubs"]
     assert [name for name, _ in resolved.files] == [
         "pkg/__init__.py", "pkg/a.py", "pkg/linked/__init__.py", "pkg/linked/r.py",

@@ -111,13 +111,13 @@ def test_wheel_sdist_and_metadata_refuse_the_same_escape(tree: Path, tmp_path: P
         ("editable", lambda: pipeline.build_wheel(tree, tmp_path / "out", None, editable=True)),
         ("sdist", lambda: pipeline.build_sdist(tree, tmp_path / "out", None)),
     ]:
-        with pytest.raises(ConfigError) as caught:
+        with pytest.raises(ConfigError, match="outside the project root") as caught:
             hook()
         errors.append(str(caught.value))
         assert caught.value.key == key, (name, str(caught.value))
     assert len(set(errors)) == 1, errors  # one error, word for word
     message = errors[0]
-    assert "\n" not in message and "outside the project root" in message and shown in message
+    assert "\n" not in message and shown in message
     assert "leaked" not in message
     assert not (tmp_path / "out").exists() or list((tmp_path / "out").iterdir()) == []
     if key is None or key.startswith("project."):  # read for METADATA: prepare_metadata refuses it
@@ -142,9 +142,10 @@ def test_legacy_license_file_outside_is_refused(tree: Path, tmp_path: Path) -> N
                         'license = { file = "COPYING" }\n')
     (tree / "pyproject.toml").write_text(text)
     link(tree / "COPYING", outside(tree) / "secret.py")
-    with pytest.raises(ConfigError) as caught:
+    said = "license file 'COPYING' is outside the project root"
+    with pytest.raises(ConfigError, match=said) as caught:
         pipeline.prepare_metadata(tree, tmp_path / "md", None)
-    assert caught.value.key == "project.license.file" and "'COPYING'" in str(caught.value)
+    assert caught.value.key == "project.license.file"
 
 
 def unpack(sdist: Path, into: Path) -> Path:

@@ -11,7 +11,8 @@ import pytest
 
 from pep517_torch.core.build import build
 from pep517_torch.core.spec import BuildOptions, ExtensionSpec, Kind
-from tests.conftest import count, run_python
+from tests.commands import run_python
+from tests.conftest import count
 
 pytestmark = pytest.mark.compile
 

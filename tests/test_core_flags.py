@@ -11,7 +11,7 @@ from pep517_torch.core import flags
 from pep517_torch.core.spec import BuildType, ExtensionSpec, Kind
 from pep517_torch.core.toolchain import Compiler, TorchInstall, find_torch
 from tests.conftest import FIXTURES, write
-from tests.cuda_tools import fake_torch
+from tests.torch_doubles import substitute_torch
 
 GCC = Compiler(("/usr/bin/c++",), Path("/usr/bin/g++"), "gcc", (12, 2, 0), None)
 CSRC = FIXTURES / "cuda" / "csrc"
@@ -96,7 +96,8 @@ def test_link_flags_cpu_and_cuda_torch(tmp_path: Path, monkeypatch: pytest.Monke
     ld = list(flags.compute(spec, tools_for(cpu, **CUDA), source_root=None).ld)
     assert "-lc10_cuda" not in ld and "-ltorch_cuda" not in ld
     assert ld[ld.index("-L/cuda/lib64") + 1] == "-lcudart"
-    cu = fake_torch(monkeypatch, tmp_path / "cu", "2.13.0+cu130", "13.0", cuda_runtime=True)
+    cu = substitute_torch(monkeypatch, tmp_path / "cu", "2.13.0+cu130", "13.0",
+                          cuda_runtime=True)
     assert cu.has_cuda_runtime
     ld = list(flags.compute(spec, tools_for(cu, **CUDA), source_root=None).ld)
     torch_libs = [f for f in ld if f.startswith("-l") and f != "-lcudart"]

@@ -15,7 +15,7 @@ from pep517_torch.core import jobs
 from pep517_torch.core.plan import prepare
 from pep517_torch.core.spec import BuildOptions, ExtensionSpec
 from pep517_torch.errors import ToolchainError
-from tests.conftest import run_python
+from tests.commands import run_python
 from tests.servers import Distccd, check_module, distccd, free_port, tool, write_c_project
 
 pytestmark = pytest.mark.compile

@@ -69,7 +69,7 @@ class Project:
         )
         write_members(self.site, members)
 
-    def fake_torch(self, version: str) -> None:
+    def install_torch_metadata(self, version: str) -> None:
         dist_info = self.site / f"torch-{version}.dist-info"
         dist_info.mkdir()
         metadata = f"Metadata-Version: 2.1\nName: torch\nVersion: {version}\n"
@@ -167,7 +167,7 @@ def test_torch_version_check(project: Project, installed: str | None, ok: bool) 
     project.install(torch_version="2.13.0+cpu", rebuild=False)
     (project.root / "src" / "myproj" / "data.txt").write_text("x\n")
     if installed is not None:
-        project.fake_torch(installed)
+        project.install_torch_metadata(installed)
     result = project.python(
         "for attempt in range(2):\n"
         "    try:\n        import myproj\n        print('imported')\n"

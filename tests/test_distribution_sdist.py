@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import re
 import tarfile
 from pathlib import Path
 
@@ -15,24 +16,28 @@ from pep517_torch.errors import ConfigError
 from tests.conftest import write
 
 
-@pytest.fixture
-def root(tmp_path: Path) -> Path:
-    root = tmp_path / "proj"
-    write(root / "pyproject.toml", "[project]\n")
-    write(root / "README.md", "# Demo\n")
-    write(root / "LICENSE", "BSD\n")
-    write(root / "demo" / "__init__.py")
-    write(root / "demo" / "dist" / "__init__.py")  # a package named dist is not the dist/ folder
-    write(root / "csrc" / "ops.cpp", "int f() { return 1; }\n")
-    write(root / "csrc" / "ops.h")
-    write(root / "tests" / "test_ops.py")
-    write(root / "tools" / "gen.sh", "#!/bin/sh\n").chmod(0o755)
-    for junk in [
+ROOT_FILES = {
+    "pyproject.toml": "[project]\n",
+    "README.md": "# Demo\n",
+    "LICENSE": "BSD\n",
+    "demo/__init__.py": "",
+    "demo/dist/__init__.py": "",  # a package named dist is not the dist/ folder
+    "csrc/ops.cpp": "int f() { return 1; }\n",
+    "csrc/ops.h": "",
+    "tests/test_ops.py": "",
+    "tools/gen.sh": "#!/bin/sh\n",
+    **dict.fromkeys([  # what an sdist leaves out
         ".git/config", ".hg/x", "demo/__pycache__/x.cpython-311.pyc", "demo/stale.pyc",
         "dist/old.tar.gz", ".venv/bin/python", ".venv-cuda/lib/x", "build/out/_C.so",
         "build/build.ninja", ".tox/x", "PKG-INFO", "demo/.pytest_cache/x",
-    ]:
-        write(root / junk)
+    ], ""),
+}
+
+
+@pytest.fixture
+def tree(root: Path, tmp_path: Path) -> Path:
+    """The project with an executable and links: out of it, to a build output, inside it."""
+    (root / "tools" / "gen.sh").chmod(0o755)
     outside = write(tmp_path / "elsewhere.txt", "secret\n")
     (root / "demo" / "outside.txt").symlink_to(outside)
     # an editable install's link to an artifact:
@@ -43,10 +48,10 @@ def root(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def metadata(root: Path) -> ProjectMetadata:
+def metadata(tree: Path) -> ProjectMetadata:
     project = {"name": "Demo-Proj", "version": "1.0.post0", "readme": "README.md"}
     pyproject = {"project": {**project, "license-files": ["LICENSE"]}}
-    return build_metadata(pyproject, root, version=None)
+    return build_metadata(pyproject, tree, version=None)
 
 
 EXPECTED = [
@@ -60,17 +65,17 @@ def names(paths: list[Path]) -> list[str]:
     return [path.as_posix() for path in paths]
 
 
-def test_default_selection(root: Path) -> None:
-    assert names(sdist_files(root, build_dir=root / "build")) == EXPECTED
+def test_default_selection(tree: Path) -> None:
+    assert names(sdist_files(tree, build_dir=tree / "build")) == EXPECTED
 
 
-def test_globs_and_explicit_includes(root: Path, metadata: ProjectMetadata) -> None:
+def test_globs_and_explicit_includes(tree: Path, metadata: ProjectMetadata) -> None:
     files = sdist_files(
-        root,
+        tree,
         include=metadata.referenced_files,
         include_globs=["dist/*.tar.gz", ".git/*"],  # .git never ships, whatever the globs say
         exclude_globs=["tests", "**/*.h", "README.md"],  # README is referenced by the metadata
-        build_dir=root / "build",
+        build_dir=tree / "build",
     )
     assert names(files) == [
         "LICENSE", "README.md", "csrc/ops.cpp", "demo/__init__.py", "demo/dist/__init__.py",
@@ -79,28 +84,28 @@ def test_globs_and_explicit_includes(root: Path, metadata: ProjectMetadata) -> N
 
 
 @pytest.mark.parametrize("glob", ["/etc/*", "../*", "a/../../b"])
-def test_globs_must_stay_inside(root: Path, glob: str) -> None:
-    with pytest.raises(ConfigError) as caught:
-        sdist_files(root, exclude_globs=[glob])
+def test_globs_must_stay_inside(tree: Path, glob: str) -> None:
+    with pytest.raises(ConfigError, match="must be a relative glob inside the project") as caught:
+        sdist_files(tree, exclude_globs=[glob])
     assert caught.value.key == "tool.torch-ext.sdist-exclude"
 
 
-def test_include_glob_matching_nothing_is_an_error(root: Path) -> None:
+def test_include_glob_matching_nothing_is_an_error(tree: Path) -> None:
     with pytest.raises(ConfigError, match="matches no file") as caught:
-        sdist_files(root, include_globs=["nothing/*"])
+        sdist_files(tree, include_globs=["nothing/*"])
     assert caught.value.key == "tool.torch-ext.sdist-include"
 
 
-def test_explicit_include_outside_root_is_refused(root: Path, tmp_path: Path) -> None:
+def test_explicit_include_outside_root_is_refused(tree: Path, tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="outside"):
-        sdist_files(root, include=[tmp_path / "elsewhere.txt"])
+        sdist_files(tree, include=[tmp_path / "elsewhere.txt"])
 
 
-def test_archive(tmp_path: Path, root: Path, metadata: ProjectMetadata) -> None:
-    files = sdist_files(root, include=metadata.referenced_files, build_dir=root / "build")
+def test_archive(tmp_path: Path, tree: Path, metadata: ProjectMetadata) -> None:
+    files = sdist_files(tree, include=metadata.referenced_files, build_dir=tree / "build")
     out = tmp_path / "out"
     out.mkdir()
-    sdist = write_sdist(out, root, metadata, files, source_date_epoch=1700000000)
+    sdist = write_sdist(out, tree, metadata, files, source_date_epoch=1700000000)
     assert sdist == out / "demo_proj-1.0.post0.tar.gz"
     assert os.listdir(out) == [sdist.name]
     with tarfile.open(sdist) as archive:
@@ -125,29 +130,29 @@ def test_archive(tmp_path: Path, root: Path, metadata: ProjectMetadata) -> None:
     assert gzip.decompress(sdist.read_bytes())  # a valid gzip stream
 
 
-def test_archive_is_deterministic(tmp_path: Path, root: Path, metadata: ProjectMetadata) -> None:
-    files = sdist_files(root, build_dir=root / "build")
+def test_archive_is_deterministic(tmp_path: Path, tree: Path, metadata: ProjectMetadata) -> None:
+    files = sdist_files(tree, build_dir=tree / "build")
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
-    first = write_sdist(tmp_path / "a", root, metadata, files, source_date_epoch=None).read_bytes()
-    os.utime(root / "csrc" / "ops.cpp", (5, 5))
-    (root / "LICENSE").chmod(0o600)
-    reversed_absolute = [root / path for path in reversed(files)]
-    second = write_sdist(tmp_path / "b", root, metadata, reversed_absolute, source_date_epoch=None)
+    first = write_sdist(tmp_path / "a", tree, metadata, files, source_date_epoch=None).read_bytes()
+    os.utime(tree / "csrc" / "ops.cpp", (5, 5))
+    (tree / "LICENSE").chmod(0o600)
+    reversed_absolute = [tree / path for path in reversed(files)]
+    second = write_sdist(tmp_path / "b", tree, metadata, reversed_absolute, source_date_epoch=None)
     assert second.read_bytes() == first
     with tarfile.open(tmp_path / "a" / "demo_proj-1.0.post0.tar.gz") as archive:
         assert {m.mtime for m in archive.getmembers()} == {1451606400}
 
 
 def test_bad_members_and_failures_leave_nothing(
-    tmp_path: Path, root: Path, metadata: ProjectMetadata
+    tmp_path: Path, tree: Path, metadata: ProjectMetadata
 ) -> None:
     out = tmp_path / "out"
     out.mkdir()
     for bad in [Path("../elsewhere.txt"), tmp_path / "elsewhere.txt", Path("PKG-INFO")]:
-        with pytest.raises(ValueError):
-            write_sdist(out, root, metadata, [bad], source_date_epoch=None)
-    with pytest.raises(FileNotFoundError):
+        with pytest.raises(ValueError, match=f"^{re.escape(str(bad))} cannot be an sdist member"):
+            write_sdist(out, tree, metadata, [bad], source_date_epoch=None)
+    with pytest.raises(FileNotFoundError, match=re.escape("gone.txt")):
         files = [Path("README.md"), Path("gone.txt")]
-        write_sdist(out, root, metadata, files, source_date_epoch=None)
+        write_sdist(out, tree, metadata, files, source_date_epoch=None)
     assert os.listdir(out) == []

@@ -7,6 +7,7 @@ import csv
 import hashlib
 import io
 import os
+import re
 import subprocess
 import sys
 import zipfile
@@ -154,12 +155,12 @@ def test_failure_leaves_no_file(
     tmp_path: Path, project: Built, error: type[BaseException], after_finish: bool
 ) -> None:
     root, metadata = project
-    with pytest.raises(error):
+    with pytest.raises(error, match="^the test's own error$"):  # passed on, not replaced
         with WheelWriter(tmp_path, "demo_pkg", "1.0", PURE, source_date_epoch=None) as writer:
             writer.add_file("demo_pkg/__init__.py", root / "demo_pkg" / "__init__.py")
             if after_finish:
                 writer.finish(metadata)
-            raise error()
+            raise error("the test's own error")
     assert list(tmp_path.iterdir()) == [root]
 
 
@@ -167,7 +168,7 @@ def test_missing_file_during_finish_leaves_no_file(tmp_path: Path, project: Buil
     root, metadata = project
     out = tmp_path / "out"
     out.mkdir()
-    with pytest.raises(FileNotFoundError):
+    with pytest.raises(FileNotFoundError, match=re.escape(str(root / "gone.py"))):
         with WheelWriter(out, "demo_pkg", "1.0", PURE, source_date_epoch=None) as writer:
             writer.add_file("demo_pkg/__init__.py", root / "demo_pkg" / "__init__.py")
             writer.add_file("demo_pkg/gone.py", root / "gone.py")
@@ -191,7 +192,8 @@ def test_leaving_without_finish_is_a_bug(tmp_path: Path) -> None:
 )
 def test_unsafe_arcnames_are_refused(tmp_path: Path, arcname: str) -> None:
     writer = WheelWriter(tmp_path, "demo_pkg", "1.0", PURE, source_date_epoch=None)
-    with pytest.raises(ValueError):
+    said = f"^{re.escape(repr(arcname))} is not a safe relative archive name"
+    with pytest.raises(ValueError, match=said):
         writer.add_bytes(arcname, b"")
 
 

@@ -20,13 +20,14 @@ from typing import Any
 
 import pytest
 
-from pep517_torch.config import Facts, resolve_project
 from pep517_torch.core import arch, cuda, flags, toolchain
 from pep517_torch.core import build as core_build
 from pep517_torch.core import plan as core_plan
 from pep517_torch.core.spec import BuildOptions, ExtensionSpec
 from pep517_torch.errors import BuildError, ConfigError
-from tests.conftest import FIXTURES, run_python
+from tests.commands import run_python
+from tests.config_helpers import LINUX_CPU, resolve
+from tests.conftest import FIXTURES
 from tests.cuda_tools import fatbin_contents, find_cuobjdump
 
 FIXTURE = FIXTURES / "dlink"
@@ -181,35 +182,29 @@ def test_device_link_writes_a_per_process_temporary(tmp_path: Path) -> None:
 # --------------------------------------------------------------------- TOML keys
 
 
-FACTS = Facts(
-    env={}, platform="linux", machine="x86_64", python_version="3.11.4",
-    torch_version="2.13.0+cpu", torch_cuda=None, nvcc_available=False,
-)
-VARS = {"wheel_tag": "cp311-cp311-linux_x86_64", "python_tag": "cp311", "torch_version": "2.13.0"}
-
-
-def resolve(extension: dict[str, Any], **project: Any) -> ExtensionSpec:
-    tool = {"extension": [{"name": "dlinkops._C", **extension}], **project}
-    pyproject = {"project": {"name": "dlinkops", "version": "1"}, "tool": {"torch-ext": tool}}
-    (spec,) = resolve_project(FIXTURE, pyproject, None, FACTS, VARS).extensions
+def resolved_spec(extension: dict[str, Any], **project_keys: Any) -> ExtensionSpec:
+    """The spec of dlinkops._C with these extension keys (and these project-wide ones)."""
+    tool = {"extension": [{"name": "dlinkops._C", **extension}], **project_keys}
+    project = {"name": "dlinkops", "version": "1"}
+    (spec,) = resolve(FIXTURE, tool, project=project, facts=LINUX_CPU).extensions
     return spec
 
 
 def test_toml_keys_in_the_extension_and_cuda_tables() -> None:
     cuda_table = {"sources": ["csrc/*.cu"], "dlink": True, "dlink-libraries": ["nvshmem"],
                   "extra-dlink-flags": ["-dlto"]}
-    spec = resolve({"sources": ["csrc/module.cpp"], "with-cuda": True, "cuda": cuda_table})
+    spec = resolved_spec({"sources": ["csrc/module.cpp"], "with-cuda": True, "cuda": cuda_table})
     assert spec.device_link and spec.dlink_libraries == ("nvshmem",)
     assert spec.extra_dlink_flags == ("-dlto",)
-    top = resolve({"sources": ["csrc/*.cpp", "csrc/*.cu"], "dlink": True,
-                   "extra-dlink-flags": ["-dlto"]})
+    top = resolved_spec({"sources": ["csrc/*.cpp", "csrc/*.cu"], "dlink": True,
+                         "extra-dlink-flags": ["-dlto"]})
     assert top.dlink and top.extra_dlink_flags == ("-dlto",)
     # The cuda table's dlink replaces the extension's; with CUDA off (auto) there is nothing
     # to device-link, and dlink is moot rather than an error.
-    off = resolve({"sources": ["csrc/*.cpp", "csrc/*.cu"], "dlink": True,
-                   "cuda": {"dlink": False}}, cuda=True)
+    off = resolved_spec({"sources": ["csrc/*.cpp", "csrc/*.cu"], "dlink": True,
+                         "cuda": {"dlink": False}}, cuda=True)
     assert not off.device_link
-    auto = resolve({"sources": ["csrc/module.cpp"], "dlink": True, "cuda": cuda_table})
+    auto = resolved_spec({"sources": ["csrc/module.cpp"], "dlink": True, "cuda": cuda_table})
     assert not auto.device_link and auto.extra_dlink_flags == ()
 
 
@@ -227,9 +222,9 @@ def test_toml_keys_in_the_extension_and_cuda_tables() -> None:
     ],
 )
 def test_toml_errors_name_the_key(extension: dict[str, Any], key: str, message: str) -> None:
-    with pytest.raises(ConfigError) as caught:
-        resolve(extension)
-    assert caught.value.key == key and message in str(caught.value)
+    with pytest.raises(ConfigError, match=re.escape(message)) as caught:
+        resolved_spec(extension)
+    assert caught.value.key == key
     assert "\n" not in str(caught.value)
 
 
@@ -261,9 +256,8 @@ def test_device_link_is_what_lets_it_link(tmp_path: Path) -> None:
     )
     # Without relocatable device code the kernel's call cannot be resolved.
     no_rdc = dataclasses.replace(options, build_dir=tmp_path / "no-rdc")
-    with pytest.raises(BuildError) as caught:
+    with pytest.raises(BuildError, match="Unresolved extern function"):
         core_build.build([dlink_spec(dlink=False)], no_rdc, log=lambda line: None)
-    assert "Unresolved extern function" in str(caught.value), caught.value
     # With it: links, imports, computes, and holds device code for each requested arch.
     result = core_build.build([dlink_spec()], options, log=lambda line: None)
     artifact = result.artifacts["dlinkops._C"]
@@ -275,10 +269,8 @@ def test_device_link_is_what_lets_it_link(tmp_path: Path) -> None:
     assert fatbin(artifact) == ({"sm_80", "sm_90"}, set())
     # extra_dlink_flags reach nvcc -dlink: only that step reruns, and its failure is named.
     bogus = dlink_spec(extra_dlink_flags=("--no-such-dlink-flag",))
-    with pytest.raises(BuildError) as caught:
+    with pytest.raises(BuildError, match=re.escape("device-linking dlinkops._C failed")) as caught:
         core_build.build([bogus], options, log=lambda line: None)
-    message = str(caught.value)
-    assert "device-linking dlinkops._C failed" in message
     assert "--no-such-dlink-flag" in caught.value.output
     assert "compiling" not in caught.value.output  # the objects were up to date
 

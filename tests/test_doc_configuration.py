@@ -24,7 +24,7 @@ from pep517_torch import pipeline
 from pep517_torch.config.pyproject import tomllib
 from pep517_torch.core.naming import artifact_name
 from pep517_torch.core.spec import Kind
-from tests.conftest import run_python
+from tests.commands import run_python
 from tests.tiny_project import NAMED_MODULE as MODULE_SOURCE
 
 pytestmark = pytest.mark.compile

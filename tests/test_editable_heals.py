@@ -8,9 +8,11 @@ a project that moved says that it moved. Each step compiles ~1 s CPython C-API s
 from __future__ import annotations
 
 import shutil
+from functools import partial
 from pathlib import Path
 
-from tests.test_editable_replan import install, run
+from tests.commands import run_python
+from tests.test_editable_replan import LIMIT, install
 from tests.test_frontends import venv  # noqa: F401 (a fixture: a fresh venv seeing ours)
 from tests.tiny_project import set_value, write_project
 
@@ -32,23 +34,25 @@ def test_a_removed_build_folder_is_built_again(tmp_path: Path, venv: Path) -> No
     set_value(project, 5)
     python = venv / "bin" / "python"
     install(project, python)
-    assert run(python, CODE, tmp_path).stdout.split() == ["5"]
+    import_healing = partial(run_python, CODE, python=python, cwd=tmp_path, check=False,
+                             timeout=LIMIT)
+    assert import_healing().stdout.split() == ["5"]
     shutil.rmtree(project / "build")
-    again = run(python, CODE, tmp_path)
+    again = import_healing()
     assert again.returncode == 0 and again.stdout.split() == ["5"], again.stderr
     assert "the build directory is gone or incomplete; building it again" in again.stderr
     assert (project / "build").is_dir()
-    warm = run(python, CODE, tmp_path)  # and then no rebuild at all
+    warm = import_healing()  # and then no rebuild at all
     assert warm.stdout.split() == ["5"] and "building" not in warm.stderr, warm.stderr
 
     # A compile error after the folder is gone: the ImportError ends with the compiler's error.
     shutil.rmtree(project / "build")
     (project / "csrc" / "value.cpp").write_text("int value() { return undefined_name; }\n")
-    broken = run(python, CODE, tmp_path)
+    broken = import_healing()
     assert broken.returncode != 0
     ends_with_the_compilers_error(broken.stderr, project)
     set_value(project, 6)
-    fixed = run(python, CODE, tmp_path)
+    fixed = import_healing()
     assert fixed.stdout.split() == ["6"], fixed.stderr
 
 
@@ -58,8 +62,10 @@ def test_a_compile_error_on_import_ends_with_the_compilers_first_error(
     project = write_project(tmp_path / "proj", "healing")
     python = venv / "bin" / "python"
     install(project, python)
+    import_healing = partial(run_python, CODE, python=python, cwd=tmp_path, check=False,
+                             timeout=LIMIT)
     (project / "csrc" / "value.cpp").write_text("int value() { return undefined_name; }\n")
-    broken = run(python, CODE, tmp_path)
+    broken = import_healing()
     assert broken.returncode != 0
     ends_with_the_compilers_error(broken.stderr, project)
 
@@ -68,8 +74,10 @@ def test_a_moved_project_says_that_it_moved(tmp_path: Path, venv: Path) -> None:
     project = write_project(tmp_path / "proj", "healing")
     python = venv / "bin" / "python"
     install(project, python)
+    import_healing = partial(run_python, CODE, python=python, cwd=tmp_path, check=False,
+                             timeout=LIMIT)
     project.rename(tmp_path / "elsewhere")
-    moved = run(python, CODE, tmp_path)
+    moved = import_healing()
     assert moved.returncode != 0
     last = moved.stderr.rstrip().splitlines()[-1]
     assert last.startswith("ImportError: healing is installed in editable mode from"), moved.stderr

@@ -8,8 +8,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 
+from tests.commands import run_python
 from tests.test_frontends import venv  # noqa: F401 (a fixture: a fresh venv seeing ours)
 from tests.tiny_project import c_api_module, write_project
 
@@ -30,42 +32,38 @@ def install(project: Path, python: Path) -> None:
                    check=True, capture_output=True, timeout=LIMIT)
 
 
-def run(python: Path, code: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([python, "-c", code], cwd=cwd, capture_output=True, text=True,
-                          timeout=LIMIT)
-
-
 def test_new_source_define_and_extension_reach_the_next_import(tmp_path: Path, venv: Path) -> None:  # noqa: F811
     project = write_project(tmp_path / "replan", "replan")
     (project / "csrc" / "module.cpp").write_text(MODULE)
     (project / "replan" / "__init__.py").write_text("from ._C import value, extra\n")
     python = venv / "bin" / "python"
     install(project, python)
-    first = run(python, "import replan; print(replan.value(), replan.extra())", tmp_path)
+    in_venv = partial(run_python, python=python, cwd=tmp_path, check=False, timeout=LIMIT)
+    first = in_venv("import replan; print(replan.value(), replan.extra())")
     assert first.stdout.split() == ["0", "None"], first.stderr
 
     # (a) a new file the `csrc/*.cpp` glob matches, (b) a define the module now compiles with
     (project / "csrc" / "extra.cpp").write_text("int extra() { return EXTRA_VALUE; }\n")
     pyproject = project / "pyproject.toml"
     pyproject.write_text(pyproject.read_text() + 'define-macros = { HAS_EXTRA = true, EXTRA_VALUE = 7 }\n')
-    second = run(python, "import replan; print(replan.value(), replan.extra())", tmp_path)
+    second = in_venv("import replan; print(replan.value(), replan.extra())")
     assert second.stdout.split() == ["0", "7"], second.stderr
     assert "planning the build again" in second.stderr
 
     pyproject.write_text(pyproject.read_text().replace("EXTRA_VALUE = 7", "EXTRA_VALUE = 8"))
-    third = run(python, "import replan; print(replan.extra())", tmp_path)
+    third = in_venv("import replan; print(replan.extra())")
     assert third.stdout.split() == ["8"], third.stderr
 
     # a config error: our one-line message at import, and nothing is lost
     good = pyproject.read_text()
     pyproject.write_text(good.replace('"csrc/*.cpp"', '"csrc/*.cxx"'))
-    broken = run(python, "import replan", tmp_path)
+    broken = in_venv("import replan")
     assert broken.returncode != 0
     assert ("pep517_torch: error: tool.torch-ext.extension[0].sources[0]: source glob 'csrc/*.cxx'"
             " matches no file") in broken.stderr, broken.stderr
     assert broken.stderr.count("pep517_torch: error:") == 1  # in the ImportError only
     pyproject.write_text(good.replace("EXTRA_VALUE = 8", "EXTRA_VALUE = 9"))
-    fixed = run(python, "import replan; print(replan.extra())", tmp_path)
+    fixed = in_venv("import replan; print(replan.extra())")
     assert fixed.stdout.split() == ["9"], fixed.stderr
 
     # a new extension in a shipped package: built and linked on the next import
@@ -75,11 +73,11 @@ def test_new_source_define_and_extension_reach_the_next_import(tmp_path: Path, v
         '{"answer", answer, METH_NOARGS, nullptr}', name="_D"))
     pyproject.write_text(pyproject.read_text() + '\n[[tool.torch-ext.extension]]\n'
                          'name = "replan._D"\nsources = ["csrc2/*.cpp"]\n')
-    added = run(python, "import replan._D; print(replan._D.answer())", tmp_path)
+    added = in_venv("import replan._D; print(replan._D.answer())")
     assert added.stdout.split() == ["42"], added.stderr
 
     # nothing changed: no re-plan, plain ninja
-    quiet = run(python, "import replan; print(replan.extra())", tmp_path)
+    quiet = in_venv("import replan; print(replan.extra())")
     assert quiet.stdout.split() == ["9"] and "planning the build again" not in quiet.stderr
 
 
@@ -89,12 +87,13 @@ def test_an_edit_with_an_older_mtime_reaches_the_next_import(tmp_path: Path, ven
     project = write_project(tmp_path / "oldmtime", "oldmtime")
     python = venv / "bin" / "python"
     install(project, python)
+    in_venv = partial(run_python, python=python, cwd=tmp_path, check=False, timeout=LIMIT)
     value = project / "csrc" / "value.cpp"
     before = value.stat().st_mtime_ns
     value.write_text("int value() { return 5; }\n")
     os.utime(value, ns=(before - 10**10, before - 10**10))  # `cp -p` of an older file
-    edited = run(python, "import oldmtime; print(oldmtime.value())", tmp_path)
+    edited = in_venv("import oldmtime; print(oldmtime.value())")
     assert edited.stdout.split() == ["5"], edited.stderr
     assert "planning the build again" not in edited.stderr
-    again = run(python, "import oldmtime; print(oldmtime.value())", tmp_path)
+    again = in_venv("import oldmtime; print(oldmtime.value())")
     assert again.stdout.split() == ["5"] and "rebuilding" not in again.stderr, again.stderr

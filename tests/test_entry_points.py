@@ -3,6 +3,7 @@ anything is written: entry_points.txt is always well-formed. Nothing compiles he
 
 from __future__ import annotations
 
+import re
 import zipfile
 from importlib.metadata import PathDistribution
 from pathlib import Path
@@ -11,20 +12,11 @@ from typing import Any
 import pytest
 
 from pep517_torch import pipeline
-from pep517_torch.config import Facts, resolve_project
 from pep517_torch.errors import ConfigError
+from tests.config_helpers import LINUX_CPU, resolve
 from tests.conftest import count
 
-FACTS = Facts(env={}, platform="linux", machine="x86_64", python_version="3.11.4",
-              torch_version="2.13.0+cpu", torch_cuda=None, nvcc_available=False)
-VARS = {"wheel_tag": "cp311-cp311-linux_x86_64", "python_tag": "cp311", "torch_version": "2.13.0"}
-
-
-def resolve(tmp_path: Path, table: dict[str, Any]) -> None:
-    (tmp_path / "pkg").mkdir(exist_ok=True)
-    (tmp_path / "pkg" / "__init__.py").write_text("")
-    pyproject = {"project": {"name": "eps", "version": "1.0", **table}}
-    resolve_project(tmp_path, pyproject, None, FACTS, VARS)
+ROOT_FILES = {"pkg/__init__.py": ""}
 
 
 BAD = [
@@ -53,11 +45,11 @@ BAD = [
 
 @pytest.mark.parametrize(("table", "key", "words"), BAD)
 def test_bad_entry_points_are_config_errors_naming_the_key(
-    tmp_path: Path, table: dict[str, Any], key: str, words: str
+    root: Path, table: dict[str, Any], key: str, words: str
 ) -> None:
-    with pytest.raises(ConfigError) as caught:
-        resolve(tmp_path, table)
-    assert caught.value.key == key and words in str(caught.value)
+    with pytest.raises(ConfigError, match=re.escape(words)) as caught:
+        resolve(root, {}, project={"name": "eps", "version": "1.0", **table}, facts=LINUX_CPU)
+    assert caught.value.key == key
     assert "\n" not in str(caught.value)
     count("invalid entry point groups, names and references refused")
 
@@ -98,7 +90,7 @@ def test_a_newline_in_a_script_name_writes_no_wheel(tmp_path: Path) -> None:
     (root / "pyproject.toml").write_text(
         '[project]\nname = "eps"\nversion = "1.0"\n[project.scripts]\n"bad\\nname" = "pkg:main"\n')
     for hook in (pipeline.build_wheel, pipeline.build_sdist):
-        with pytest.raises(ConfigError) as caught:
+        with pytest.raises(ConfigError, match="contains a line break") as caught:
             hook(root, tmp_path / "out", None)
         assert caught.value.key == 'project.scripts."bad\\nname"'
     assert not (tmp_path / "out").exists()

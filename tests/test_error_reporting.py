@@ -6,7 +6,6 @@ their hook runner's traceback, so the hooks print the message and exit 1 (as mes
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import textwrap
@@ -14,8 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.commands import run, run_cli
+
 pytestmark = pytest.mark.compile
 BIN = Path(sys.executable).parent
+OFFLINE_UV = {"UV_OFFLINE": "1", "UV_NO_CONFIG": "1"}
 PYPROJECT = """\
 [build-system]
 requires = ["pep517_torch"]
@@ -70,12 +72,6 @@ def frontend_command(frontend: str, project: Path, out: Path) -> list[str]:
             "--out-dir", str(out), str(project)]
 
 
-def run(command: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    full_env = {**os.environ, "UV_OFFLINE": "1", "UV_NO_CONFIG": "1", **env}
-    return subprocess.run(command, cwd=cwd, capture_output=True, text=True, env=full_env,
-                          timeout=600)
-
-
 def assert_only_our_words(result: subprocess.CompletedProcess[str], failure: str) -> str:
     output = result.stdout + result.stderr
     assert result.returncode != 0, output
@@ -94,7 +90,8 @@ def test_frontends_show_our_message_without_a_traceback(
 ) -> None:
     project, env = make_project(tmp_path / "project", failure)
     out = tmp_path / "out"
-    result = run(frontend_command(frontend, project, out), tmp_path, env)
+    result = run(*frontend_command(frontend, project, out), cwd=tmp_path, env={**OFFLINE_UV, **env},
+                 check=False, timeout=600)
     assert_only_our_words(result, failure)
     assert not list(out.glob("*.whl"))
 
@@ -102,8 +99,8 @@ def test_frontends_show_our_message_without_a_traceback(
 @pytest.mark.parametrize("failure", sorted(FAILURES))
 def test_cli_prints_one_message(tmp_path: Path, failure: str) -> None:
     project, env = make_project(tmp_path / "project", failure)
-    command = [sys.executable, "-m", "pep517_torch", "wheel", str(project), "-o", str(tmp_path / "o")]
-    result = run(command, tmp_path, env)
+    result = run_cli("wheel", project, "-o", tmp_path / "o", cwd=tmp_path,
+                     env={**OFFLINE_UV, **env}, timeout=600)
     output = assert_only_our_words(result, failure)
     assert result.returncode == (2 if failure == "config" else 1)
     assert result.stderr.count("pep517_torch: error:") == 1, output
@@ -117,7 +114,7 @@ def test_hook_prints_the_message_and_exits_1(
 
     project, _ = make_project(tmp_path / "project", "config")
     monkeypatch.chdir(project)
-    with pytest.raises(SystemExit) as exit_:
+    with pytest.raises(SystemExit, match="^1$") as exit_:  # the exit status, as its message
         backend.build_sdist(str(tmp_path / "out"))
     assert exit_.value.code == 1 and isinstance(exit_.value.__cause__, ConfigError)
     assert capsys.readouterr().err == textwrap.dedent(

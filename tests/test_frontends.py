@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 import sys
 import sysconfig
 import zipfile
@@ -12,19 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, run_python
+from tests.commands import run, run_python
+from tests.conftest import ROOT
 
 pytestmark = pytest.mark.compile
 BIN = Path(sys.executable).parent
-
-
-def run(*args: str | Path, cwd: Path | None = None, env: dict[str, str] | None = None,
-        check: bool = True, timeout: float = 900) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run([str(a) for a in args], cwd=cwd, capture_output=True, text=True,
-                            env={**os.environ, **(env or {})}, timeout=timeout)
-    if check and result.returncode != 0:
-        raise AssertionError(f"{args} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
-    return result
 
 
 def only(directory: Path, pattern: str) -> Path:

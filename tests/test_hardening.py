@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import HOSTILE_NAME, count, run_python, write_tree
+from tests.commands import run_python
+from tests.conftest import HOSTILE_NAME, count, write_tree
 from tests.tiny_project import c_api_module
 
 pytestmark = pytest.mark.compile
@@ -45,7 +46,7 @@ def _default_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def cli(*args: str | Path, cwd: Path | None = None) -> subprocess.Popen[str]:
+def start_cli(*args: str | Path, cwd: Path | None = None) -> subprocess.Popen[str]:
     return subprocess.Popen([sys.executable, "-m", "pep517_torch", *map(str, args)], cwd=cwd,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             preexec_fn=_default_sigint)
@@ -117,7 +118,7 @@ def big_data_project(fixture_copy, megabytes: int = 120) -> Path:
 def test_interrupted_wheel_build_leaves_nothing(fixture_copy, tmp_path: Path, sig: int, phase: str) -> None:
     project = big_data_project(fixture_copy)
     out = tmp_path / "out"
-    builder = cli("wheel", project, "-o", out)
+    builder = start_cli("wheel", project, "-o", out)
     if phase == "compile":
         wait_for_line(builder, "[1/")  # the first compile finished; the second is running
     else:
@@ -128,7 +129,7 @@ def test_interrupted_wheel_build_leaves_nothing(fixture_copy, tmp_path: Path, si
     assert builder.returncode != 0
     assert not out.exists() or list(out.iterdir()) == []
     count(f"wheel builds interrupted by {signal.Signals(sig).name} while {phase}")
-    retry = cli("wheel", project, "-o", out)
+    retry = start_cli("wheel", project, "-o", out)
     retry.communicate(timeout=600)
     assert retry.returncode == 0
     (name,) = [p.name for p in out.iterdir()]

@@ -12,20 +12,14 @@ from pep517_torch.core import build as core_build
 from pep517_torch.core import isolation, toolchain
 
 from .tiny_project import write_project
-
-
-def fake_torch(site_packages: Path, version: str) -> toolchain.TorchInstall:
-    root = site_packages / "torch"
-    root.mkdir(parents=True)
-    (root / "version.py").write_text(f"__version__ = '{version}'\ncuda = None\n")
-    return toolchain.find_torch(root)
+from .torch_doubles import version_only_torch
 
 
 @pytest.fixture
 def isolated_torch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> toolchain.TorchInstall:
     """The torch pip installs into its build environment, found by the build."""
-    torch = fake_torch(tmp_path / "pip-build-env-x1y2" / "overlay/lib/python3.11/site-packages",
-                       "2.11.0+cpu")
+    site_packages = tmp_path / "pip-build-env-x1y2" / "overlay/lib/python3.11/site-packages"
+    torch = version_only_torch(site_packages, "2.11.0+cpu")
     monkeypatch.setattr(toolchain, "find_torch", lambda *args: torch)
     return torch
 
@@ -34,7 +28,7 @@ def isolated_torch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> toolchain
 def user_venv(tmp_path: Path) -> Path:
     """The virtualenv the user ran pip from, holding the torch they run with."""
     venv = tmp_path / "venv"
-    fake_torch(venv / "lib/python3.11/site-packages", "2.13.0+cpu")
+    version_only_torch(venv / "lib/python3.11/site-packages", "2.13.0+cpu")
     return venv
 
 
@@ -70,13 +64,14 @@ def test_build_prints_the_warning_from_the_callers_environment(
         pass
 
     def stop(*args: object, **kwargs: object) -> None:
-        raise Stop  # compile nothing: the note is printed before the build starts
+        # compile nothing: the note is printed before the build starts
+        raise Stop("the build began")
 
     monkeypatch.setattr(core_build, "build", stop)
     env = {**os.environ, "VIRTUAL_ENV": str(user_venv)}
     loaded = pipeline.load(root, None, env)
     assert "VIRTUAL_ENV" not in loaded.project.options.env  # what the build passes on
-    with pytest.raises(Stop):
+    with pytest.raises(Stop, match="^the build began$"):
         stages.compile_extensions(loaded, editable=False)
     out = capsys.readouterr().out
     assert f"pep517_torch: WARNING: your environment {user_venv} has torch 2.13.0+cpu" in out

@@ -8,7 +8,8 @@ from typing import get_args
 
 from pep517_torch.core.spec import Kind
 from pep517_torch.jit.request import ArtifactKind, JitRequest
-from tests.conftest import run_python, write
+from tests.commands import run_python
+from tests.conftest import write
 
 # The modules `import pep517_torch.jit` may load: what a warm load() runs. No core.spec (its
 # dataclasses), no config, no build planning.

@@ -4,16 +4,17 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from pep517_torch.config import Facts
 from pep517_torch.discovery import Discovery
-from pep517_torch.config import Facts, resolve_project
 from pep517_torch.core import cuda
+from tests.config_helpers import resolve
 
-VARS = {"wheel_tag": "py3-none-any", "python_tag": "py3", "torch_version": "2.13.0"}
 EXT = {"name": "demo._a", "sources": ["a.cpp"]}
+ROOT_FILES = dict.fromkeys(["demo/__init__.py", "a.cpp"], "")
+TORCH_2_13 = Facts(env={}, torch_version="2.13.0")
 
 
 class Lookup:
@@ -25,29 +26,23 @@ class Lookup:
         return True, "13.0"
 
 
-def resolve(root: Path, tool: dict[str, Any], lookup: Lookup, torch_cuda: str | None) -> Any:
-    (root / "demo").mkdir(exist_ok=True)
-    (root / "demo" / "__init__.py").write_text("")
-    (root / "a.cpp").write_text("")
-    pyproject = {"project": {"name": "demo", "version": "1"}, "tool": {"torch-ext": tool}}
-    facts = Facts(env={}, torch_version="2.13.0", torch_cuda=torch_cuda, nvcc_lookup=lookup)
-    return resolve_project(root, pyproject, None, facts, VARS)
-
-
-def test_a_cpu_torch_never_asks_for_nvcc(tmp_path: Path) -> None:
+def test_a_cpu_torch_never_asks_for_nvcc(root: Path) -> None:
     lookup = Lookup()
-    resolved = resolve(tmp_path, {"extension": [EXT]}, lookup, torch_cuda=None)
+    resolved = resolve(root, {"extension": [EXT]}, facts=TORCH_2_13, nvcc_lookup=lookup)
     assert lookup.calls == 0 and not resolved.cuda_enabled
     # An explicit `cuda = true` does not ask either: nothing depends on what nvcc is.
-    resolve(tmp_path, {"cuda": True, "extension": [EXT]}, lookup, torch_cuda="13.0")
+    resolve(root, {"cuda": True, "extension": [EXT]}, facts=TORCH_2_13, torch_cuda="13.0",
+            nvcc_lookup=lookup)
     assert lookup.calls == 0
 
 
-def test_cuda_auto_with_a_cuda_torch_asks_and_a_failing_condition_says_why(tmp_path: Path) -> None:
+def test_cuda_auto_with_a_cuda_torch_asks_and_a_failing_condition_says_why(root: Path) -> None:
     lookup = Lookup()
-    resolved = resolve(tmp_path, {"extension": [EXT]}, lookup, torch_cuda="13.0")
+    resolved = resolve(root, {"extension": [EXT]}, facts=TORCH_2_13, torch_cuda="13.0",
+                       nvcc_lookup=lookup)
     assert lookup.calls >= 1 and resolved.cuda_enabled
-    skipped = resolve(tmp_path, {"extension": [{**EXT, "if": {"cuda": False}}]}, Lookup(), "13.0")
+    skipped = resolve(root, {"extension": [{**EXT, "if": {"cuda": False}}]}, facts=TORCH_2_13,
+                      torch_cuda="13.0", nvcc_lookup=Lookup())
     assert skipped.skipped == (("demo._a", "tool.torch-ext.extension[0].if.cuda = false does not"
                                 " hold (torch 2.13.0 is a CUDA 13.0 build and nvcc 13.0 was found,"
                                 " so CUDA is on)"),)
@@ -65,6 +60,7 @@ def test_the_glue_looks_nvcc_up_once_and_hands_the_toolkit_on(monkeypatch: pytes
     discovery = Discovery({"PATH": "/usr/bin"}, None)
     assert discovery.toolkit is None and found == []  # nothing asked yet
     facts = discovery.facts()
-    with pytest.raises(AttributeError):  # the fake toolkit has no version: it was looked up
+    # the fake toolkit has no version: it was looked up
+    with pytest.raises(AttributeError, match="has no attribute 'version_str'"):
         facts.nvcc()
     assert len(found) == 1 and discovery.toolkit is toolkit

@@ -26,8 +26,9 @@ from pep517_torch.config.pyproject import tomllib
 from pep517_torch.migrate import MigrateError, check_text, main, migrate
 from pep517_torch.migrate.pyproject_file import splice, split_blocks
 from pep517_torch.migrate.toml_writer import Table, render, value
+from tests.commands import run
 from tests.setup_py_builds import (
-    COMPUTE, FIXTURE_VARIABLES, FIXTURES, GOOD, per_shape, run, wheel_contents,
+    COMPUTE, FIXTURE_VARIABLES, FIXTURES, GOOD, per_shape, wheel_contents,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -137,7 +138,8 @@ def test_docs_example_is_current(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_python_dash_m_entry_point(capsys: pytest.CaptureFixture[str]) -> None:
     setup_py = FIXTURES / "cuda_choice" / "setup.py"
-    out = run([sys.executable, "-m", "pep517_torch.migrate", str(setup_py)], cwd=ROOT)
+    out = run(sys.executable, "-m", "pep517_torch.migrate", setup_py, cwd=ROOT,
+              unset=FIXTURE_VARIABLES).stdout
     assert out == migrated_text(setup_py, capsys)
 
 
@@ -153,13 +155,13 @@ class Proof:
 
 def _build_new_and_compute(shape: str, source: Path, work: Path) -> tuple[Path, str]:
     out, site = work / "new_out", work / "site"
-    run([sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps",
-         "--no-cache-dir", "-q", "-w", str(out), str(source)])
+    run(sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps",
+        "--no-cache-dir", "-q", "-w", out, source, unset=FIXTURE_VARIABLES)
     (wheel,) = out.glob("*.whl")
-    run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-cache-dir", "-q",
-         "--target", str(site), str(wheel)])
-    computed = run([sys.executable, "-c", COMPUTE[shape] + "\nprint('ok')"], cwd=work,
-                   env={"PYTHONPATH": str(site)})
+    run(sys.executable, "-m", "pip", "install", "--no-deps", "--no-cache-dir", "-q",
+        "--target", site, wheel, unset=FIXTURE_VARIABLES)
+    computed = run(sys.executable, "-c", COMPUTE[shape] + "\nprint('ok')", cwd=work,
+                   env={"PYTHONPATH": str(site)}, unset=FIXTURE_VARIABLES).stdout
     return wheel, computed
 
 
@@ -395,7 +397,8 @@ def test_running_setup_py_leaves_the_process_as_it_was() -> None:
     before = state()
     migrate(FIXTURES / "cuda_choice")
     migrate(FIXTURES / "nvcc_probe")  # runs nvcc, which, isdir and reads $CUDA_HOME
-    with pytest.raises(MigrateError):
+    said = re.escape("setup.py raised RuntimeError: version file VERSION.txt is missing")
+    with pytest.raises(MigrateError, match=said):
         migrate(FIXTURES / "raises")
     after = state()
     assert after == before

@@ -14,9 +14,8 @@ from pep517_torch.config import Facts, resolve_project
 from pep517_torch.config.pyproject import tomllib
 from pep517_torch.migrate import migrate
 from pep517_torch.migrate.check import build_problems_here
+from tests.config_helpers import VARS
 from tests.migrate_helpers import clean_env, project_with
-
-VARS = {"wheel_tag": "t", "python_tag": "t", "torch_version": "t"}
 
 
 def test_an_extension_a_value_drops_gets_not(tmp_path: Path) -> None:

@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import itertools
 import shutil
-import subprocess
 import sys
 import zipfile
-from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,8 +27,10 @@ from pep517_torch.migrate.convert import convert
 from pep517_torch.migrate.intercept import run_setup
 from pep517_torch.migrate.plan import Observed
 from pep517_torch.migrate.verify import disagreements
+from tests.commands import run
 from tests.migrate_helpers import (
     FIXTURES,
+    VARIABLES,
     clean_env,
     metadata_version,
     unset_fixture_variables,  # noqa: F401  (autouse)
@@ -52,13 +52,6 @@ PATTERNS: dict[str, tuple[dict[str, str], str]] = {
 }
 
 
-def run(args: list[Any], env: Mapping[str, str] | None = None, cwd: Path | None = None) -> str:
-    result = subprocess.run([str(a) for a in args], capture_output=True, text=True, timeout=900,
-                            env=clean_env(**(env or {})), cwd=cwd)
-    assert result.returncode == 0, f"{args} failed:\n{result.stdout}\n{result.stderr}"
-    return result.stdout
-
-
 def document(pattern: str) -> dict[str, Any]:
     migration = migrate(FIXTURES / pattern)
     assert migration.problems == [] and migration.fails_here == [], migration.text
@@ -77,13 +70,14 @@ class Built:
 
 def _build(pattern: str, project: Path, work: Path) -> Built:
     env, code = PATTERNS[pattern]
-    run([sys.executable, "-m", "pep517_torch", "wheel", project, "-o", work / "out"], env=env)
+    run(sys.executable, "-m", "pep517_torch", "wheel", project, "-o", work / "out", env=env,
+        unset=VARIABLES)
     (wheel,) = (work / "out").glob("*.whl")
     site = work / "site"
-    run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "-q", "--target",
-         site, wheel])
-    output = run([sys.executable, "-c", code + "\nprint('ok')"], env={"PYTHONPATH": str(site)},
-                 cwd=work)
+    run(sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "-q", "--target", site,
+        wheel, unset=VARIABLES)
+    output = run(sys.executable, "-c", code + "\nprint('ok')", env={"PYTHONPATH": str(site)},
+                 cwd=work, unset=VARIABLES).stdout
     return Built(project, wheel, output)
 
 
@@ -122,7 +116,7 @@ def wheel_names(wheel: Path) -> list[str]:
 def has_symbol_table(wheel: Path, member: str, tmp_path: Path) -> bool:
     library = tmp_path / Path(member).name
     library.write_bytes(zipfile.ZipFile(wheel).read(member))
-    sections = run(["readelf", "-S", "-W", library])
+    sections = run("readelf", "-S", "-W", library).stdout
     return " .symtab " in sections
 
 

@@ -19,7 +19,8 @@ import pytest
 from pep517_torch import pipeline
 from pep517_torch.core import toolchain
 from pep517_torch.errors import ConfigError
-from tests.conftest import run_python, write_tree
+from tests.commands import run_python
+from tests.conftest import write_tree
 from tests.tiny_project import NAMED_MODULE
 
 EXT = "tool.torch-ext.extension"
@@ -43,10 +44,9 @@ OFF = 'name = "demo._other"\nsources = ["csrc/b.cpp"]\nenabled = false'
 
 def test_every_extension_skipped_fails_with_the_reasons(tmp_path: Path) -> None:
     root = skipping_project(tmp_path / "p", CUDA_ONLY, OFF)
-    with pytest.raises(ConfigError) as error:
+    with pytest.raises(ConfigError, match="^every extension is skipped") as error:
         pipeline.build_wheel(root, tmp_path / "dist", None)
     message = str(error.value)
-    assert "every extension is skipped" in message
     assert f"demo._backend: {EXT}[0].if.env.DEMO_FORCE_CUDA" in message
     assert f"demo._other: {EXT}[1].enabled = false" in message
     assert f"{EXT}[0].optional = true" in message and "\n" not in message

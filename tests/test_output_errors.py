@@ -7,7 +7,6 @@ tmpfs mounts (the ``tmpfs`` fixture skips where mounting is not permitted).
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -15,6 +14,7 @@ import pytest
 
 import pep517_torch as backend
 from pep517_torch.errors import OutputError
+from tests.commands import run_cli
 
 WHEEL = "pkg-1.0-py3-none-any.whl"
 SDIST = "pkg-1.0.tar.gz"
@@ -45,13 +45,6 @@ def project(tmp_path: Path) -> Path:
     return root
 
 
-def cli(command: str, project: Path, out: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "pep517_torch", command, str(project), "-o", str(out)],
-        capture_output=True, text=True, timeout=300,
-    )
-
-
 @pytest.mark.parametrize(("command", "artifact"), [("wheel", WHEEL), ("sdist", SDIST)])
 @pytest.mark.parametrize(("size", "read_only", "cause"), [
     ("1m", True, "Read-only file system"),
@@ -61,7 +54,7 @@ def test_cli_names_the_file_and_the_cause(
     tmpfs, project: Path, command: str, artifact: str, size: str, read_only: bool, cause: str  # type: ignore[no-untyped-def]
 ) -> None:
     out = tmpfs(size, read_only=read_only)
-    result = cli(command, project, out)
+    result = run_cli(command, project, "-o", out)
     assert result.returncode == 1, result.stdout + result.stderr
     assert result.stderr == f"pep517_torch: error: cannot write {out / artifact}: {cause}\n"
     assert os.listdir(out) == []
@@ -70,7 +63,7 @@ def test_cli_names_the_file_and_the_cause(
 
 def test_cli_names_an_output_directory_it_cannot_create(tmpfs, project: Path) -> None:  # type: ignore[no-untyped-def]
     out = tmpfs("1m", read_only=True) / "dist"
-    result = cli("wheel", project, out)
+    result = run_cli("wheel", project, "-o", out)
     assert result.returncode == 1
     assert result.stderr == f"pep517_torch: error: cannot write {out}: Read-only file system\n"
 
@@ -82,7 +75,7 @@ def test_hooks_print_the_message_and_exit_1(
 ) -> None:
     out = tmpfs("1m", read_only=True)
     monkeypatch.chdir(project)
-    with pytest.raises(SystemExit) as exit_:
+    with pytest.raises(SystemExit, match="^1$") as exit_:  # the exit status, as its message
         getattr(backend, hook)(str(out))
     assert exit_.value.code == 1 and isinstance(exit_.value.__cause__, OutputError)
     written = {"build_wheel": WHEEL, "build_sdist": SDIST,
@@ -95,8 +88,8 @@ def test_hooks_print_the_message_and_exit_1(
 
 def test_a_full_disk_during_the_wheel_leaves_room_for_the_next_try(tmpfs, project: Path) -> None:  # type: ignore[no-untyped-def]
     out = tmpfs("64k")
-    assert cli("wheel", project, out).returncode == 1
+    assert run_cli("wheel", project, "-o", out).returncode == 1
     (project / "pkg" / "blob.bin").write_bytes(b"small now")
-    result = cli("wheel", project, out)
+    result = run_cli("wheel", project, "-o", out)
     assert result.returncode == 0, result.stderr
     assert os.listdir(out) == [WHEEL]

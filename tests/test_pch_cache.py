@@ -16,6 +16,7 @@ from pep517_torch.core import flags, pch, pch_cache, scan, toolchain
 from pep517_torch.core.plan import prepare
 from pep517_torch.core.spec import BuildOptions, ExtensionSpec
 from pep517_torch.runtime.environment import cache_root
+from tests.torch_doubles import relocated_torch
 
 GIB = 1024**3
 
@@ -98,15 +99,6 @@ def test_scan_finds_the_torch_umbrella_through_project_headers(tmp_path: Path) -
     assert scan.leading_header(loop, []) is None
 
 
-def fake_torch(tmp_path: Path, real: toolchain.TorchInstall) -> toolchain.TorchInstall:
-    """The same torch build at another path, as an isolated build environment has it."""
-    root = tmp_path / "pip-build-env-x" / "site-packages" / "torch"
-    root.mkdir(parents=True)
-    for name in ("include", "lib", "version.py"):
-        (root / name).symlink_to(real.root / name)
-    return toolchain.find_torch(root)
-
-
 def umbrella_key(tmp_path: Path, torch: toolchain.TorchInstall, compiler: toolchain.Compiler,
                  project: Path, **spec_args: object) -> pch.PchPlan:
     source = write(project / "csrc" / "a.cpp", '#include "ops.h"\n')
@@ -126,18 +118,19 @@ def test_the_key_ignores_project_and_torch_paths_but_not_the_build(tmp_path: Pat
     if compiler.family != "gcc":
         pytest.skip("relocatable PCHs are gcc's")
     first = umbrella_key(tmp_path, real, compiler, tmp_path / "one")
-    moved = umbrella_key(tmp_path, fake_torch(tmp_path, real), compiler, tmp_path / "two" / "p")
+    moved = umbrella_key(tmp_path, relocated_torch(tmp_path, real), compiler,
+                         tmp_path / "two" / "p")
     assert moved.key == first.key and moved.header == "<torch/extension.h>"
     assert not any(str(tmp_path) in f for f in first.flags)  # no project path in a shared PCH
     other_build = dataclasses.replace(real, build="another-git-version")
     assert umbrella_key(tmp_path, other_build, compiler, tmp_path / "three").key != first.key
     debug = umbrella_key(tmp_path, real, compiler, tmp_path / "four", extra_cflags=("-g",))
-    debug_moved = umbrella_key(tmp_path, fake_torch(tmp_path / "f", real), compiler,
+    debug_moved = umbrella_key(tmp_path, relocated_torch(tmp_path / "f", real), compiler,
                                tmp_path / "five", extra_cflags=("-g",))
     assert debug.key != debug_moved.key  # debug info records torch's path: not relocatable
     clang = dataclasses.replace(compiler, family="clang")
     assert umbrella_key(tmp_path, real, clang, tmp_path / "six").key != umbrella_key(
-        tmp_path, fake_torch(tmp_path / "g", real), clang, tmp_path / "seven").key
+        tmp_path, relocated_torch(tmp_path / "g", real), clang, tmp_path / "seven").key
 
 
 def test_every_umbrella_a_project_uses_gets_its_pch_in_the_machine_cache(tmp_path: Path) -> None:

@@ -20,8 +20,8 @@ import pytest
 from pep517_torch.core import toolchain
 from pep517_torch.core.build import BuildResult, build
 from pep517_torch.core.spec import BuildOptions, ExtensionSpec, Kind
-from tests.conftest import run_python
-from tests.test_pch_cache import fake_torch
+from tests.commands import run_python
+from tests.torch_doubles import relocated_torch
 
 pytestmark = pytest.mark.compile
 
@@ -91,7 +91,7 @@ def test_umbrella_through_a_project_header_is_shared_by_projects_and_torch_paths
     assert out.stdout.strip() == "[0.0, 3.0, 6.0]"
 
     # Another project, in another tree, against the same torch build at another path.
-    moved_torch = fake_torch(tmp_path, toolchain.find_torch())
+    moved_torch = relocated_torch(tmp_path, toolchain.find_torch())
     monkeypatch.setattr(toolchain, "_find_torch_root", lambda: moved_torch.root)
     second_root = tmp_path / "elsewhere" / "second"
     second = run_build(second_root, write_project(second_root), "b", pch_cache_dir=machine)

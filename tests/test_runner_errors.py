@@ -100,7 +100,7 @@ def test_link_into_a_full_build_dir_reports_the_full_disk(tmp_path: Path, tmpfs)
     source.write_text('extern "C" { char big_table[300000] = {1}; }\n')
     spec = ExtensionSpec("big", (source,), kind=Kind.LIBRARY, python_abi_suffix=False, pch=False)
     options = BuildOptions(build_dir=tmpfs("512k"), env=dict(os.environ), compiler_launcher="none")
-    with pytest.raises(BuildError) as failure:
+    with pytest.raises(BuildError, match="^build: linking big failed") as failure:
         build([spec], options, log=lambda line: None)
     assert failure.value.first_error is not None
     assert "No space left on device" in failure.value.first_error

@@ -29,7 +29,8 @@ from pep517_torch import pipeline as glue
 from pep517_torch.core import cuda, toolchain
 from pep517_torch.core import flags as flags_mod
 from pep517_torch.errors import ConfigError
-from tests.conftest import FIXTURES, ROOT, run_python
+from tests.commands import run_python
+from tests.conftest import FIXTURES, ROOT
 
 pytestmark = pytest.mark.compile
 
@@ -437,7 +438,8 @@ def test_versions_static_ast_regex_and_suffix(tmp_path: Path) -> None:
     assert version_of(srclayout) == "0.9.2"  # regex on a file
     assert version_of(srclayout, {"SRCPKG_VERSION_SUFFIX": "+cu130"}) == "0.9.2+cu130"
     assert version_of(srclayout, {"SRCPKG_VERSION_SUFFIX": ""}) == "0.9.2"
-    with pytest.raises(ConfigError) as caught:
+    said = re.escape("plus suffix 'cu130' is '0.9.2cu130', which is not a valid PEP 440 version")
+    with pytest.raises(ConfigError, match=said) as caught:
         version_of(srclayout, {"SRCPKG_VERSION_SUFFIX": "cu130"})  # not a local label
     assert caught.value.key == "tool.torch-ext.version.suffix-env"
 
@@ -538,10 +540,10 @@ BAD_INPUT = {
 def test_bad_input_is_a_clear_error(tmp_path: Path, case: str) -> None:
     tool, key, message = BAD_INPUT[case]
     project = write_project(tmp_path / "bad", tool)
-    with pytest.raises(ConfigError) as caught:
+    with pytest.raises(ConfigError, match=re.escape(message)) as caught:
         glue.load(project, None, env=clean_env())
     assert caught.value.key == key
-    assert str(caught.value).startswith(f"{key}: ") and message in str(caught.value)
+    assert str(caught.value).startswith(f"{key}: ")
 
 
 def test_an_agreeing_py_limited_api_define_is_not_doubled(tmp_path: Path) -> None:
@@ -565,10 +567,9 @@ def test_extension_and_python_module_of_the_same_name_fail_before_compiling(tmp_
         name = "pkg._C"
         sources = ["csrc/a.cpp"]
         """, files=("csrc/a.cpp", "pkg/__init__.py", "pkg/_C.py"))
-    with pytest.raises(ConfigError) as caught:
+    with pytest.raises(ConfigError, match=re.escape("pkg/_C.py")) as caught:
         glue.build_wheel(project, tmp_path / "out", None)
     assert caught.value.key == "tool.torch-ext.extension[0].name"
-    assert "pkg/_C.py" in str(caught.value)
     assert not (project / "build").exists() and not (tmp_path / "out").exists()
 
 

@@ -18,7 +18,8 @@ DRYRUN = '[ "$1" = -dryrun ] && echo "#$ TOP=${0%/*}/.." >&2 && exit 0\n'
 
 
 def compiler_error(cxx: str) -> str:
-    with pytest.raises(ToolchainError) as error:
+    """The message of the compiler check, which names the variable the compiler came from."""
+    with pytest.raises(ToolchainError, match="^CXX=") as error:
         toolchain.find_compiler({"CXX": cxx, "PATH": SYSTEM_PATH})
     return str(error.value)
 
@@ -82,7 +83,7 @@ def test_nvcc_host_compiler_errors_name_cc(tmp_path: Path) -> None:
 
 def nvcc_error(tmp_path: Path, body: str) -> str:
     write_script(tmp_path / "cuda" / "bin" / "nvcc", DRYRUN + body)
-    with pytest.raises(ToolchainError) as error:
+    with pytest.raises(ToolchainError, match=r"^no usable CUDA toolkit \(nvcc\) found\.") as error:
         cuda.require_cuda({"PATH": "", "CUDA_HOME": str(tmp_path / "cuda")},
                           search_paths=[], nvidia_dirs=[])
     return str(error.value)
