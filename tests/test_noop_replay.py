@@ -24,12 +24,14 @@ from pathlib import Path
 import pytest
 
 from pep517_torch.core.lock import build_lock
+from tests.commands import run
 from tests.conftest import count
 from tests.tiny_project import set_value, wheel_value, write_project
 
 pytestmark = pytest.mark.compile
 
 NAME = "replayed"
+UNSET = ("SOURCE_DATE_EPOCH", "PEP517_TORCH_NO_REPLAY")
 HOOK = r"""
 import json, sys
 import pep517_torch.buildapi as api
@@ -67,25 +69,24 @@ class Build:
 
 
 class Project:
-    """The tiny project, its environment and settings, and a counter for output folders."""
+    """The tiny project, its environment (changes to this process's) and settings, and a
+    counter for output folders."""
 
     def __init__(self, root: Path, outputs: Path) -> None:
         self.root, self.outputs = root, outputs
-        self.env = {**os.environ, "PATH": f"{outputs / 'bin'}{os.pathsep}{os.environ['PATH']}"}
-        self.env.pop("SOURCE_DATE_EPOCH", None)
-        self.env.pop("PEP517_TORCH_NO_REPLAY", None)
+        self.env = {"PATH": f"{outputs / 'bin'}{os.pathsep}{os.environ['PATH']}"}
         self.settings: dict[str, str] | None = None
         self.runs = 0
         (outputs / "bin").mkdir(parents=True)  # on PATH from the start: a compiler may appear
 
+    def run_hook(self, hook: str, out: Path, *, check: bool = True) -> subprocess.CompletedProcess[str]:
+        return run(sys.executable, "-c", HOOK, hook, out, json.dumps(self.settings),
+                   cwd=self.root, env=self.env, unset=UNSET, check=check, timeout=600)
+
     def hook(self, hook: str) -> Run:
         self.runs += 1
         out = self.outputs / f"{self.runs}-{hook}"
-        result = subprocess.run(
-            [sys.executable, "-c", HOOK, hook, str(out), json.dumps(self.settings)],
-            cwd=self.root, env=self.env, capture_output=True, text=True, timeout=600,
-        )
-        assert result.returncode == 0, result.stdout + result.stderr
+        result = self.run_hook(hook, out)
         found = json.loads(result.stdout.strip().splitlines()[-1])
         return Run(found["name"], not found["config"], result.stdout + result.stderr, out)
 
@@ -302,9 +303,7 @@ def test_a_failed_build_leaves_no_record(project: Project, machine_cache: Path) 
               if json.loads(path.read_text())["key"][1] == str(project.root)]
     assert len(wheels) == 1
     (project.root / "csrc" / "value.cpp").write_text("int value() { return }\n")
-    result = subprocess.run([sys.executable, "-c", HOOK, "wheel", str(project.outputs / "x"), "null"],
-                            cwd=project.root, env=project.env, capture_output=True, text=True,
-                            timeout=600)
+    result = project.run_hook("wheel", project.outputs / "x", check=False)
     assert result.returncode != 0
     assert "error" in result.stdout + result.stderr
     assert not any(path.exists() for path in wheels)
@@ -324,10 +323,11 @@ def test_a_replay_takes_no_lock_and_a_real_build_still_does(project: Project) ->
     with build_lock(build_dir, "a test holding the lock"):
         assert project.hook("wheel").replayed
         set_value(project.root, 3)
+        env = {name: value for name, value in os.environ.items() if name not in UNSET}
         waiter = subprocess.Popen(
             [sys.executable, "-c", HOOK, "wheel", str(project.outputs / "w"), "null"],
-            cwd=project.root, env=project.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            text=True,
+            cwd=project.root, env={**env, **project.env}, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, text=True,
         )
         time.sleep(3)
         assert waiter.poll() is None, waiter.communicate()[0]  # waiting for the lock
