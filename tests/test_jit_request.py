@@ -24,14 +24,19 @@ WARM_PATH_MODULES = {
 }
 
 
-def test_the_key_is_the_json_stamps_were_written_with() -> None:
-    """Stamps written before the request was a dataclass stay valid: same JSON, same key."""
+def test_the_key_names_every_field_and_is_the_same_in_every_process() -> None:
+    """The request's part of the stamp's key: equal requests, equal text, in any process;
+    any field changed, another text (a flag moved from one list to another included)."""
+    import dataclasses
+
     request = JitRequest("m", ("/s/a.cpp",), ("/inc",), ("-O1",), (), ("-lx",), None, "library")
-    written_before = dict(
-        name="m", sources=["/s/a.cpp"], include_dirs=["/inc"], cflags=["-O1"],
-        cuda_cflags=[], ldflags=["-lx"], with_cuda=None, kind="library",
-    )
-    assert request.canonical() == json.dumps(written_before, sort_keys=True)
+    code = ("from pep517_torch.jit.request import JitRequest; print(JitRequest('m', ('/s/a.cpp',),"
+            " ('/inc',), ('-O1',), (), ('-lx',), None, 'library').canonical())")
+    assert run_python(code).stdout.strip() == request.canonical()
+    changed = [dataclasses.replace(request, cflags=()), dataclasses.replace(request, cuda_cflags=("-O1",)),
+               dataclasses.replace(request, with_cuda=False), dataclasses.replace(request, stable_abi="2.10"),
+               dataclasses.replace(request, kind="module"), dataclasses.replace(request, name="n")]
+    assert len({request.canonical(), *(other.canonical() for other in changed)}) == 1 + len(changed)
     assert request.artifact(Path("/b"), "m_v1") == "/b/m_v1.so"
     tool = JitRequest("t", ("/s/main.cpp",), kind="executable")
     assert tool.artifact("/b", "t") == "/b/t"

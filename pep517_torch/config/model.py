@@ -202,6 +202,7 @@ class ProjectSettings:
         " (whose next build is an edit of one file).",
         config_setting=True,
         env=variables.UNITY,
+        runs_only=True,  # the same program either way: a JIT stamp need not record it
         option=lambda value: None if value == "auto" else value,
     )
     compiler_launcher: str = setting(

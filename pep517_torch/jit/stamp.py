@@ -83,15 +83,27 @@ def recorded_env(env: Mapping[str, str]) -> dict[str, str | None]:
     return {name: env.get(name) for name in artifact_env()}
 
 
+def _read(path: str | os.PathLike[str]) -> bytes:
+    """A small file's bytes in three system calls (``open()`` makes six: the warm path pays
+    for each)."""
+    descriptor = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        chunks = [os.read(descriptor, 1 << 16)]
+        while len(chunks[-1]) == 1 << 16:
+            chunks.append(os.read(descriptor, 1 << 16))
+        return b"".join(chunks)
+    finally:
+        os.close(descriptor)
+
+
 def is_fresh(
     stamp: str | os.PathLike[str], key: str, artifact: str | os.PathLike[str], env: Mapping[str, str]
 ) -> bool:
     try:
-        with open(stamp, "rb") as file:
-            data = json.loads(file.read())
+        data = json.loads(_read(stamp))
     except (OSError, ValueError):
         return False
-    if data.get("version") != STAMP_VERSION or data.get("key") != key:
+    if not isinstance(data, dict) or data.get("version") != STAMP_VERSION or data.get("key") != key:
         return False
     if any(env.get(name) != value for name, value in data.get("env", {}).items()):
         return False

@@ -78,7 +78,7 @@ def jit_load(
     """
     torch = _torch()
     pch = use_pch(pch, env)
-    torch_id = f"{os.path.dirname(torch.__file__)}\0{torch.__version__}"
+    torch_id = f"{torch.__file__}\0{torch.__version__}"
     key = stamp.fingerprint(request, torch_id, f"pch={pch}")
     base = request.name
     directory = os.fspath(build_dir)
