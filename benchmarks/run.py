@@ -174,7 +174,8 @@ def phases(project: Path) -> list[list[object]]:
     """The steps of the last build in ``project`` as [name, start s, seconds], in start order:
     from its build-trace.json (ours), or from its ninja log (torch's BuildExtension drives ninja
     too: build/temp.*/.ninja_log)."""
-    from pep517_torch.core.trace import parse_log, steps
+    from pep517_torch.core.trace_view import steps
+    from pep517_torch.runtime.trace import parse_log
 
     logs = sorted((project / "build").glob("*/.ninja_log"), key=lambda path: path.stat().st_mtime)
     if not logs:
