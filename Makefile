@@ -32,13 +32,17 @@ tools:
 		echo "make tools: missing$$missing and no root apt-get here: their tests will skip"; \
 	fi
 
-# The default suite: no GPU, CPU torch, everything but the slow fuzzing tier (< 25 min on 2 cores).
+# The default suite: no GPU, CPU torch, everything but the slow tier (< 20 min on 2 cores).
+# TEST_WORKERS pytest-xdist workers (one per core here): tests/conftest.py keeps each test
+# module on one worker (its module-scoped builds are made once) and shares the machine cache.
+TEST_WORKERS ?= 2
 test: venv tools
-	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not slow" -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
-# Everything CPU-side, including >= 1000-example config fuzzing.
+# Everything CPU-side: the slow tier too (>= 1000-example config fuzzing, heavy builds that
+# repeat a proof make test has).
 test-all: venv tools
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 # Build a wheel of fixtures/minimal with pip through our backend, install it, run its op.
 demo: venv

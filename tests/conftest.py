@@ -26,6 +26,33 @@ def count(what: str, n: int = 1) -> None:
     COUNTS[what] = COUNTS.get(what, 0) + n
 
 
+# Modules that take longest, started first so that `make test`'s two workers end together.
+HEAVY_FIRST = ("test_hardening", "test_jit", "test_frontends", "test_core_build", "test_cuda_build",
+               "test_migrate", "test_setuptools_face", "test_doc_configuration", "test_noop_replay",
+               "test_pch_health")
+# Session-scoped builds several modules share: the modules using one run on one worker.
+SHARED_BUILDS = ("torch_built_wheels",)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (`--dist loadgroup`), each module is one group, so its module-scoped
+    builds are made once, and the modules that share a session build are one group; heavy
+    modules come first."""
+    groups: dict[str, str] = {}
+    for item in items:
+        module = item.module.__name__.rsplit(".", 1)[-1]  # type: ignore[attr-defined]
+        shared = next((name for name in SHARED_BUILDS if name in item.fixturenames), None)
+        if shared or module not in groups:
+            groups[module] = shared or groups.get(module, module)
+    for item in items:
+        module = item.module.__name__.rsplit(".", 1)[-1]  # type: ignore[attr-defined]
+        item.add_marker(pytest.mark.xdist_group(groups[module]))
+    rank = {name: i for i, name in enumerate(HEAVY_FIRST)}
+    order = {id(item): i for i, item in enumerate(items)}
+    items.sort(key=lambda item: (rank.get(item.module.__name__.rsplit(".", 1)[-1], len(rank)),  # type: ignore[attr-defined]
+                                 order[id(item)]))
+
+
 def pytest_terminal_summary(terminalreporter) -> None:  # type: ignore[no-untyped-def]
     if COUNTS:
         terminalreporter.section("cases tried")
@@ -80,7 +107,11 @@ def machine_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     Tests that build and their child processes share it, as builds on one machine do. No
     compiler launcher unless a test asks for one: a ccache that `make tools` installed would
     otherwise serve every compile from its own cache, across runs."""
-    root = tmp_path_factory.mktemp("machine-cache")
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # one machine: its workers share the cache
+        root = tmp_path_factory.getbasetemp().parent / "machine-cache"
+        root.mkdir(exist_ok=True)
+    else:
+        root = tmp_path_factory.mktemp("machine-cache")
     settings = {"PEP517_TORCH_CACHE_DIR": str(root), "PEP517_TORCH_COMPILER_LAUNCHER": "none"}
     previous = {name: os.environ.get(name) for name in settings}
     os.environ.update(settings)

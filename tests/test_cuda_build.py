@@ -409,6 +409,7 @@ def test_load_inline_cuda_sources_fast_path(
 @needs_nvcc
 @pytest.mark.cuda
 @pytest.mark.torch_ext
+@pytest.mark.slow  # the CUDA-torch tier's test_load_inline_with_cuda_sources proves it in CI
 def test_load_inline_cuda_sources_with_torch_headers(
     tmp_path: Path, jit_env: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

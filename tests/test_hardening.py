@@ -80,16 +80,21 @@ def test_eight_concurrent_loads_compile_exactly_once(tmp_path: Path) -> None:
     count("concurrent JIT loaders (one compile)", 8)
 
 
+KILLS = 6
+
+
 def test_sigkill_at_random_moments_never_poisons_the_next_load(tmp_path: Path) -> None:
     source = tmp_path / "m.cpp"
     source.write_text(PYBIND_MODULE)
     build = tmp_path / "build"
     rng = random.Random(20261129)
-    for attempt in range(10):
+    for attempt in range(KILLS):
         flag = f"-DVALUE={attempt}"  # a new flag each time: every attempt has to rebuild
         victim = subprocess.Popen([sys.executable, "-c", LOAD_CHILD, source, build, flag],
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        time.sleep(rng.uniform(0.5, 6.0))  # torch import ~2.5 s, then a ~3 s build
+        # torch's import (~2.5 s), then the lock, a ~3 s compile, the link and the stamp: one
+        # random moment in each of KILLS equal slices of 1.5-6.9 s, so that every phase is hit.
+        time.sleep(1.5 + (attempt + rng.random()) * 5.4 / KILLS)
         victim.kill()
         victim.wait()
         survivor = run_python(LOAD_CHILD.replace("sys.argv[1]", repr(str(source)))
