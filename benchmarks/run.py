@@ -6,7 +6,8 @@ Measures (each on this machine, in this run):
   warm     JIT load() of an already-built extension in a fresh process, after `import torch`
   cold     `pip wheel --no-build-isolation` of fixtures/bench4 (4 TUs with torch/extension.h)
            vs torch's setup.py + BuildExtension built the same way
-  noop     the same command again
+  noop     the same command again; beside it pip's own floor, the same command with an in-tree
+           backend that only copies a wheel (what no backend can go under)
   edit     one .cpp changed, the same command again
   setup_*  cold, noop and edit for the same setup.py with pep517_torch.setuptools'
            BuildExtension (the one-line import switch) vs torch's BuildExtension
@@ -67,6 +68,8 @@ from children import (  # noqa: E402
     JIT_SOURCE,
     OPS_SOURCE,
     OURS_SETUP_PYPROJECT,
+    PIP_FLOOR_BACKEND,
+    PIP_FLOOR_PYPROJECT,
     THEIRS_PYPROJECT,
     WARM_CHILD,
 )
@@ -168,6 +171,21 @@ def bench_wheels(results: dict[str, dict[str, float]], *, pyproject: bool, setup
               flush=True)
     if overheads:
         results["overhead"] = {"ours": max(overheads)}
+    if pyproject:
+        bench_pip_floor(results, next((projects["ours"] / "wheelhouse").glob("*.whl")))
+
+
+def bench_pip_floor(results: dict[str, dict[str, float]], wheel: Path, repeats: int = 3) -> None:
+    """What a no-op `pip wheel` costs whatever the backend does: pip, its two hook processes,
+    and a backend that only copies the wheel our no-op made (best of ``repeats``)."""
+    project = empty(WORK / "pip-floor")
+    (project / "pyproject.toml").write_text(PIP_FLOOR_PYPROJECT)
+    (project / "copy_backend.py").write_text(PIP_FLOOR_BACKEND)
+    (project / "kept").mkdir()
+    shutil.copy(wheel, project / "kept")
+    seconds = min(pip_wheel(project)[0] for _ in range(repeats))
+    results["noop_pip_floor"] = {"torch": results["noop"]["torch"], "ours": seconds}
+    print(f"  noop: pip's own floor (a backend that copies a wheel) {seconds:.1f} s", flush=True)
 
 
 def phases(project: Path) -> list[list[object]]:
@@ -284,12 +302,24 @@ def is_cuda_torch(python: Path) -> bool:
     return probe.returncode == 0 and probe.stdout.strip() not in ("", "None")
 
 
+def cuda_home() -> dict[str, str]:
+    """CUDA_HOME for both sides: torch takes the folder above the first nvcc on PATH, which is
+    wrong where that nvcc is a wrapper script (its headers are then not found); ours sees
+    through it. Given as found, so that both compile against one toolkit."""
+    if os.environ.get("CUDA_HOME"):
+        return {}
+    from pep517_torch.core.cuda import find_cuda
+
+    toolkit = find_cuda(os.environ)
+    return {"CUDA_HOME": str(toolkit.root)} if toolkit else {}
+
+
 def bench_cuda(results: dict[str, dict[str, float]], python: Path) -> None:
     """Under a CUDA torch, interleaved: torch's setup.py, then ours, per row."""
     if not is_cuda_torch(python):
         print(f"  cuda: skipped: {python} has no CUDA build of torch (make test-cuda-torch makes one)")
         return
-    archs = {"TORCH_CUDA_ARCH_LIST": CUDA_ARCHS}
+    archs = {"TORCH_CUDA_ARCH_LIST": CUDA_ARCHS, **cuda_home()}
     cases = {
         "cuda_cold": (lambda ours: fresh_copy(FIXTURE, WORK / f"cuda-bench4-{ours}", ours=ours), {}),
         "cuda_cu3": (lambda ours: cuda_kernel_project(WORK / f"cuda-cu3-{ours}", ours=ours), archs),
@@ -371,7 +401,8 @@ def bench_floor(results: dict[str, dict[str, float]], repeats: int = 5) -> None:
 
 
 GOALS = {  # measure: (unit, goal on the ratio ours/torch, or on ours alone for absolutes)
-    "cold": ("s", 0.35), "noop": ("s", 0.1), "edit": ("s", None), "jit": ("s", 0.4),
+    "cold": ("s", 0.35), "noop": ("s", 0.1), "noop_pip_floor": ("s", None), "edit": ("s", None),
+    "jit": ("s", 0.4),
     "cold_warm": ("s", 0.30), "header_cold": ("s", 0.35), "header_warm": ("s", 0.30),
     "setup_cold": ("s", None), "setup_noop": ("s", None), "setup_edit": ("s", None),
     "warm": ("ms", None), "overhead": ("s", None), "warm_floor": ("ms", 2.0),
@@ -384,6 +415,7 @@ LABELS = {
     "header_cold": "cold wheel, TUs include torch via ops.h (bench4h), empty PCH cache",
     "header_warm": "cold wheel, bench4h, warm PCH cache",
     "noop": "no-op rebuild (same command again)",
+    "noop_pip_floor": "pip's own floor for that no-op: a backend that only copies a wheel",
     "edit": "one .cpp edited",
     "setup_cold": "setup.py, our BuildExtension: cold wheel",
     "setup_noop": "setup.py, our BuildExtension: no-op rebuild",
