@@ -330,9 +330,16 @@ def bench_cuda(results: dict[str, dict[str, float]], python: Path) -> None:
             ours = who == "ours"
             print(f"  {key}: {'pep517_torch' if ours else 'torch'} ...", flush=True)
             cache = empty(WORK / f"pch-cache-{key}") if ours else None
-            seconds[who], _ = pip_wheel(make(ours), cache, python=python, env=env)
-        results[key] = seconds
-        print(f"  {key}: torch {seconds['torch']:.1f} s, pep517_torch {seconds['ours']:.1f} s", flush=True)
+            try:
+                seconds[who], _ = pip_wheel(make(ours), cache, python=python, env=env)
+            except SystemExit as failed:  # one side cannot build here: say so, keep the run
+                errors = re.findall(r"^.*(?:fatal )?error:.*$", str(failed), re.MULTILINE)
+                print(f"  {key}: {who}'s build failed, row left out: {(errors or ['see above'])[0].strip()}",
+                      flush=True)
+                break
+        else:
+            results[key] = seconds
+            print(f"  {key}: torch {seconds['torch']:.1f} s, pep517_torch {seconds['ours']:.1f} s", flush=True)
 
 
 def bench_warm(results: dict[str, dict[str, float]], repeats: int = 9) -> None:

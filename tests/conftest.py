@@ -34,10 +34,16 @@ HEAVY_FIRST = ("test_hardening", "test_jit", "test_frontends", "test_core_build"
 SHARED_BUILDS = ("torch_built_wheels",)
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Under pytest-xdist (`--dist loadgroup`), each module is one group, so its module-scoped
     builds are made once, and the modules that share a session build are one group; heavy
-    modules come first."""
+    modules come first. (The CUDA-torch tier's venv has no xdist: no groups there.)"""
+    rank = {name: i for i, name in enumerate(HEAVY_FIRST)}
+    order = {id(item): i for i, item in enumerate(items)}
+    items.sort(key=lambda item: (rank.get(item.module.__name__.rsplit(".", 1)[-1], len(rank)),  # type: ignore[attr-defined]
+                                 order[id(item)]))
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
     groups: dict[str, str] = {}
     for item in items:
         module = item.module.__name__.rsplit(".", 1)[-1]  # type: ignore[attr-defined]
@@ -47,10 +53,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         module = item.module.__name__.rsplit(".", 1)[-1]  # type: ignore[attr-defined]
         item.add_marker(pytest.mark.xdist_group(groups[module]))
-    rank = {name: i for i, name in enumerate(HEAVY_FIRST)}
-    order = {id(item): i for i, item in enumerate(items)}
-    items.sort(key=lambda item: (rank.get(item.module.__name__.rsplit(".", 1)[-1], len(rank)),  # type: ignore[attr-defined]
-                                 order[id(item)]))
 
 
 def pytest_terminal_summary(terminalreporter) -> None:  # type: ignore[no-untyped-def]
