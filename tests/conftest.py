@@ -34,25 +34,22 @@ HEAVY_FIRST = ("test_hardening", "test_jit", "test_frontends", "test_core_build"
 SHARED_BUILDS = ("torch_built_wheels",)
 
 
+def _module(item: pytest.Item) -> str:
+    return item.module.__name__  # type: ignore[attr-defined]
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (`--dist loadgroup`), each module is one group, so its module-scoped
-    builds are made once, and the modules that share a session build are one group; heavy
-    modules come first. (The CUDA-torch tier's venv has no xdist: no groups there.)"""
+    """Heavy modules first (a stable sort keeps the rest in order). Under pytest-xdist
+    (`--dist loadgroup`) each module is one group, so its module-scoped builds are made once,
+    and the modules that share a session build are one group. (The CUDA-torch tier's venv has
+    no xdist: no groups there.)"""
     rank = {name: i for i, name in enumerate(HEAVY_FIRST)}
-    order = {id(item): i for i, item in enumerate(items)}
-    items.sort(key=lambda item: (rank.get(item.module.__name__.rsplit(".", 1)[-1], len(rank)),  # type: ignore[attr-defined]
-                                 order[id(item)]))
+    items.sort(key=lambda item: rank.get(_module(item).rsplit(".", 1)[-1], len(rank)))
     if not config.pluginmanager.hasplugin("xdist"):
         return
-    groups: dict[str, str] = {}
+    shared = {_module(item): name for item in items for name in SHARED_BUILDS if name in item.fixturenames}
     for item in items:
-        module = item.module.__name__.rsplit(".", 1)[-1]  # type: ignore[attr-defined]
-        shared = next((name for name in SHARED_BUILDS if name in item.fixturenames), None)
-        if shared or module not in groups:
-            groups[module] = shared or groups.get(module, module)
-    for item in items:
-        module = item.module.__name__.rsplit(".", 1)[-1]  # type: ignore[attr-defined]
-        item.add_marker(pytest.mark.xdist_group(groups[module]))
+        item.add_marker(pytest.mark.xdist_group(shared.get(_module(item), _module(item))))
 
 
 def pytest_terminal_summary(terminalreporter) -> None:  # type: ignore[no-untyped-def]
