@@ -333,7 +333,7 @@ def bench_cuda(results: dict[str, dict[str, float]], python: Path) -> None:
             try:
                 seconds[who], _ = pip_wheel(make(ours), cache, python=python, env=env)
             except SystemExit as failed:  # one side cannot build here: say so, keep the run
-                errors = re.findall(r"^.*(?:fatal )?error:.*$", str(failed), re.MULTILINE)
+                errors = re.findall(r"^.*error:.*$", str(failed), re.MULTILINE)
                 print(f"  {key}: {who}'s build failed, row left out: {(errors or ['see above'])[0].strip()}",
                       flush=True)
                 break
