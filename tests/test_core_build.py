@@ -111,6 +111,25 @@ def test_incremental_rebuilds_touch_only_what_changed(tmp_path: Path) -> None:
     assert build([flagged], options, log=lambda _: None).run.compiled == 3
 
 
+def test_a_rebuild_removes_what_a_killed_build_left_half_written(tmp_path: Path) -> None:
+    sources = pch_project(tmp_path, torch=False)
+    spec = ExtensionSpec("leftover", tuple(sources), kind=Kind.LIBRARY, python_abi_suffix=False,
+                         pch=False)
+    options = BuildOptions(build_dir=tmp_path / "b", source_root=tmp_path)
+    artifact = build([spec], options, log=lambda _: None).artifacts["leftover"]
+    # A link SIGTERMed between its write and its rename (graph.py's `$out.$$.tmp`), an atomic
+    # write killed likewise, and two files of the user's that only look alike.
+    dead = [artifact.with_name(artifact.name + ".4242.tmp"),
+            tmp_path / "b" / "obj" / ".record.json.77-0a1b2c3d.tmp"]
+    kept = [tmp_path / "b" / "notes.tmp", tmp_path / "b" / "v1.2.tmp.bak"]
+    for path in dead + kept:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"half")
+    sources[0].write_text(plain_source("triple", 4))
+    assert build([spec], options, log=lambda _: None).run.linked == 1
+    assert [p.exists() for p in dead + kept] == [False, False, True, True]
+
+
 def test_compiler_launcher_wraps_every_compile_and_counts_hits(tmp_path: Path) -> None:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()

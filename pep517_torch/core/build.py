@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from ..atomic import writing
 from ..errors import BuildError
 from ..runtime import trace
+from ..runtime.files import remove_leftover_temporaries
 from ..runtime.ninja import LOG_NAME
 from ..runtime.user_line import print_line, user_line
 from . import inputs, pch_cache, pch_health, stable_audit, toolchain, unity, up_to_date
@@ -88,6 +89,7 @@ def run(
                 result = _nothing_to_do(plan, options, log)
             else:
                 up_to_date.forget(plan.build_dir)  # a failed run must not leave the last record
+                remove_leftover_temporaries(plan.build_dir)  # every face holds the build lock
                 try:
                     result = run_ninja(
                         plan.ninja,

@@ -242,6 +242,7 @@ def run_ninja(config):
     )
     started = time.monotonic()
     with _runtime("lock").BuildDirLock(Path(build_dir), f"{project} (editable rebuild on import)"):
+        _runtime("files").remove_leftover_temporaries(build_dir)
         recorder = _recorder(Path(build_dir), environment)
         try:
             returncode = follow.run_ninja_followed(arguments, environment, progress)

@@ -4,6 +4,7 @@ rename over it (the rest of pep517_torch adds its errors and streamed archives i
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -12,6 +13,27 @@ from pathlib import Path
 def temporary_name(destination: Path) -> Path:
     """A unique hidden name beside ``destination``, to write to and then rename into place."""
     return destination.with_name(f".{destination.name}.{os.getpid()}-{os.urandom(4).hex()}.tmp")
+
+
+# A build step's ``$out.$$.tmp`` (graph.py) and temporary_name's ``.name.<pid>-<hex>.tmp``.
+_TEMPORARY = re.compile(r"\.\d+(-[0-9a-f]{8})?\.tmp$")
+
+
+def remove_leftover_temporaries(directory: Path | str) -> int:
+    """Remove what killed builds left half-written in ``directory`` (recursively); how many.
+
+    Only for a holder of the directory's build lock: no one else is writing there then, so
+    every temporary is a dead writer's."""
+    removed = 0
+    for folder, _, names in os.walk(directory):
+        for name in names:
+            if name.endswith(".tmp") and _TEMPORARY.search(name):
+                try:
+                    os.unlink(os.path.join(folder, name))
+                    removed += 1
+                except OSError:
+                    pass
+    return removed
 
 
 def write_atomic(path: Path, data: bytes | str, *, durable: bool = False) -> None:
