@@ -314,6 +314,20 @@ def cuda_home() -> dict[str, str]:
     return {"CUDA_HOME": str(toolkit.root)} if toolkit else {}
 
 
+def nvidia_wheel_headers(python: Path) -> dict[str, str]:
+    """CPATH for torch's side: the headers of the nvidia-* wheels a CUDA torch installs
+    (cusparse.h, cublas_v2.h, which ATen/cuda includes), searched after every -I as ours
+    searches them (core/cuda.py), where the system toolkit lacks them (a trimmed one)."""
+    found = subprocess.run(
+        [str(python), "-c", "import glob, os, sysconfig; print(os.pathsep.join(sorted(glob.glob("
+         "os.path.join(sysconfig.get_paths()['purelib'], 'nvidia', '*', 'include')))))"],
+        capture_output=True, text=True,
+    ).stdout.strip()
+    if not found:
+        return {}
+    return {"CPATH": os.pathsep.join(filter(None, [os.environ.get("CPATH"), found]))}
+
+
 def bench_cuda(results: dict[str, dict[str, float]], python: Path) -> None:
     """Under a CUDA torch, interleaved: torch's setup.py, then ours, per row."""
     if not is_cuda_torch(python):
@@ -324,6 +338,7 @@ def bench_cuda(results: dict[str, dict[str, float]], python: Path) -> None:
         "cuda_cold": (lambda ours: fresh_copy(FIXTURE, WORK / f"cuda-bench4-{ours}", ours=ours), {}),
         "cuda_cu3": (lambda ours: cuda_kernel_project(WORK / f"cuda-cu3-{ours}", ours=ours), archs),
     }
+    theirs = nvidia_wheel_headers(python)
     for key, (make, env) in cases.items():
         seconds = {}
         for who in ("torch", "ours"):
@@ -331,7 +346,8 @@ def bench_cuda(results: dict[str, dict[str, float]], python: Path) -> None:
             print(f"  {key}: {'pep517_torch' if ours else 'torch'} ...", flush=True)
             cache = empty(WORK / f"pch-cache-{key}") if ours else None
             try:
-                seconds[who], _ = pip_wheel(make(ours), cache, python=python, env=env)
+                seconds[who], _ = pip_wheel(make(ours), cache, python=python,
+                                            env=env if ours else {**env, **theirs})
             except SystemExit as failed:  # one side cannot build here: say so, keep the run
                 errors = re.findall(r"^.*error:.*$", str(failed), re.MULTILINE)
                 print(f"  {key}: {who}'s build failed, row left out: {(errors or ['see above'])[0].strip()}",

@@ -10,7 +10,6 @@ test whose .cu includes torch headers (load_inline's implicit headers) is marked
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -30,6 +29,7 @@ from pep517_torch.core import build as core_build
 from pep517_torch.core import plan as core_plan
 from pep517_torch.core.spec import BuildOptions, ExtensionSpec, Kind
 from pep517_torch.errors import BuildError, ConfigError, ToolchainError
+from pep517_torch.jit import stamp as jit_stamp
 from tests.commands import run_python
 from tests.conftest import FIXTURES, write_tree
 from tests.cuda_tools import fatbin_contents, find_cuobjdump
@@ -350,7 +350,8 @@ def test_load_with_cu_sources(
         assert fatbin(tmp_path / "b" / "jit_cudaops.so") == ({"sm_86"}, set())
     # The up-to-date stamp tracks the sources and the project headers nvcc's depfiles named
     # (.cuh included), and no system or toolkit header.
-    stamp = json.loads((tmp_path / "b" / "jit_cudaops.stamp.json").read_text())
+    stamp = jit_stamp.read(jit_stamp.stamp_path(tmp_path / "b", "jit_cudaops"))
+    assert stamp is not None
     tracked = {Path(entry[0]).name for entry in stamp["inputs"]}
     assert tracked == {"module.cpp", "axpy.cu", "sum_of_squares.cu", "launch.h", "axpy.cuh",
                        "reduce.cuh"}, stamp["inputs"]

@@ -20,6 +20,8 @@ def unwritable_character(text: str) -> str | None:
     """What in ``text`` no build.ninja line (and no command-line argument) can hold, as words
     for an error message; None when it can be written. The config layer and the JIT refuse
     such values by name; :func:`_refuse_newline` is the writer's last-resort guard."""
+    if _SUSPECT.search(text) is None:  # one C call for the usual text (the JIT's warm path)
+        return None
     return next((name for char, name in _UNWRITABLE.items() if char in text), None)
 
 
@@ -31,11 +33,14 @@ def unwritable_character(text: str) -> str | None:
 # a project named with ' " ; &) and are recompiled on every build: see docs/guarantees.md.
 DEPFILE_REBUILDS = frozenset("&'*;<>?^`\"")
 _CONTROL = re.compile("[\x01-\x1f\x7f]")
+_SUSPECT = re.compile("[\x00-\x1f\x7f|]")  # whatever either function below could object to
 
 
 def unnameable_character(path: str) -> str | None:
     """What in ``path`` keeps ninja from naming it as a build input or output, as words for an
     error message; else None."""
+    if _SUSPECT.search(path) is None:
+        return None
     problem = unwritable_character(path)
     if problem is not None:
         return problem

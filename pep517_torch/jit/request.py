@@ -5,16 +5,16 @@ kind is ``core.spec.Kind``'s value, not the enum: ``core.spec`` stays off the wa
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Literal
+from typing import Literal, NamedTuple
 
 ArtifactKind = Literal["module", "library", "executable"]  # core.spec.Kind's values
 
 
-@dataclass(frozen=True)
-class JitRequest:
-    """A normalised ``load()`` call: absolute paths, flags split into single arguments."""
+class JitRequest(NamedTuple):
+    """A normalised ``load()`` call: absolute paths, flags split into single arguments.
+
+    A NamedTuple, not a frozen dataclass: importing it costs a fifth (the warm path's import
+    pays for each class it makes) and its repr is one formatting call."""
 
     name: str
     sources: tuple[str, ...]
@@ -30,7 +30,7 @@ class JitRequest:
         """Every field, named, in one text: the request's part of the stamp's key, the same in
         every process of one Python (the key holds its version). repr, not JSON: the warm path
         pays for every microsecond, and json's first call in a process costs tens of them."""
-        return repr(tuple((name, getattr(self, name)) for name in self.__dataclass_fields__))
+        return repr(self)
 
     def artifact(self, build_dir: str | os.PathLike[str], target: str) -> str:
         """Where the build of ``target`` (``name`` or ``name_v1``...) lands."""

@@ -16,6 +16,8 @@ from pathlib import Path
 from types import ModuleType
 
 from ..core.identity import torch_flavour
+from ..core.ninja_syntax import unwritable_character
+from ..errors import ConfigError
 from ..runtime.environment import PCH, TORCH_EXTENSIONS_DIR, switch, user_cache_home
 from . import stamp
 from .request import ArtifactKind, JitRequest
@@ -41,6 +43,16 @@ def extensions_root(env: Mapping[str, str] = os.environ) -> Path:
         return Path(env[TORCH_EXTENSIONS_DIR]).expanduser()
     python = f"py{sys.version_info[0]}{sys.version_info[1]}{getattr(sys, 'abiflags', '')}"
     return user_cache_home(env) / "pep517_torch" / "jit" / f"{python}_{_flavour(_torch())}"
+
+
+def check_extensions_dir(env: Mapping[str, str]) -> None:
+    """TORCH_EXTENSIONS_DIR, the shared PCH cache's home whatever the build directory, must fit
+    on a command line: checked before anything is built or written, not on the warm path."""
+    where = env.get(TORCH_EXTENSIONS_DIR, "")
+    problem = unwritable_character(where)
+    if problem:
+        raise ConfigError(f"{where!r} contains {problem}: it cannot reach a command line",
+                          TORCH_EXTENSIONS_DIR)
 
 
 def use_pch(requested: bool | None, env: Mapping[str, str]) -> bool:
