@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shlex
 import shutil
 import stat
 from collections.abc import Mapping
@@ -28,6 +27,8 @@ def compiler_identity(env: Mapping[str, str]) -> tuple[str, int, int, int, int] 
     alternative switched to another compiler has another inode: one ``stat`` per PATH entry
     looked at, nothing resolved in Python (the JIT's warm path pays for every call)."""
     given = env.get("CXX")
+    if given:
+        import shlex  # only then: the JIT's warm path imports this module
     try:
         args = shlex.split(given) if given else ["c++"]
     except ValueError:

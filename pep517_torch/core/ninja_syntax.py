@@ -8,8 +8,6 @@ a file named ``$(touch x).cpp`` would execute. Commands here therefore never use
 from __future__ import annotations
 
 import re
-
-import shlex
 from collections.abc import Iterable
 
 
@@ -32,7 +30,6 @@ def unwritable_character(text: str) -> str | None:
 # printable characters in depfiles as well; those build correctly (tests/test_hardening.py builds
 # a project named with ' " ; &) and are recompiled on every build: see docs/guarantees.md.
 DEPFILE_REBUILDS = frozenset("&'*;<>?^`\"")
-_CONTROL = re.compile("[\x01-\x1f\x7f]")
 _SUSPECT = re.compile("[\x00-\x1f\x7f|]")  # whatever either function below could object to
 
 
@@ -46,7 +43,7 @@ def unnameable_character(path: str) -> str | None:
         return problem
     if "|" in path:
         return "'|', which ninja reads as the start of a build line's implicit inputs"
-    bad = _CONTROL.search(path)
+    bad = re.search("[\x01-\x1f\x7f]", path)
     if bad is not None:
         return f"the control character {bad[0]!r}, which ninja's reader of dependency files splits at"
     return None
@@ -74,6 +71,8 @@ def escape_value(text: str) -> str:
 
 def shell_args(args: Iterable[str]) -> str:
     """Arguments quoted for ``sh -c`` and escaped for ninja: each stays exactly one argument."""
+    import shlex  # planning only: the JIT's warm path imports this module too
+
     return escape_value(" ".join(shlex.quote(str(a)) for a in args))
 
 

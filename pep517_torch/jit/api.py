@@ -16,7 +16,6 @@ from ..runtime.environment import TORCH_EXTENSIONS_DIR
 from .request import ArtifactKind, JitRequest
 from .warm import check_extensions_dir, extensions_root, jit_load
 
-_CXX_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 CXX_KEYWORDS = frozenset("""
     alignas alignof and and_eq asm auto bitand bitor bool break case catch char char8_t char16_t
     char32_t class compl concept const consteval constexpr constinit const_cast continue co_await
@@ -205,7 +204,7 @@ def _bindings(functions: str | Sequence[str] | Mapping[str, str], with_error_han
         parts = function.split("::") if isinstance(function, str) else [None]
         if parts[0] == "" and len(parts) > 1:
             parts = parts[1:]  # ::f, from the global namespace
-        if not all(part and _CXX_IDENTIFIER.fullmatch(part) and part not in CXX_KEYWORDS
+        if not all(part and part.isidentifier() and part.isascii() and part not in CXX_KEYWORDS
                    for part in parts):
             raise ConfigError(
                 f"{function!r} is not a C++ function name (an identifier, optionally qualified:"

@@ -4,7 +4,6 @@ rename over it (the rest of pep517_torch adds its errors and streamed archives i
 from __future__ import annotations
 
 import os
-import re
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -15,19 +14,19 @@ def temporary_name(destination: Path) -> Path:
     return destination.with_name(f".{destination.name}.{os.getpid()}-{os.urandom(4).hex()}.tmp")
 
 
-# A build step's ``$out.$$.tmp`` (graph.py) and temporary_name's ``.name.<pid>-<hex>.tmp``.
-_TEMPORARY = re.compile(r"\.\d+(-[0-9a-f]{8})?\.tmp$")
-
-
 def remove_leftover_temporaries(directory: Path | str) -> int:
     """Remove what killed builds left half-written in ``directory`` (recursively); how many.
 
     Only for a holder of the directory's build lock: no one else is writing there then, so
     every temporary is a dead writer's."""
+    import re  # the cold path's: this module is on the JIT's warm path
+
+    # A build step's ``$out.$$.tmp`` (graph.py) and temporary_name's ``.name.<pid>-<hex>.tmp``.
+    temporary = re.compile(r"\.\d+(-[0-9a-f]{8})?\.tmp$")
     removed = 0
     for folder, _, names in os.walk(directory):
         for name in names:
-            if name.endswith(".tmp") and _TEMPORARY.search(name):
+            if name.endswith(".tmp") and temporary.search(name):
                 try:
                     os.unlink(os.path.join(folder, name))
                     removed += 1
