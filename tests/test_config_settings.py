@@ -198,7 +198,7 @@ def test_a_new_environment_setting_needs_only_the_model(monkeypatch: pytest.Monk
     assert options["fancy_level"] == 3
     assert ("fancy_level", "PEP517_TORCH_FANCY") in options["keys"]
     assert "PEP517_TORCH_FANCY" in layers.artifact_env()
-    assert stamp.recorded_env(env)["PEP517_TORCH_FANCY"] == "3"  # a stamp keeps its value
+    assert stamp.recorded_env(env, cuda=True)["PEP517_TORCH_FANCY"] == "3"  # a stamp keeps its value
     assert "PEP517_TORCH_FANCY" in backend_variables()
     with pytest.raises(ConfigError, match="^PEP517_TORCH_FANCY: "):
         layers.environment_layer({"PEP517_TORCH_FANCY": "lots"})

@@ -23,10 +23,10 @@ WARM_PATH_MODULES = {
     )
 }
 
+
 def test_the_key_names_every_field_and_is_the_same_in_every_process() -> None:
     """The request's part of the stamp's key: equal requests, equal text, in any process;
     any field changed, another text (a flag moved from one list to another included)."""
-
     request = JitRequest("m", ("/s/a.cpp",), ("/inc",), ("-O1",), (), ("-lx",), None, "library")
     code = ("from pep517_torch.jit.request import JitRequest; print(JitRequest('m', ('/s/a.cpp',),"
             " ('/inc',), ('-O1',), (), ('-lx',), None, 'library').canonical())")
@@ -39,8 +39,10 @@ def test_the_key_names_every_field_and_is_the_same_in_every_process() -> None:
     tool = JitRequest("t", ("/s/main.cpp",), kind="executable")
     assert tool.artifact("/b", "t") == "/b/t"
 
+
 def test_the_request_kinds_are_the_specs() -> None:
     assert set(get_args(ArtifactKind)) == {kind.value for kind in Kind}
+
 
 def test_the_warm_path_imports_stay_light() -> None:
     code = (
@@ -49,6 +51,7 @@ def test_the_warm_path_imports_stay_light() -> None:
     )
     loaded = set(json.loads(run_python(code).stdout))
     assert loaded <= WARM_PATH_MODULES, loaded - WARM_PATH_MODULES
+
 
 def test_a_stamp_holds_the_environment_it_was_built_in(tmp_path: Path) -> None:
     """The variables that change what a build makes (config's list) are recorded by the cold
@@ -67,6 +70,12 @@ def test_a_stamp_holds_the_environment_it_was_built_in(tmp_path: Path) -> None:
     assert not stamp.is_fresh(stamp_file, "key", artifact, other_arch)
     assert not stamp.is_fresh(stamp_file, "key", artifact, {"MAX_JOBS": "2"})
     assert not stamp.is_fresh(stamp_file, "other key", artifact, built_in)
+    # A C++-only build reads no CUDA variable: its stamp records none of them.
+    stamp.write(stamp_file, "key", [source], built_in, artifact, cuda=False)
+    assert stamp.is_fresh(stamp_file, "key", artifact, other_arch)
+    assert stamp.is_fresh(stamp_file, "key", artifact, {**built_in, "CUDA_HOME": "/opt/cuda"})
+    assert not stamp.is_fresh(stamp_file, "key", artifact, {**built_in, "CXX": "clang++"})
+
 
 def test_a_stamp_is_stale_once_its_compiler_is_another(tmp_path: Path) -> None:
     """The warm check stats the compiler the stamp recorded while CXX and PATH are unchanged,

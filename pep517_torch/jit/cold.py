@@ -140,7 +140,8 @@ def _build(
     mine = (paths for obj, paths in recorded.items() if obj.startswith(f"obj/{spec.name}/"))
     inputs = [*spec.sources, *(p for paths in mine for p in paths)]
     with writing(stamp_file.parent):
-        stamp.write(stamp_file, key, inputs, options.env, artifact)
+        stamp.write(stamp_file, key, inputs, options.env, artifact,
+                    cuda=any(spec.with_cuda or spec.uses_cuda for spec in plan.specs))
     if say is not None and run.steps:
         extra = f", {run.precompiled} header precompiled" if run.precompiled else ""
         log = f" (log: {run.log_file})" if run.log_file else ""

@@ -75,12 +75,15 @@ def stamp_path(build_dir: str | os.PathLike[str], target: str) -> str:
     return os.path.join(build_dir, f"{target}.stamp")
 
 
-def recorded_env(env: Mapping[str, str]) -> dict[str, str | None]:
+def recorded_env(env: Mapping[str, str], *, cuda: bool) -> dict[str, str | None]:
     """The values of the variables that change what a build makes, for the stamp (MAX_JOBS and
-    the like only say how a build runs: read, and checked, when it does). Cold path only."""
+    the like only say how a build runs: read, and checked, when it does; the CUDA ones only
+    where the build compiles CUDA). Cold path only."""
     from ..config.layers import artifact_env
+    from ..runtime.environment import CUDA_ONLY_ENV
 
-    return {name: env.get(name) for name in artifact_env()}
+    names = artifact_env() if cuda else [n for n in artifact_env() if n not in CUDA_ONLY_ENV]
+    return {name: env.get(name) for name in names}
 
 
 def _read(path: str | os.PathLike[str]) -> bytes:
@@ -131,13 +134,15 @@ def replaced_artifact(stamp: Path, artifact: Path) -> bool:
 
 def write(
     stamp: str | os.PathLike[str], key: str, inputs: Iterable[Path], env: Mapping[str, str],
-    artifact: str | os.PathLike[str],
+    artifact: str | os.PathLike[str], *, cuda: bool = True,
 ) -> None:
+    """``cuda``: whether the build compiled CUDA (else the CUDA-only variables are not
+    recorded)."""
     data = {
         "version": STAMP_VERSION,
         "key": key,
         "artifact": _state(os.fspath(artifact)),
-        "env": recorded_env(env),
+        "env": recorded_env(env, cuda=cuda),
         "compiler": _compiler(env),
         "inputs": [_state(str(p)) for p in sorted(set(inputs))],
     }

@@ -35,6 +35,9 @@ NVCC_THREADS = "NVCC_THREADS"  # nvcc's --threads, as flash-attention's users se
 
 # -- the tools' and the system's --------------------------------------------------------------
 TOOL_ENV = ("CXX", "CC", "CUDA_HOME", "CUDA_PATH")  # their values end up in build.ninja
+# What only a build that compiles CUDA reads (CC: nvcc's host compiler); a JIT stamp of a
+# C++-only extension leaves them out, so that changing them rebuilds nothing.
+CUDA_ONLY_ENV = ("CC", "CUDA_HOME", "CUDA_PATH", TORCH_CUDA_ARCH_LIST)
 XDG_CACHE_HOME = "XDG_CACHE_HOME"
 # Where tools, GPUs, distcc hosts and the PCH cache are found; not written into build.ninja.
 SEARCH_ENV = ("PATH", "CUDA_VISIBLE_DEVICES", "DISTCC_HOSTS", CACHE_DIR, XDG_CACHE_HOME)
