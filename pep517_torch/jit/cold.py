@@ -20,7 +20,6 @@ from ..runtime.trace import TRACE_NAME
 from ..runtime.user_line import print_line, user_line
 from . import stamp
 from .request import JitRequest
-from .warm import check_extensions_dir
 
 # The compile core's spec field -> the argument of load() it comes from: the core's errors
 # name those (the environment's settings are named by environment_options).
@@ -95,7 +94,6 @@ def build(
     pch: bool,
     env: Mapping[str, str],
 ) -> None:
-    check_extensions_dir(env)
     spec = _spec(request, target)
     say = _say(verbose)
     options = BuildOptions(

@@ -104,6 +104,7 @@ def jit_load(
     artifact = request.artifact(directory, target)
     stamp_file = stamp.stamp_path(directory, target)
     if not stamp.is_fresh(stamp_file, key, artifact, env):
+        check_extensions_dir(env)
         from . import cold
 
         cold.build(request, target, Path(directory), key, Path(stamp_file), verbose=verbose,
