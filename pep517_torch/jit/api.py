@@ -9,12 +9,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from ..atomic import write_if_changed
-from ..core.ninja_syntax import unnameable_character, unwritable_character
+from ..core.ninja_syntax import unnameable_character
 from ..core.suffixes import CUDA_HEADER_SUFFIXES, is_header
 from ..errors import ConfigError
 from ..runtime.environment import TORCH_EXTENSIONS_DIR
 from .request import ArtifactKind, JitRequest
-from .warm import check_extensions_dir, extensions_root, jit_load
+from .warm import check_extensions_dir, extensions_root, jit_load, one_line
 
 CXX_KEYWORDS = frozenset("""
     alignas alignof and and_eq asm auto bitand bitor bool break case catch char char8_t char16_t
@@ -26,14 +26,6 @@ CXX_KEYWORDS = frozenset("""
     thread_local throw true try typedef typeid typename union unsigned using virtual void
     volatile wchar_t while xor xor_eq
 """.split())
-
-
-def _one_line(values: Iterable[str], argument: str) -> None:
-    """Every path and flag reaches build.ninja and a command line: one line each."""
-    for value in values:
-        problem = unwritable_character(value)
-        if problem:
-            raise ConfigError(f"{value!r} contains {problem}: it cannot reach a command line", argument)
 
 
 def _nameable(paths: Iterable[str], argument: str) -> None:
@@ -56,13 +48,13 @@ def _split_flags(flags: Sequence[str] | None, what: str) -> tuple[str, ...]:
             out += shlex.split(flag)
         except ValueError as exc:
             raise ConfigError(f"cannot parse flag {flag!r}: {exc}", what) from None
-    _one_line(out, what)
+    one_line(out, what)
     return tuple(out)
 
 
 def _include_dirs(paths: Sequence[str] | None) -> tuple[str, ...]:
     dirs = tuple(os.path.abspath(os.path.expanduser(p)) for p in paths or ())
-    _one_line(dirs, "extra_include_paths")
+    one_line(dirs, "extra_include_paths")
     return dirs
 
 

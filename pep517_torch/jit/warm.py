@@ -11,7 +11,7 @@ import importlib.machinery
 import importlib.util
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import ModuleType
 
@@ -45,14 +45,18 @@ def extensions_root(env: Mapping[str, str] = os.environ) -> Path:
     return user_cache_home(env) / "pep517_torch" / "jit" / f"{python}_{_flavour(_torch())}"
 
 
+def one_line(values: Iterable[str], argument: str) -> None:
+    """Every path and flag reaches build.ninja and a command line: one line each."""
+    for value in values:
+        problem = unwritable_character(value)
+        if problem:
+            raise ConfigError(f"{value!r} contains {problem}: it cannot reach a command line", argument)
+
+
 def check_extensions_dir(env: Mapping[str, str]) -> None:
     """TORCH_EXTENSIONS_DIR, the shared PCH cache's home whatever the build directory, must fit
     on a command line: checked before anything is built or written, not on the warm path."""
-    where = env.get(TORCH_EXTENSIONS_DIR, "")
-    problem = unwritable_character(where)
-    if problem:
-        raise ConfigError(f"{where!r} contains {problem}: it cannot reach a command line",
-                          TORCH_EXTENSIONS_DIR)
+    one_line([env.get(TORCH_EXTENSIONS_DIR, "")], TORCH_EXTENSIONS_DIR)
 
 
 def use_pch(requested: bool | None, env: Mapping[str, str]) -> bool:

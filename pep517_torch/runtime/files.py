@@ -14,8 +14,8 @@ def temporary_name(destination: Path) -> Path:
     return destination.with_name(f".{destination.name}.{os.getpid()}-{os.urandom(4).hex()}.tmp")
 
 
-def remove_leftover_temporaries(directory: Path | str) -> int:
-    """Remove what killed builds left half-written in ``directory`` (recursively); how many.
+def remove_leftover_temporaries(directory: Path | str) -> None:
+    """Remove what killed builds left half-written in ``directory`` (recursively).
 
     Only for a holder of the directory's build lock: no one else is writing there then, so
     every temporary is a dead writer's."""
@@ -23,16 +23,13 @@ def remove_leftover_temporaries(directory: Path | str) -> int:
 
     # A build step's ``$out.$$.tmp`` (graph.py) and temporary_name's ``.name.<pid>-<hex>.tmp``.
     temporary = re.compile(r"\.\d+(-[0-9a-f]{8})?\.tmp$")
-    removed = 0
     for folder, _, names in os.walk(directory):
         for name in names:
             if name.endswith(".tmp") and temporary.search(name):
                 try:
                     os.unlink(os.path.join(folder, name))
-                    removed += 1
                 except OSError:
                     pass
-    return removed
 
 
 def write_atomic(path: Path, data: bytes | str, *, durable: bool = False) -> None:
