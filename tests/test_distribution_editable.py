@@ -111,7 +111,7 @@ def test_members(project: Project) -> None:
     pth = project.site / "_pep517_torch_editable_myproj.pth"
     assert pth.read_text() == "import _pep517_torch_editable_myproj\n"
     source = (project.site / "_pep517_torch_editable_myproj" / "__init__.py").read_text()
-    assert "CONFIG_JSON = r'''\n{" in source and "import pep517_torch" not in source
+    assert "CONFIG = {" in source and "import pep517_torch" not in source
     compile(source, "hook", "exec")
     shipped = project.site / "_pep517_torch_editable_myproj" / "runtime"
     package = Path(runtime.__file__).parent
@@ -134,6 +134,18 @@ def test_the_runtime_ships_with_the_hook_and_loads_only_to_rebuild(project: Proj
     started, imported = result.stdout.splitlines()
     assert started == "['_pep517_torch_editable_myproj'] False"
     assert "'_pep517_torch_editable_myproj.runtime.ninja'" in imported and imported.endswith("] False")
+
+
+def test_interpreter_start_with_the_hook_imports_no_json_or_re(project: Project) -> None:
+    """The .pth runs at every interpreter start of the environment: its config is a Python
+    literal, so json (re, enum, functools: ~10 ms) loads only when a rebuild needs it."""
+    project.install()
+    before = project.python("import sys; print(sorted({'json', 're', 'enum'} & set(sys.modules)))")
+    assert before.returncode == 0, before.stderr
+    assert before.stdout.strip() == "[]"
+    after = project.python("import myproj, sys; print(myproj.VALUE)")
+    assert after.returncode == 0, after.stderr
+    assert after.stdout.strip() == "one"
 
 
 def test_strict_finder_maps_only_the_projects_names(project: Project) -> None:

@@ -18,11 +18,12 @@ a check or a rebuild runs: nothing more at interpreter start.
 """
 
 import _thread
-import json
 import os
 import sys
 
-CONFIG_JSON = None  # editable_members() replaces this line with the project's parameters
+# A Python literal, not JSON: json imports re, enum and functools, ~10 ms at every interpreter
+# start of the environment.
+CONFIG = None  # editable_members() replaces this line with the project's parameters
 
 
 def _runtime(module):
@@ -30,7 +31,7 @@ def _runtime(module):
     own when this is the template (imported as pep517_torch.distribution._editable_hook)."""
     import importlib
 
-    package = "pep517_torch.runtime" if CONFIG_JSON is None else __name__ + ".runtime"
+    package = "pep517_torch.runtime" if CONFIG is None else __name__ + ".runtime"
     return importlib.import_module(f"{package}.{module}")
 
 
@@ -143,6 +144,8 @@ def rebuild(config):
 def _load_state(config, replan):
     """The plan's state as the last install or re-plan wrote it (artifacts, ninja command,
     watched folders); whether there was one."""
+    import json
+
     try:
         with open(replan["state"], encoding="utf-8") as file:
             state = json.load(file)
@@ -182,6 +185,8 @@ def _replan(config, replan, planning):
         user.say(f"rebuilding {project} (editable install)...")
     arguments = [replan["python"], "-m", "pep517_torch.editable_rebuild", replan["state"]]
     if "install" in replan:  # what to plan from when the state file is gone with the build
+        import json
+
         arguments.append(json.dumps(replan["install"]))
     try:
         process = subprocess.Popen(arguments, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -278,14 +283,14 @@ def _failure_message(project, error, log_path=None):
     )
 
 
-def install(config_json):
-    if config_json is None:  # the template itself, imported as pep517_torch.distribution._editable_hook
+def install(config):
+    if config is None:  # the template itself, imported as pep517_torch.distribution._editable_hook
         return
     names = [getattr(finder, "__name__", "") for finder in sys.meta_path]
     position = names.index("PathFinder") if "PathFinder" in names else len(names)
     # After the builtin and frozen importers, before sys.path: the source tree wins over any
     # copy on sys.path (the current directory of a flat layout too), so the hook always runs.
-    sys.meta_path.insert(position, EditableFinder(json.loads(config_json)))
+    sys.meta_path.insert(position, EditableFinder(config))
 
 
-install(CONFIG_JSON)
+install(CONFIG)

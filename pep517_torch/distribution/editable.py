@@ -1,6 +1,6 @@
 """The contents of an editable wheel (PEP 660): a .pth file and the hook package it imports.
 
-The hook (``_editable_hook.py``, a template filled with a JSON blob, as the package's
+The hook (``_editable_hook.py``, a template filled with a Python literal, as the package's
 ``__init__``) maps the project's top-level names to the source tree, checks the installed
 torch, and reruns ninja on import with pep517_torch's runtime, shipped in the package as
 ``runtime/`` (the modules of pep517_torch/runtime/ as they are).
@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.machinery
 import json
 import os
+import pprint
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
 _TEMPLATE = Path(__file__).with_name("_editable_hook.py")
 _RUNTIME = Path(runtime.__file__).parent
 _PLACEHOLDER = (
-    "CONFIG_JSON = None  # editable_members() replaces this line with the project's parameters\n"
+    "CONFIG = None  # editable_members() replaces this line with the project's parameters\n"
 )
 
 
@@ -110,12 +111,12 @@ def editable_members(
         "torch_version": torch_version,
         "root": None if root is None else str(root),
     }
-    # Single quotes are escaped so that the blob can sit in a raw triple-quoted string as is.
-    blob = json.dumps(config, indent=4, sort_keys=True).replace("'", "\\u0027")
+    # A literal of str, None, list and dict only: pformat writes what the hook evaluates back.
+    literal = pprint.pformat(config, width=100)
     template = _TEMPLATE.read_text(encoding="utf-8")
     if template.count(_PLACEHOLDER) != 1:
         raise AssertionError(f"{_TEMPLATE} lost its placeholder line")
-    source = template.replace(_PLACEHOLDER, f"CONFIG_JSON = r'''\n{blob}\n'''\n")
+    source = template.replace(_PLACEHOLDER, f"CONFIG = {literal}\n")
     module = hook_module_name(project_name)
     members = [
         (f"{module}.pth", f"import {module}\n".encode()),
