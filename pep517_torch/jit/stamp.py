@@ -20,7 +20,6 @@ This module is on the warm path: it imports nothing heavy.
 
 from __future__ import annotations
 
-import hashlib
 import marshal
 import os
 import sys
@@ -36,14 +35,14 @@ from ..runtime.file_identity import identity
 if TYPE_CHECKING:
     from .request import JitRequest
 
-STAMP_VERSION = 6  # 6: marshal; 5: the compiler apart from the key; 4: the artifact's identity
+STAMP_VERSION = 7  # 7: the key as text; 6: marshal; 5: the compiler apart from the key; 4: the artifact's identity
 
 
 def fingerprint(request: JitRequest, *extra: str) -> str:
-    """A hex digest of the non-file inputs of a JIT build but the compiler and the
-    environment's values (both recorded beside it)."""
-    parts = [request.canonical(), sys.version, sys.executable, __version__, *extra]
-    return hashlib.blake2b("\0".join(parts).encode(), digest_size=32).hexdigest()
+    """The non-file inputs of a JIT build but the compiler and the environment's values (both
+    recorded beside it), as one text. Compared whole, not digested: the stamp holds a few
+    hundred bytes more, and the warm path saves a first blake2b call (~15 µs)."""
+    return "\0".join((request.canonical(), sys.version, sys.executable, __version__, *extra))
 
 
 def _compiler(env: Mapping[str, str]) -> dict[str, object]:

@@ -94,8 +94,7 @@ def jit_load(
     """
     torch = _torch()
     pch = use_pch(pch, env)
-    torch_id = f"{torch.__file__}\0{torch.__version__}"
-    key = stamp.fingerprint(request, torch_id, f"pch={pch}")
+    key = stamp.fingerprint(request, torch.__file__, torch.__version__, "pch=on" if pch else "pch=off")
     base = request.name
     directory = os.fspath(build_dir)
     if (base, key) in _loaded:
