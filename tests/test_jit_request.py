@@ -16,10 +16,9 @@ from tests.conftest import write
 WARM_PATH_MODULES = {
     f"pep517_torch{suffix}"
     for suffix in (
-        "", "._version", ".atomic", ".errors", ".core", ".core.identity", ".core.ninja_syntax",
+        "", "._version", ".errors", ".core", ".core.identity", ".core.ninja_syntax",
         ".core.suffixes", ".jit", ".jit.api", ".jit.request", ".jit.stamp", ".jit.warm",
-        ".runtime", ".runtime.environment", ".runtime.file_identity", ".runtime.files",
-        ".runtime.user_line",
+        ".runtime", ".runtime.environment", ".runtime.file_identity", ".runtime.user_line",
     )
 }
 

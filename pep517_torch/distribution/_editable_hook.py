@@ -84,7 +84,8 @@ class EditableFinder:
                 except BaseException:
                     self.prepared = False
                     raise
-            _runtime("links").link_artifacts(self.config["artifacts"])
+            if self.config["artifacts"]:
+                _runtime("links").link_artifacts(self.config["artifacts"])
 
 
 def _rebuild_wanted():

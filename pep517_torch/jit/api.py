@@ -8,7 +8,6 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-from ..atomic import write_if_changed
 from ..core.ninja_syntax import unnameable_character
 from ..core.suffixes import CUDA_HEADER_SUFFIXES, is_header
 from ..errors import ConfigError
@@ -257,6 +256,8 @@ def load_inline(
         cpp.insert(0, "#include <torch/csrc/stable/library.h>" if stable_abi else "#include <torch/extension.h>")
     if functions is not None:
         cpp.append(_bindings(functions, with_pytorch_error_handling))
+    from ..atomic import write_if_changed  # not on load()'s warm path
+
     build_dir.mkdir(parents=True, exist_ok=True)
     main = build_dir / "main.cpp"
     write_if_changed(main, "\n".join(cpp) + "\n")

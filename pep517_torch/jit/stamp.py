@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._version import __version__
-from ..atomic import write_atomic
 from ..core.identity import compiler_identity
 from ..runtime.file_identity import identity
 
@@ -145,6 +144,8 @@ def write(
         "compiler": _compiler(env),
         "inputs": [_state(str(p)) for p in sorted(set(inputs))],
     }
+    from ..atomic import write_atomic  # the cold path's: the warm one imports less
+
     write_atomic(Path(stamp), marshal.dumps(data))
 
 
