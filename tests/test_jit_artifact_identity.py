@@ -65,3 +65,21 @@ def test_a_truncated_or_replaced_artifact_rebuilds(tmp_path: Path) -> None:
     assert value_of(replaced) == "42", replaced.stderr
     warm = load(source, build, "-DVALUE=42")
     assert value_of(warm) == "42" and "building" not in warm.stderr, warm.stderr
+
+
+def test_turning_the_pch_off_or_on_rebuilds_nothing(tmp_path: Path) -> None:
+    """Objects are the same with and without the precompiled header (test_core_build.py), so
+    the PCH choice is not part of the stamp's key: the artifact built with it stays current."""
+    source = write(tmp_path / "src" / "ident.cpp", SOURCE)
+    build = tmp_path / "build"
+    assert value_of(load(source, build, "-DVALUE=5")) == "5"
+    [artifact] = build.glob("ident*.so")
+    built, stamped = artifact.stat(), (build / "ident.stamp").stat()
+    for switch in ("0", "1"):
+        result = subprocess.run([sys.executable, "-c", CHILD, str(source), str(build), "-DVALUE=5"],
+                                capture_output=True, text=True, timeout=600,
+                                env={**os.environ, "PEP517_TORCH_PCH": switch})
+        assert value_of(result) == "5" and "building" not in result.stderr, result.stderr
+    assert (artifact.stat().st_ino, artifact.stat().st_mtime_ns) == (built.st_ino, built.st_mtime_ns)
+    # and the warm path answered: the cold one would have written the stamp again
+    assert (build / "ident.stamp").stat().st_ino == stamped.st_ino

@@ -113,13 +113,17 @@ def is_fresh(
     data = read(stamp)
     if data is None or data.get("key") != key:
         return False
-    if any(env.get(name) != value for name, value in data.get("env", {}).items()):
-        return False
+    for name, value in data.get("env", {}).items():  # loops, not any(): no generator to start
+        if env.get(name) != value:
+            return False
     if not _same_compiler(data.get("compiler"), env):
         return False
     if _state(os.fspath(artifact)) != data.get("artifact"):
         return False  # missing, or not the file we built (truncated, replaced)
-    return all(_state(entry[0]) == entry for entry in data.get("inputs", []))
+    for entry in data.get("inputs", []):
+        if _state(entry[0]) != entry:
+            return False
+    return True
 
 
 def replaced_artifact(stamp: Path, artifact: Path) -> bool:
