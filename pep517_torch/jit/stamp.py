@@ -34,7 +34,8 @@ from ..runtime.file_identity import identity
 if TYPE_CHECKING:
     from .request import JitRequest
 
-STAMP_VERSION = 7  # 7: the key as text; 6: marshal; 5: the compiler apart from the key; 4: the artifact's identity
+# 7: the key as text; 6: marshal; 5: the compiler apart from the key; 4: the artifact's identity
+STAMP_VERSION = 7
 
 
 def fingerprint(request: JitRequest, *extra: str) -> str:
