@@ -7,7 +7,7 @@ Measures (each on this machine, in this run):
   cold     `pip wheel --no-build-isolation` of fixtures/bench4 (4 TUs with torch/extension.h)
            vs torch's setup.py + BuildExtension built the same way
   noop     the same command again; beside it pip's own floor, the same command with an in-tree
-           backend that only copies a wheel (what no backend can go under)
+           backend that only copies a wheel (what no backend can go under), in the same rounds
   edit     one .cpp changed, the same command again
   setup_*  cold, noop and edit for the same setup.py with pep517_torch.setuptools'
            BuildExtension (the one-line import switch) vs torch's BuildExtension
@@ -147,20 +147,29 @@ def bench_wheels(results: dict[str, dict[str, float]], *, pyproject: bool, setup
         setup_py = projects["ours_setup"] / "setup.py"
         setup_py.write_text(setup_py.read_text().replace(*IMPORT_SWITCH))
         (projects["ours_setup"] / "pyproject.toml").write_text(OURS_SETUP_PYPROJECT)
-    labels = {"theirs": "torch's setup.py", "ours": "pep517_torch", "ours_setup": "setup.py + ours"}
+    labels = {"theirs": "torch's setup.py", "ours": "pep517_torch", "ours_setup": "setup.py + ours",
+              "pip_floor": "pip's own floor (a backend that copies a wheel)"}
     # Each of ours starts with an empty PCH cache of its own: the first project on a machine.
     caches = {who: empty(WORK / f"pch-cache-{who}") for who in projects if who != "theirs"}
     overheads = []
     for step in ("cold", "noop", "edit"):
-        seconds = {}
-        for who, project in projects.items():
-            if step == "edit":
+        sides = dict(projects)
+        if step == "noop" and pyproject:
+            sides["pip_floor"] = pip_floor_project(next((projects["ours"] / "wheelhouse").glob("*.whl")))
+        if step == "edit":
+            for project in projects.values():
                 edit(project, 2)
-            print(f"  {step}: {labels[who]} ...", flush=True)
-            # A no-op is best of three, as pip's own floor below: its first run after a cold
-            # build pays for pip's files read back from disk (0.9 s here, then 0.55 s).
-            runs = [pip_wheel(project, caches.get(who)) for _ in range(3 if step == "noop" else 1)]
-            seconds[who], output = min(runs, key=lambda run: run[0])
+        # A no-op is best of three rounds, each running every side once (pip's floor among
+        # them): the first run after a cold build pays for pip's files read back from disk
+        # (0.9 s here, then 0.55 s), and the host's speed drifts between minutes.
+        runs: dict[str, list[tuple[float, str]]] = {who: [] for who in sides}
+        for _ in range(3 if step == "noop" else 1):
+            for who, project in sides.items():
+                print(f"  {step}: {labels[who]} ...", flush=True)
+                runs[who].append(pip_wheel(project, caches.get(who)))
+        seconds = {}
+        for who, project in sides.items():
+            seconds[who], output = min(runs[who], key=lambda run: run[0])
             overhead = backend_seconds(output) if who == "ours" else None
             if overhead is not None:
                 overheads.append(overhead)
@@ -168,27 +177,25 @@ def bench_wheels(results: dict[str, dict[str, float]], *, pyproject: bool, setup
                 results.setdefault("phases", {})[who] = {"total": seconds[who], "steps": phases(project)}
         if pyproject:
             results[step] = {"torch": seconds["theirs"], "ours": seconds["ours"]}
+        if "pip_floor" in seconds:
+            results["noop_pip_floor"] = {"torch": seconds["theirs"], "ours": seconds["pip_floor"]}
         if setuptools:
             results[f"setup_{step}"] = {"torch": seconds["theirs"], "ours": seconds["ours_setup"]}
-        print("  " + step + ": " + ", ".join(f"{labels[w]} {t:.1f} s" for w, t in seconds.items()),
+        print("  " + step + ": " + ", ".join(f"{labels[w]} {t:.2f} s" for w, t in seconds.items()),
               flush=True)
     if overheads:
         results["overhead"] = {"ours": max(overheads)}
-    if pyproject:
-        bench_pip_floor(results, next((projects["ours"] / "wheelhouse").glob("*.whl")))
 
 
-def bench_pip_floor(results: dict[str, dict[str, float]], wheel: Path, repeats: int = 3) -> None:
+def pip_floor_project(wheel: Path) -> Path:
     """What a no-op `pip wheel` costs whatever the backend does: pip, its two hook processes,
-    and a backend that only copies the wheel our no-op made (best of ``repeats``)."""
+    and an in-tree backend that only copies ``wheel`` (our cold build's)."""
     project = empty(WORK / "pip-floor")
     (project / "pyproject.toml").write_text(PIP_FLOOR_PYPROJECT)
     (project / "copy_backend.py").write_text(PIP_FLOOR_BACKEND)
     (project / "kept").mkdir()
     shutil.copy(wheel, project / "kept")
-    seconds = min(pip_wheel(project)[0] for _ in range(repeats))
-    results["noop_pip_floor"] = {"torch": results["noop"]["torch"], "ours": seconds}
-    print(f"  noop: pip's own floor (a backend that copies a wheel) {seconds:.1f} s", flush=True)
+    return project
 
 
 def phases(project: Path) -> list[list[object]]:
