@@ -32,9 +32,9 @@ print("value", module.value())
 """
 
 
-def load(source: Path, build: Path, *flags: str) -> subprocess.CompletedProcess[str]:
+def load(source: Path, build: Path, *flags: str, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-c", CHILD, str(source), str(build), *flags],
-                          capture_output=True, text=True, timeout=600)
+                          capture_output=True, text=True, timeout=600, env={**os.environ, **env})
 
 
 def value_of(result: subprocess.CompletedProcess[str]) -> str:
@@ -76,9 +76,7 @@ def test_turning_the_pch_off_or_on_rebuilds_nothing(tmp_path: Path) -> None:
     [artifact] = build.glob("ident*.so")
     built, stamped = artifact.stat(), (build / "ident.stamp").stat()
     for switch in ("0", "1"):
-        result = subprocess.run([sys.executable, "-c", CHILD, str(source), str(build), "-DVALUE=5"],
-                                capture_output=True, text=True, timeout=600,
-                                env={**os.environ, "PEP517_TORCH_PCH": switch})
+        result = load(source, build, "-DVALUE=5", PEP517_TORCH_PCH=switch)
         assert value_of(result) == "5" and "building" not in result.stderr, result.stderr
     assert (artifact.stat().st_ino, artifact.stat().st_mtime_ns) == (built.st_ino, built.st_mtime_ns)
     # and the warm path answered: the cold one would have written the stamp again
