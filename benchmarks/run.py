@@ -503,9 +503,9 @@ def table(results: dict[str, dict[str, float]]) -> str:
                          f" ≤ {goal} | {'yes' if ratio <= goal else 'NO'} |")
         if key == "noop_pip_floor":
             # What the backends add to pip's own floor: the part of a no-op a backend controls.
-            floor = row["ours"]
-            lines.append(f"| {NOOP_BEYOND_FLOOR} | {theirs - floor:.2f} s | {results['noop']['ours'] - floor:.2f} s |"
-                         f" {(results['noop']['ours'] - floor) / (theirs - floor):.3f} | — | — |")
+            theirs_beyond, ours_beyond = theirs - ours, results["noop"]["ours"] - ours
+            lines.append(f"| {NOOP_BEYOND_FLOOR} | {theirs_beyond:.2f} s | {ours_beyond:.2f} s |"
+                         f" {ours_beyond / theirs_beyond:.3f} | — | — |")
     return "\n".join(lines)
 
 
