@@ -203,7 +203,7 @@ def phases(project: Path) -> list[list[object]]:
     from its build-trace.json (ours), or from its ninja log (torch's BuildExtension drives ninja
     too: build/temp.*/.ninja_log)."""
     from pep517_torch.core.trace_view import steps
-    from pep517_torch.runtime.trace import parse_log
+    from pep517_torch.shipped_runtime.trace import parse_log
 
     logs = sorted((project / "build").glob("*/.ninja_log"), key=lambda path: path.stat().st_mtime)
     if not logs:

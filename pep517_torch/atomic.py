@@ -4,7 +4,7 @@ A file is written under a unique hidden name beside its destination (pid and ran
 so concurrent writers never share one), then renamed over it: a reader sees the old file or
 the new one, never half of either. ``durable`` also fsyncs the file before the rename, for
 files whose loss or truncation after a crash would hurt (a user's own file). Archives are
-streamed through :class:`AtomicFile` instead. The plain writes are runtime/files.py's (the
+streamed through :class:`AtomicFile` instead. The plain writes are shipped_runtime/files.py's (the
 editable hook writes with them too). A leaf module: it imports nothing above ``errors`` and
 the runtime.
 """
@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from .errors import OutputError
-from .runtime.files import copy_atomic, symlink_atomic, temporary_name, write_atomic
+from .shipped_runtime.files import copy_atomic, symlink_atomic, temporary_name, write_atomic
 
 __all__ = [
     "AtomicFile", "copy_atomic", "symlink_atomic", "temporary_name", "write_atomic",

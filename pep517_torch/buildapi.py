@@ -1,4 +1,4 @@
-"""PEP 517 and PEP 660 hooks: thin calls into :mod:`pep517_torch.pipeline`.
+"""PEP 517 and PEP 660 hooks: thin calls into :mod:`pep517_torch.backend.pipeline`.
 
 Frontends call these in the project directory. Nothing here, or imported from here at module
 level, imports torch: ``get_requires_for_build_*`` runs before torch may even be installed.
@@ -53,13 +53,13 @@ def prepare_metadata_for_build_wheel(
     metadata_directory: str, config_settings: ConfigSettings = None
 ) -> str:
     """Write ``<name>-<version>.dist-info/METADATA`` exactly as the wheel will; compile nothing.
-    When nothing it was made from changed since the last time, that one again (replay.py)."""
-    from . import replay
+    When nothing it was made from changed since the last time, that one again (noop_cache.py)."""
+    from .backend import noop_cache
 
-    replayed = replay.replay_metadata(os.getcwd(), metadata_directory, config_settings)
+    replayed = noop_cache.replay_metadata(os.getcwd(), metadata_directory, config_settings)
     if replayed is not None:
         return replayed
-    from . import pipeline
+    from .backend import pipeline
 
     return pipeline.prepare_metadata(Path.cwd(), Path(metadata_directory), config_settings)
 
@@ -77,13 +77,13 @@ def build_wheel(
     metadata_directory: str | None = None,
 ) -> str:
     """The wheel; when nothing it was made from changed since the last build, that wheel
-    again, from a few stats and nothing else imported (replay.py)."""
-    from . import replay
+    again, from a few stats and nothing else imported (noop_cache.py)."""
+    from .backend import noop_cache
 
-    replayed = replay.replay_wheel(os.getcwd(), wheel_directory, config_settings)
+    replayed = noop_cache.replay_wheel(os.getcwd(), wheel_directory, config_settings)
     if replayed is not None:
         return replayed
-    from . import pipeline
+    from .backend import pipeline
 
     return pipeline.build_wheel(Path.cwd(), Path(wheel_directory), config_settings)
 
@@ -94,13 +94,13 @@ def build_editable(
     config_settings: ConfigSettings = None,
     metadata_directory: str | None = None,
 ) -> str:
-    from . import pipeline
+    from .backend import pipeline
 
     return pipeline.build_wheel(Path.cwd(), Path(wheel_directory), config_settings, editable=True)
 
 
 @_user_facing
 def build_sdist(sdist_directory: str, config_settings: ConfigSettings = None) -> str:
-    from . import pipeline
+    from .backend import pipeline
 
     return pipeline.build_sdist(Path.cwd(), Path(sdist_directory), config_settings)

@@ -6,7 +6,7 @@ key, file, flag or tool, so frontends and the JIT API can print it without a tra
 
 from __future__ import annotations
 
-from .runtime.user_line import error_line, print_line
+from .shipped_runtime.user_line import error_line, print_line
 
 
 class Pep517TorchError(Exception):

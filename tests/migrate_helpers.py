@@ -50,6 +50,6 @@ def written(tmp_path: Path, source: Path | str, files: Mapping[str, str] | None 
 
 def metadata_version(project: Path, env: dict[str, str]) -> str:
     """The version a build with ``env`` writes into METADATA (nothing compiled)."""
-    from pep517_torch import pipeline as glue
+    from pep517_torch.backend import pipeline as glue
 
     return glue.load(project, None, env=clean_env(**env)).metadata.version

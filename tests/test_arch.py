@@ -544,7 +544,7 @@ def fake_cuda_project(root: Path) -> tuple[Path, dict[str, str]]:
 def test_a_bad_arch_list_is_refused_before_the_build_dir_exists(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, layer: str, key: str
 ) -> None:
-    from pep517_torch import pipeline
+    from pep517_torch.backend import pipeline
 
     root, env = fake_cuda_project(tmp_path / "p")
     monkeypatch.setattr(os, "environ", {**os.environ, **env})

@@ -103,7 +103,7 @@ def test_resolve_arch_flags_checks_them_and_names_the_key() -> None:
 def test_a_toml_arch_flag_nvcc_cannot_build_fails_before_the_build_dir_exists(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, toml: str, key: str
 ) -> None:
-    from pep517_torch import pipeline
+    from pep517_torch.backend import pipeline
 
     root, env = fake_cuda_project(tmp_path / "p")  # a fake nvcc 13.0: nothing compiles
     (root / "pyproject.toml").write_text((root / "pyproject.toml").read_text() + toml)
@@ -119,7 +119,7 @@ def test_a_toml_arch_flag_nvcc_cannot_build_fails_before_the_build_dir_exists(
 def test_an_extension_arch_list_error_names_its_key(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from pep517_torch import pipeline
+    from pep517_torch.backend import pipeline
 
     root, env = fake_cuda_project(tmp_path / "p")
     text = (root / "pyproject.toml").read_text() + 'cuda-arch-list = "8.0;3.5"\n'

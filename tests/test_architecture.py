@@ -127,11 +127,11 @@ def test_nothing_imports_the_version_upward() -> None:
 
 
 def test_the_runtime_imports_only_the_standard_library_and_itself() -> None:
-    """runtime/ ships as files inside editable wheels, where pep517_torch may not be
+    """shipped_runtime/ ships as files inside editable wheels, where pep517_torch may not be
     installed: its modules import the standard library and each other (relatively), nothing
     else of pep517_torch and no third-party package."""
     offenders = []
-    for module in sorted((PACKAGE / "runtime").glob("*.py")):
+    for module in sorted((PACKAGE / "shipped_runtime").glob("*.py")):
         for node in ast.walk(ast.parse(module.read_text())):
             if isinstance(node, ast.ImportFrom) and node.level > 1:
                 offenders.append(f"{module.name}: {'.' * node.level}{node.module or ''}")
@@ -144,3 +144,10 @@ def test_the_runtime_imports_only_the_standard_library_and_itself() -> None:
             offenders += [f"{module.name}: {name}" for name in names
                           if name.split(".")[0] not in sys.stdlib_module_names]
     assert offenders == []
+
+
+def test_a_top_level_a_newcomer_can_read() -> None:
+    """At most ten modules directly under pep517_torch/: the rest live in packages named for
+    what they hold."""
+    top = sorted(module.name for module in PACKAGE.glob("*.py"))
+    assert len(top) <= 10, top

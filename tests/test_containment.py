@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pep517_torch import pipeline
+from pep517_torch.backend import pipeline
 from pep517_torch.errors import ConfigError
 from tests.conftest import count, write
 

@@ -480,7 +480,7 @@ def test_unknown_arch_is_a_config_error_naming_its_source(
     tmp_path: Path, jit_env: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     project = copy_fixture(tmp_path)
-    from pep517_torch import pipeline
+    from pep517_torch.backend import pipeline
 
     said = "^cuda-arch-list: unknown CUDA architecture 'sm_80'"
     with pytest.raises(ConfigError, match=said) as failure:

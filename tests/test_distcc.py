@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pep517_torch import pipeline
+from pep517_torch.backend import pipeline
 from pep517_torch.core import jobs
 from pep517_torch.core.plan import prepare
 from pep517_torch.core.spec import BuildOptions, ExtensionSpec

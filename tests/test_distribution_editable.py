@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pep517_torch import runtime
+from pep517_torch import shipped_runtime
 from pep517_torch.distribution.editable import RebuildCommand, editable_members
 
 NINJA = shutil.which("ninja")
@@ -114,7 +114,7 @@ def test_members(project: Project) -> None:
     assert "CONFIG = {" in source and "import pep517_torch" not in source
     compile(source, "hook", "exec")
     shipped = project.site / "_pep517_torch_editable_myproj" / "runtime"
-    package = Path(runtime.__file__).parent
+    package = Path(shipped_runtime.__file__).parent
     assert sorted(p.name for p in shipped.iterdir()) == sorted(p.name for p in package.glob("*.py"))
     assert all((shipped / p.name).read_bytes() == p.read_bytes() for p in package.glob("*.py"))
 

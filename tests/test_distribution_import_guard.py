@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from pep517_torch.distribution.import_guard import render_import_guard
-from pep517_torch.guard_names import native_filename
+from pep517_torch.abi.guard_names import native_filename
 from tests.commands import run_python
 from tests.conftest import write_tree
 from tests.tiny_project import c_api_module
@@ -217,7 +217,7 @@ def test_metadata_without_torch_installed_equals_the_wheels(
 
 @pytest.mark.parametrize("occupant", ["gpkg/_C_native.py", "gpkg/_C_native/__init__.py", "extension"])
 def test_a_module_where_the_guarded_library_goes_is_refused(tmp_path: Path, occupant: str) -> None:
-    from pep517_torch import pipeline
+    from pep517_torch.backend import pipeline
     from pep517_torch.errors import ConfigError
 
     root = guarded_project(tmp_path / "proj")

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from pep517_torch.elf import links_cuda, needed_libraries
+from pep517_torch.abi.elf import links_cuda, needed_libraries
 from pep517_torch.distribution.import_guard import Guard, render_import_guard
-from pep517_torch.guard_names import native_filename
+from pep517_torch.abi.guard_names import native_filename
 from pep517_torch.distribution.torch_requirement import (
     local_label,
     plan_dependencies,

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from pep517_torch import pipeline
+from pep517_torch.backend import pipeline
 from pep517_torch.config.pyproject import tomllib
 from pep517_torch.core.naming import artifact_name
 from pep517_torch.core.spec import Kind

@@ -135,7 +135,7 @@ def test_shipping_problems_are_config_errors_before_any_compile(
 ) -> None:
     """What the wheel would ship is decided by the config layer: doctor and prepare_metadata
     report these, not only a wheel build after compiling."""
-    from pep517_torch import pipeline
+    from pep517_torch.backend import pipeline
     from pep517_torch.errors import ConfigError
 
     root, env = project

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from pep517_torch import pipeline
+from pep517_torch.backend import pipeline
 from pep517_torch.errors import ConfigError
 from tests.config_helpers import LINUX_CPU, resolve
 from tests.conftest import count

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pep517_torch import pipeline, stages
+from pep517_torch.backend import pipeline, stages
 from pep517_torch.core import build as core_build
 from pep517_torch.core import isolation, toolchain
 

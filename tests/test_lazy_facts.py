@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from pep517_torch.config import Facts
-from pep517_torch.discovery import Discovery
+from pep517_torch.backend.discovery import Discovery
 from pep517_torch.core import cuda
 from tests.config_helpers import resolve
 

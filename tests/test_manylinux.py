@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pep517_torch import elf
+from pep517_torch.abi import elf
 from pep517_torch.distribution.manylinux import Binary, decide, torch_supplied
 from pep517_torch.errors import ConfigError
 from tests.conftest import write
@@ -81,7 +81,7 @@ def test_torch_and_its_cuda_libraries_count_as_supplied(name: str, supplied: boo
 
 
 def test_an_unknown_explicit_tag_is_refused_before_compiling(tmp_path: Path) -> None:
-    from pep517_torch import pipeline
+    from pep517_torch.backend import pipeline
     from tests.conftest import write_tree
 
     root = write_tree(tmp_path, {

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pep517_torch import pipeline as glue
+from pep517_torch.backend import pipeline as glue
 from pep517_torch.core import toolchain
 from pep517_torch.config.pyproject import tomllib
 from pep517_torch.distribution.index import write_index

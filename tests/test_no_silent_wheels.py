@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from pep517_torch import pipeline
+from pep517_torch.backend import pipeline
 from pep517_torch.core import toolchain
 from pep517_torch.errors import ConfigError
 from tests.commands import run_python

@@ -1,4 +1,4 @@
-"""A no-op `prepare_metadata_for_build_wheel` / `build_wheel` replays the last result (replay.py)
+"""A no-op `prepare_metadata_for_build_wheel` / `build_wheel` replays the last result (noop_cache.py)
 only while nothing it was made from changed.
 
 Each hook runs in a fresh interpreter, as pip runs it. A replay is seen from the outside: the

@@ -15,7 +15,7 @@ import pytest
 from pep517_torch.core import flags, pch, pch_cache, scan, toolchain
 from pep517_torch.core.plan import prepare
 from pep517_torch.core.spec import BuildOptions, ExtensionSpec
-from pep517_torch.runtime.environment import cache_root
+from pep517_torch.shipped_runtime.environment import cache_root
 from tests.torch_doubles import relocated_torch
 
 GIB = 1024**3

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pep517_torch.core import probe_cache
-from pep517_torch.runtime.environment import NO_PROBE_CACHE
+from pep517_torch.shipped_runtime.environment import NO_PROBE_CACHE
 
 
 def test_answers_follow_the_stamps_of_the_files_read(tmp_path: Path) -> None:

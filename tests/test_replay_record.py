@@ -1,5 +1,5 @@
 """The pieces a no-op replay rests on, without compiling: the environment a build read
-(ReadEnv), the paths it consulted (consulted.py), the platform tag kept in the build directory,
+(ReadEnv), the paths it consulted (input_audit.py), the platform tag kept in the build directory,
 and the replay's own refusals. tests/test_noop_replay.py builds and replays for real."""
 
 from __future__ import annotations
@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from pep517_torch import consulted, replay
+from pep517_torch.backend import noop_cache
+from pep517_torch.shipped_runtime import input_audit
 from pep517_torch.core import cuda, probe_cache
 from pep517_torch.distribution import platform_decision
-from pep517_torch.replay_record import ReadEnv
+from pep517_torch.backend.noop_record import ReadEnv
 from tests.cuda_tools import make_fake_toolkit
 
 
@@ -43,7 +44,7 @@ def test_the_probe_cache_reads_its_variables_one_by_one(tmp_path: Path) -> None:
 def test_the_cuda_search_notes_where_it_looked(tmp_path: Path) -> None:
     root = make_fake_toolkit(tmp_path / "cuda")
     env = ReadEnv({"PATH": "", "CUDA_HOME": str(root), "PEP517_TORCH_CACHE_DIR": str(tmp_path)})
-    with consulted.watching(tmp_path / "project") as seen:
+    with input_audit.watching(tmp_path / "project") as seen:
         toolkit = cuda.find_cuda(env, search_paths=[tmp_path / "nowhere"], nvidia_dirs=[])
     assert toolkit is not None and not env.everything
     assert env.read["CUDA_HOME"] == str(root)
@@ -56,7 +57,7 @@ def test_a_watch_sees_reads_and_listings_below_its_root_only(tmp_path: Path) -> 
     outside.mkdir()
     (root / "pkg" / "a.py").write_text("")
     (outside / "b.py").write_text("")
-    with consulted.watching(root) as seen:
+    with input_audit.watching(root) as seen:
         (root / "pkg" / "a.py").read_text()
         (outside / "b.py").read_text()
         list((root / "pkg").iterdir())
@@ -64,10 +65,10 @@ def test_a_watch_sees_reads_and_listings_below_its_root_only(tmp_path: Path) -> 
         (root / "written.txt").write_text("")  # an output, not an input
         with open(root / "missing.txt", "a"):
             pass
-        consulted.note(outside / "noted")
+        input_audit.note(outside / "noted")
     assert seen == {str(root / "pkg" / "a.py"), str(root / "pkg"), str(root), str(outside / "noted")}
     (root / "pkg" / "a.py").read_text()
-    consulted.note(root / "later")
+    input_audit.note(root / "later")
     assert str(root / "later") not in seen  # the watch is over
 
 
@@ -104,14 +105,14 @@ def test_the_platform_tag_is_kept_while_the_binaries_keep_their_identity(
 
 def test_no_record_no_replay(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PEP517_TORCH_CACHE_DIR", str(tmp_path))
-    assert replay.replay_wheel(str(tmp_path), str(tmp_path / "out"), None) is None
-    assert replay.replay_metadata(str(tmp_path), str(tmp_path / "md"), None) is None
-    location = replay.record_file(os.environ, "wheel", str(tmp_path), None)
+    assert noop_cache.replay_wheel(str(tmp_path), str(tmp_path / "out"), None) is None
+    assert noop_cache.replay_metadata(str(tmp_path), str(tmp_path / "md"), None) is None
+    location = noop_cache.record_file(os.environ, "wheel", str(tmp_path), None)
     assert location is not None
     Path(location).parent.mkdir(parents=True)
     Path(location).write_text("{not json")
-    assert replay.replay_wheel(str(tmp_path), str(tmp_path / "out"), None) is None
+    assert noop_cache.replay_wheel(str(tmp_path), str(tmp_path / "out"), None) is None
     assert not (tmp_path / "out").exists()
     monkeypatch.setenv("PEP517_TORCH_NO_REPLAY", "1")
-    assert replay.record_file(os.environ, "wheel", str(tmp_path), None) is None
-    assert replay.record_file({}, "wheel", str(tmp_path), {"bad": object()}) is None  # type: ignore[dict-item]
+    assert noop_cache.record_file(os.environ, "wheel", str(tmp_path), None) is None
+    assert noop_cache.record_file({}, "wheel", str(tmp_path), {"bad": object()}) is None  # type: ignore[dict-item]

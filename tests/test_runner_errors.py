@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pep517_torch.core.build import build
-from pep517_torch.runtime.ninja import first_error
+from pep517_torch.shipped_runtime.ninja import first_error
 from pep517_torch.core.spec import BuildOptions, ExtensionSpec, Kind
 from pep517_torch.errors import BuildError
 

@@ -1,4 +1,4 @@
-"""pep517_torch/runtime/ on its own: the flock modes, the waiter's notice, the yes/no words,
+"""pep517_torch/shipped_runtime/ on its own: the flock modes, the waiter's notice, the yes/no words,
 the torch release reading. The faces that use them are tested where they run (concurrency,
 PCH cache, editable hook, JIT)."""
 
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from pep517_torch.runtime.environment import switch
-from pep517_torch.runtime.lock import OWNER_NAME, BuildDirLock, FileLock
-from pep517_torch.runtime.torch_release import major_minor, same_release
+from pep517_torch.shipped_runtime.environment import switch
+from pep517_torch.shipped_runtime.lock import OWNER_NAME, BuildDirLock, FileLock
+from pep517_torch.shipped_runtime.torch_release import major_minor, same_release
 
 
 def test_shared_holders_share_and_an_exclusive_one_waits_for_them(tmp_path: Path) -> None:

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from pep517_torch import pipeline as glue
+from pep517_torch.backend import pipeline as glue
 from pep517_torch.core import cuda, toolchain
 from pep517_torch.core import flags as flags_mod
 from pep517_torch.errors import ConfigError

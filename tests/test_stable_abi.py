@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from pep517_torch import pipeline, stable_abi
+from pep517_torch.backend import pipeline
+from pep517_torch.abi import stable_abi
 from pep517_torch.core import flags
 from pep517_torch.core.spec import ExtensionSpec
 from pep517_torch.core.stable_audit import is_torch_cxx

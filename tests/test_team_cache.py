@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from pep517_torch import pipeline, stages
+from pep517_torch.backend import pipeline, stages
 from pep517_torch.core.build import build, header_dependencies
 from pep517_torch.core.plan import prepare
 from pep517_torch.core.spec import BuildOptions, ExtensionSpec

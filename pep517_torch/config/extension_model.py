@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
-from .. import limited_api
-from .. import stable_abi
+from ..abi import limited_api
+from ..abi import stable_abi
 from ..core.arch_list import arch_list_problem
 from .checks import (
     extension_name_problem,

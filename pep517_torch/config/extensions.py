@@ -6,8 +6,8 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import limited_api
-from .. import stable_abi as stable
+from ..abi import limited_api
+from ..abi import stable_abi as stable
 from ..core.ninja_syntax import unnameable_character
 from ..core.spec import BuildType, ExtensionSpec, Kind, first_duplicate, is_cuda_source
 from ..errors import ConfigError

@@ -3,7 +3,7 @@
 Precedence: ``-C`` > environment > pyproject (after overrides). Each layer maps a project
 field name to a :class:`LayerValue` remembering the -C key or variable it came from.
 
-The variables a build reads are named in runtime/environment.py: the settings' (the model's
+The variables a build reads are named in shipped_runtime/environment.py: the settings' (the model's
 ``env`` metadata refers to those names), which this module parses, and the tools', which it
 passes to the compile core unparsed.
 """
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, get_args, get_origin
 
 from ..errors import ConfigError
-from ..runtime.environment import FALSE_WORDS, PASSTHROUGH_ENV, TOOL_ENV, TRUE_WORDS
+from ..shipped_runtime.environment import FALSE_WORDS, PASSTHROUGH_ENV, TOOL_ENV, TRUE_WORDS
 from .fields import toml_key
 from .model import ProjectSettings
 from .parse import convert, describe_type, one_line_problem, type_hints, union_members

@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..consulted import note
+from ..shipped_runtime.input_audit import note
 from ..errors import ConfigError
 from .fields import MODULE_NAME_PATTERN
 from .model import ProjectSettings

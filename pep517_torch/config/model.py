@@ -12,7 +12,7 @@ from typing import Literal
 
 from ..core.spec import DEFAULT_PCH_CACHE_BYTES
 from ..distribution.manylinux import tag_problem as manylinux_tag_problem
-from ..runtime import environment as variables
+from ..shipped_runtime import environment as variables
 from .checks import (
     one_group_regex,
     parse_size,

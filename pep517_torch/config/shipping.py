@@ -12,7 +12,7 @@ from pathlib import Path
 from ..core.naming import artifact_name
 from ..core.spec import ExtensionSpec, Kind
 from ..errors import ConfigError
-from ..guard_names import native_module
+from ..abi.guard_names import native_module
 from ..project_tree import require_inside
 from .product import PackageLayout
 

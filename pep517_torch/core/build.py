@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING
 
 from ..atomic import writing
 from ..errors import BuildError
-from ..runtime import trace
-from ..runtime.files import remove_leftover_temporaries
-from ..runtime.ninja import LOG_NAME
-from ..runtime.user_line import print_line, user_line
+from ..shipped_runtime import trace
+from ..shipped_runtime.files import remove_leftover_temporaries
+from ..shipped_runtime.ninja import LOG_NAME
+from ..shipped_runtime.user_line import print_line, user_line
 from . import inputs, pch_cache, pch_health, stable_audit, toolchain, unity, up_to_date
 from . import launcher as launchers
 from .ninja_report import Log, NinjaRun, failed_targets, run_ninja

@@ -36,7 +36,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..consulted import note
+from ..shipped_runtime.input_audit import note
 from ..errors import ToolchainError
 from . import probe_cache
 from .toolchain import run_probe

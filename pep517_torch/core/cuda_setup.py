@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..runtime.environment import NVCC_THREADS
+from ..shipped_runtime.environment import NVCC_THREADS
 from . import arch, cuda, cuda_checks, graph, jobs, toolchain
 from .spec import BuildOptions, ExtensionSpec
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 from packaging.version import Version
 
-from .. import limited_api
-from .. import stable_abi as stable
+from ..abi import limited_api
+from ..abi import stable_abi as stable
 from .spec import BUILD_TYPE_FLAGS, BuildType, ExtensionSpec, Kind
 from .toolchain import Compiler, TorchInstall
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ..atomic import write_atomic
-from ..runtime.file_identity import INPUT_HASHES_NAME, identity_of
+from ..shipped_runtime.file_identity import INPUT_HASHES_NAME, identity_of
 STATE_VERSION = 1
 _PRECOMPILED = (".gch", ".pch")  # outputs of our own graphs (possibly a shared cache's)
 

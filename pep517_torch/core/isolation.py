@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from ..runtime.environment import VIRTUAL_ENV
+from ..shipped_runtime.environment import VIRTUAL_ENV
 from .toolchain import TorchInstall, find_torch
 
 ISOLATED_ENV_MARKERS = ("pip-build-env-", "build-env-", "builds-v0")  # pip, build, uv

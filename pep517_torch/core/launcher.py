@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import ToolchainError
-from ..runtime.environment import user_cache_home
+from ..shipped_runtime.environment import user_cache_home
 from . import probe_cache
 from .identity import which
 from .toolchain import Compiler, split_command

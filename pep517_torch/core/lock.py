@@ -1,4 +1,4 @@
-"""One builder per build directory, across processes and faces: runtime/lock.py's flock (which
+"""One builder per build directory, across processes and faces: shipped_runtime/lock.py's flock (which
 the editable hook takes too), with the compile core's errors and the build directory's tag.
 
 A SIGKILLed holder never blocks the next build (the kernel drops an flock with its holder); a
@@ -14,8 +14,8 @@ from pathlib import Path
 from ..atomic import writing
 from ..errors import ToolchainError
 from ..project_tree import mark_build_dir
-from ..runtime.lock import BuildDirLock
-from ..runtime.user_line import print_line
+from ..shipped_runtime.lock import BuildDirLock
+from ..shipped_runtime.user_line import print_line
 
 
 @contextlib.contextmanager

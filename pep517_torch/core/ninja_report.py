@@ -3,7 +3,7 @@ shows, and its report: a :class:`NinjaRun` (steps, time, output, log), or a Buil
 the failed steps, the first real error and the log.
 
 How ninja is started and followed (a pseudo-terminal, its own session, the parent-death
-signal, progress lines) is runtime/ninja.py's, which the editable hook shares.
+signal, progress lines) is shipped_runtime/ninja.py's, which the editable hook shares.
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import BuildError
-from ..runtime import ninja as ninja_follower
-from ..runtime.ninja import Progress, first_error, run_ninja_followed
-from ..runtime.trace import Timeline
-from ..runtime.user_line import print_line, user_line
+from ..shipped_runtime import ninja as ninja_follower
+from ..shipped_runtime.ninja import Progress, first_error, run_ninja_followed
+from ..shipped_runtime.trace import Timeline
+from ..shipped_runtime.user_line import print_line, user_line
 
 Log = Callable[[str], None]
 

@@ -31,8 +31,8 @@ from pathlib import Path
 from types import TracebackType
 
 from ..atomic import write_if_changed
-from ..runtime.environment import cache_root
-from ..runtime.lock import FileLock
+from ..shipped_runtime.environment import cache_root
+from ..shipped_runtime.lock import FileLock
 from . import pch_seal
 
 LOCK = "lock"

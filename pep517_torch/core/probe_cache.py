@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ..atomic import write_atomic
-from ..consulted import note
-from ..runtime.environment import CACHE_DIR, NO_PROBE_CACHE, XDG_CACHE_HOME, cache_root
-from ..runtime.file_identity import identity
+from ..shipped_runtime.input_audit import note
+from ..shipped_runtime.environment import CACHE_DIR, NO_PROBE_CACHE, XDG_CACHE_HOME, cache_root
+from ..shipped_runtime.file_identity import identity
 
 FILE = "probes.json"
 VERSION = 1
@@ -74,7 +74,7 @@ def remembered(
     """``probe()``'s answer for ``kind`` + ``arguments`` while ``files`` keep their stamps: from
     the cache when it has one, else probed (and stored when the probe succeeds)."""
     for file in files:
-        note(file)  # a no-op replay checks them too (consulted.py)
+        note(file)  # a no-op replay checks them too (input_audit.py)
     location = _location(env)
     key = json.dumps([kind, list(arguments), stamps(files)])
     if location is not None:

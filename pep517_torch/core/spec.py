@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import stable_abi as stable
+from ..abi import stable_abi as stable
 from ..errors import ConfigError
 from .suffixes import (  # re-exported: spec users find the suffixes here too
     CUDA_HEADER_SUFFIXES,

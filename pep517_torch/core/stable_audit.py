@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import elf, stable_abi
+from ..abi import elf, stable_abi
 from ..errors import BuildError, ConfigError
 from . import graph, naming
 from .spec import ExtensionSpec

@@ -2,7 +2,7 @@
 
 Generated from pep517_torch/distribution/_editable_hook.py: the ``__init__`` of a package that
 also holds pep517_torch's runtime (``<this package>.runtime``, copied from
-pep517_torch/runtime/). It uses the standard library and that runtime only: the environment
+pep517_torch/shipped_runtime/). It uses the standard library and that runtime only: the environment
 that runs it need not have pep517_torch installed. It maps the project's top-level packages
 and modules to the source tree (nothing else there becomes importable) and, the first time one
 of them is imported in a process, checks the installed torch and brings the compiled
@@ -12,7 +12,7 @@ in the build directory, under the build directory's lock. When pyproject.toml or
 sources changed since the last plan (the state file in the build directory records their
 mtimes), or a source or header the last build read did (the compile core's record of them,
 which may hold an older mtime plain ninja would miss), the interpreter that installed the
-project builds through pep517_torch instead (``-m pep517_torch.editable_rebuild``). Set
+project builds through pep517_torch instead (``-m pep517_torch.backend.editable_rebuild``). Set
 PEP517_TORCH_EDITABLE_REBUILD=0 to skip the rebuild. Runtime modules are imported only when
 a check or a rebuild runs: nothing more at interpreter start.
 """
@@ -31,7 +31,7 @@ def _runtime(module):
     own when this is the template (imported as pep517_torch.distribution._editable_hook)."""
     import importlib
 
-    package = "pep517_torch.runtime" if CONFIG is None else __name__ + ".runtime"
+    package = "pep517_torch.shipped_runtime" if CONFIG is None else __name__ + ".runtime"
     return importlib.import_module(f"{package}.{module}")
 
 
@@ -184,7 +184,7 @@ def _replan(config, replan, planning):
         user.say(f"{project}: pyproject.toml or a sources folder changed; planning the build again")
     else:
         user.say(f"rebuilding {project} (editable install)...")
-    arguments = [replan["python"], "-m", "pep517_torch.editable_rebuild", replan["state"]]
+    arguments = [replan["python"], "-m", "pep517_torch.backend.editable_rebuild", replan["state"]]
     if "install" in replan:  # what to plan from when the state file is gone with the build
         import json
 

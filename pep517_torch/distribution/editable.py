@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from packaging.utils import canonicalize_name
 
-from .. import runtime
+from .. import shipped_runtime
 from ..atomic import symlink_atomic, write_atomic
 from ..errors import ConfigError
 
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from .wheel import WheelWriter
 
 _TEMPLATE = Path(__file__).with_name("_editable_hook.py")
-_RUNTIME = Path(runtime.__file__).parent
+_RUNTIME = Path(shipped_runtime.__file__).parent
 _PLACEHOLDER = (
     "CONFIG = None  # editable_members() replaces this line with the project's parameters\n"
 )
@@ -48,7 +48,7 @@ class RebuildCommand:
 @dataclass(frozen=True)
 class Replan:
     """How the hook re-plans once an input of the plan changed (pyproject.toml, a folder a
-    ``sources`` glob walks): ``python -m pep517_torch.editable_rebuild state_file``, with
+    ``sources`` glob walks): ``python -m pep517_torch.backend.editable_rebuild state_file``, with
     the recorded interpreter; the state file holds what the hook reads and what the re-plan
     needs (:func:`write_state`)."""
 

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..guard_names import native_filename
-from ..runtime import torch_release
+from ..abi.guard_names import native_filename
+from ..shipped_runtime import torch_release
 
 if TYPE_CHECKING:
     from .wheel import WheelWriter

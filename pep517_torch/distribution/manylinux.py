@@ -1,7 +1,7 @@
 """The manylinux tag a wheel's binaries earn: auditwheel's policies against what their ELF needs.
 
 Each shipped binary's symbol versions (``GLIBC_2.32``, ``GLIBCXX_3.4.30``, ``CXXABI_1.3.13``,
-``GCC_7.0.0``) and NEEDED libraries are read with :mod:`pep517_torch.elf`; the policies (the
+``GCC_7.0.0``) and NEEDED libraries are read with :mod:`pep517_torch.abi.elf`; the policies (the
 libraries and symbol versions each ``manylinux_2_X`` allows) are auditwheel's own. Torch's
 libraries and the CUDA libraries a CUDA build of torch brings count as supplied by the torch
 requirement, as published extensions say with ``auditwheel repair --exclude``.
@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import elf
+from ..abi import elf
 from ..errors import ConfigError
 
 # Loaded with torch (its wheel's torch/lib, or the nvidia-* wheels its CUDA build requires),

@@ -16,7 +16,7 @@ from packaging.version import InvalidVersion, Version
 from ..atomic import writing
 from ..errors import ConfigError, ToolchainError
 from ..project_tree import require_inside
-from ..runtime.torch_release import major_minor
+from ..shipped_runtime.torch_release import major_minor
 
 TorchPinMode = Literal["minor", "exact", "none"]
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..atomic import write_atomic
-from ..runtime.file_identity import identity
+from ..shipped_runtime.file_identity import identity
 
 CACHE_NAME = ".pep517_torch_platform_tag.json"
 _DECIDERS = ("manylinux.py", "../elf.py")  # beside this file: the code that decides
@@ -90,7 +90,7 @@ def decide(
 
 def _decide(mode: str, artifacts: Sequence[Artifact], shipped: Sequence[tuple[str, Path]],
             linux_tag: str) -> PlatformTag | None:
-    from ..elf import is_elf
+    from ..abi.elf import is_elf
     from . import manylinux
 
     binaries = [manylinux.Binary(a.path, a.shown, a.objects) for a in artifacts]

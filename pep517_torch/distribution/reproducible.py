@@ -6,7 +6,7 @@ import os
 from collections.abc import Mapping
 
 from ..errors import ConfigError
-from ..runtime.environment import SOURCE_DATE_EPOCH
+from ..shipped_runtime.environment import SOURCE_DATE_EPOCH
 
 DEFAULT_EPOCH = 1451606400  # 2016-01-01T00:00:00Z, used when SOURCE_DATE_EPOCH is not set
 ZIP_MIN_EPOCH = 315532800  # 1980-01-01T00:00:00Z, the earliest time a zip entry can hold

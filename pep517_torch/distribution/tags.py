@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from packaging import tags
 
 from ..errors import ConfigError
-from .. import limited_api
+from ..abi import limited_api
 
 PURE_TAG = "py3-none-any"
 

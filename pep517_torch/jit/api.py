@@ -11,7 +11,7 @@ from pathlib import Path
 from ..core.ninja_syntax import unnameable_character
 from ..core.suffixes import CUDA_HEADER_SUFFIXES, is_header
 from ..errors import ConfigError
-from ..runtime.environment import TORCH_EXTENSIONS_DIR
+from ..shipped_runtime.environment import TORCH_EXTENSIONS_DIR
 from .request import ArtifactKind, JitRequest
 from .warm import check_extensions_dir, extensions_root, jit_load, one_line
 
@@ -170,7 +170,7 @@ def load(
 def _check_stable_abi(target: object) -> None:
     if target is None:
         return
-    from ..stable_abi import problem
+    from ..abi.stable_abi import problem
 
     if not isinstance(target, str):
         raise ConfigError(f"must be a str such as '2.10', not {type(target).__name__}", "stable_abi")

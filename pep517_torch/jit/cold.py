@@ -16,8 +16,8 @@ from ..core import trace_view
 from ..core.lock import build_lock
 from ..core.spec import BuildOptions, ExtensionSpec, Kind
 from ..config.layers import environment_options
-from ..runtime.trace import TRACE_NAME
-from ..runtime.user_line import print_line, user_line
+from ..shipped_runtime.trace import TRACE_NAME
+from ..shipped_runtime.user_line import print_line, user_line
 from . import stamp
 from .request import JitRequest
 
@@ -57,7 +57,7 @@ def _limited_api(request: JitRequest) -> str | None:
     """A stable-ABI build is a limited-API one (cp310, torch's oldest CPython)."""
     if request.stable_abi is None:
         return None
-    from ..limited_api import DEFAULT
+    from ..abi.limited_api import DEFAULT
 
     return DEFAULT
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from ..core import toolchain
 from ..errors import ToolchainError
-from ..runtime.environment import TORCH_DONT_CHECK_COMPILER_ABI, is_true
+from ..shipped_runtime.environment import TORCH_DONT_CHECK_COMPILER_ABI, is_true
 
 if TYPE_CHECKING:
     from torch.torch_version import TorchVersion

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._version import __version__
 from ..core.identity import compiler_identity
-from ..runtime.file_identity import identity
+from ..shipped_runtime.file_identity import identity
 
 if TYPE_CHECKING:
     from .request import JitRequest
@@ -79,7 +79,7 @@ def recorded_env(env: Mapping[str, str], *, cuda: bool) -> dict[str, str | None]
     the like only say how a build runs: read, and checked, when it does; the CUDA ones only
     where the build compiles CUDA). Cold path only."""
     from ..config.layers import artifact_env
-    from ..runtime.environment import CUDA_ONLY_ENV
+    from ..shipped_runtime.environment import CUDA_ONLY_ENV
 
     names = artifact_env() if cuda else [n for n in artifact_env() if n not in CUDA_ONLY_ENV]
     return {name: env.get(name) for name in names}

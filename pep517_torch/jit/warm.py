@@ -18,7 +18,7 @@ from types import ModuleType
 from ..core.identity import torch_flavour
 from ..core.ninja_syntax import unwritable_character
 from ..errors import ConfigError
-from ..runtime.environment import PCH, TORCH_EXTENSIONS_DIR, switch, user_cache_home
+from ..shipped_runtime.environment import PCH, TORCH_EXTENSIONS_DIR, switch, user_cache_home
 from . import stamp
 from .request import ArtifactKind, JitRequest
 

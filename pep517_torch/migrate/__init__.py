@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..atomic import write_atomic
-from ..cli_name import PROG
+from ..cli import PROG
 from ..config.pyproject import tomllib
 from ..errors import MigrateError
 

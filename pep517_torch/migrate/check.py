@@ -21,7 +21,7 @@ def build_problems_here(document: Mapping[str, Any], root: Path) -> list[str]:
     config's error, else each extension's first failing pre-compile check of the compile core
     (the checks a build makes: tools, nvcc, flags, arch lists, torch's CUDA headers)."""
     from ..core import plan as core_plan
-    from ..discovery import resolve_document
+    from ..backend.discovery import resolve_document
 
     try:
         resolved, torch = resolve_document(root, document, os.environ)

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .. import limited_api
-from .. import stable_abi
+from ..abi import limited_api
+from ..abi import stable_abi
 from ..core.flags import OPENMP_DEFINE
 
 LIMITED_API_DEFINE = "Py_LIMITED_API"

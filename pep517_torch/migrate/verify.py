@@ -94,6 +94,6 @@ def disagreements(text: str, root: Path, observed: list[Observed], here: Facts,
 
 
 def facts_here() -> Facts:
-    from ..discovery import machine_facts
+    from ..backend.discovery import machine_facts
 
     return machine_facts(os.environ)

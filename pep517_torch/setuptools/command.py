@@ -18,8 +18,8 @@ from setuptools.errors import CompileError, ExecError, SetupError
 
 from ..atomic import copy_atomic
 from ..errors import BuildError, ConfigError, Pep517TorchError
-from ..runtime.torch_release import major_minor
-from ..runtime.user_line import print_line, user_line
+from ..shipped_runtime.torch_release import major_minor
+from ..shipped_runtime.user_line import print_line, user_line
 from .pin import APPLIED, MARKER, PINNED
 
 OPTIONS = {  # BuildExtension.with_options(...) keywords -> allowed values (None: any bool)
@@ -168,7 +168,7 @@ def _place_guarded(built: Path, target: Path, module: str, torch_version: str) -
     version (a stale ``_C<suffix>`` would shadow the shim: removed); the two paths."""
     from ..atomic import write_atomic
     from ..distribution.import_guard import render_import_guard
-    from ..guard_names import native_filename
+    from ..abi.guard_names import native_filename
 
     short = module.rpartition(".")[2]
     native = target.with_name(native_filename(module, target.name[len(short):]))
@@ -182,7 +182,7 @@ def _place_guarded(built: Path, target: Path, module: str, torch_version: str) -
 def _unguard(target: Path, module: str) -> None:
     """Remove what an earlier guarded build left beside ``target`` (never a file of the
     project's own: only a shim we generated, and its library)."""
-    from ..guard_names import native_filename
+    from ..abi.guard_names import native_filename
 
     short = module.rpartition(".")[2]
     shim = target.with_name(f"{short}.py")

@@ -23,7 +23,7 @@ from ..config.resolve import format_build_dir
 from ..config.layers import environment_options, passthrough_env
 from ..core.spec import BuildOptions, BuildType
 from ..core.toolchain import TorchInstall
-from ..discovery import build_dir_values
+from ..backend.discovery import build_dir_values
 from .translate import CommandOptions
 
 BUILD_DIR_NAME = Path(DEFAULT_BUILD_DIR).name  # "{wheel_tag}-torch{torch_version}"

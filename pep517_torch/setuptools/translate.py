@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import limited_api
+from ..abi import limited_api
 from ..core.flags import torch_libraries
 from ..core.spec import BuildType, ExtensionSpec, is_cuda_source
 from ..core.toolchain import TorchInstall

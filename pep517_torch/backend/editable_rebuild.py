@@ -1,4 +1,4 @@
-"""``python -m pep517_torch.editable_rebuild STATE_FILE``: an editable install plans its build
+"""``python -m pep517_torch.backend.editable_rebuild STATE_FILE``: an editable install plans its build
 again, run by its import hook once pyproject.toml or a folder of sources changed.
 
 The state file (distribution/editable.py) records the project root, the -C settings and the
@@ -16,16 +16,16 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from .errors import Pep517TorchError, print_error
+from ..errors import Pep517TorchError, print_error
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     from .editable_install import rebuild_editable
-    from .distribution.editable import read_state
+    from ..distribution.editable import read_state
 
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) not in (1, 2):
-        print("usage: python -m pep517_torch.editable_rebuild STATE_FILE [INSTALL_JSON]",
+        print("usage: python -m pep517_torch.backend.editable_rebuild STATE_FILE [INSTALL_JSON]",
               file=sys.stderr)
         return 2
     state_file = Path(args[0])

@@ -15,16 +15,16 @@ from typing import TYPE_CHECKING
 
 from packaging.requirements import Requirement
 
-from . import config
-from .core import isolation, toolchain
+from .. import config
+from ..core import isolation, toolchain
 from .discovery import ConfigSettings, resolve
-from .distribution import metadata as dist_metadata
-from .errors import ConfigError
-from .runtime.user_line import print_line, user_line
+from ..distribution import metadata as dist_metadata
+from ..errors import ConfigError
+from ..shipped_runtime.user_line import print_line, user_line
 
 if TYPE_CHECKING:
-    from .core.build import BuildResult
-    from .distribution import torch_requirement
+    from ..core.build import BuildResult
+    from ..distribution import torch_requirement
 
 
 def log(line: str) -> None:
@@ -80,7 +80,7 @@ def dependency_plan(
     project: config.ResolvedProject, torch_version: str | None, pin: Requirement | None = None
 ) -> torch_requirement.DependencyPlan:
     """What Requires-Dist may hold (PEP 621): the pin only into a dynamic ``dependencies``."""
-    from .distribution import torch_requirement
+    from ..distribution import torch_requirement
 
     return torch_requirement.plan_dependencies(
         project.project_table, project.dependencies, project.torch_requirement,
@@ -92,7 +92,7 @@ def _add_local_label(metadata: dist_metadata.ProjectMetadata, torch: toolchain.T
     """local-version = "torch": the wheel's version names its torch (``+pt213cpu``)."""
     from packaging.version import Version
 
-    from .distribution.torch_requirement import local_label, with_local_label
+    from ..distribution.torch_requirement import local_label, with_local_label
 
     label = local_label(torch.version, torch.cuda)
     metadata.standard.version = Version(with_local_label(metadata.version, label))
@@ -103,7 +103,7 @@ def _torch_pin(project: config.ResolvedProject, torch: toolchain.TorchInstall) -
     (the newest target among them), the pin of the building torch otherwise."""
     targets = [spec.stable_abi for spec in project.extensions]
     if targets and all(targets):
-        from .stable_abi import newest
+        from ..abi.stable_abi import newest
 
         target = newest(t for t in targets if t)
         return dist_metadata.stable_torch_pin(target, torch.version, project.torch_requirement)
@@ -113,7 +113,7 @@ def _torch_pin(project: config.ResolvedProject, torch: toolchain.TorchInstall) -
 def compile_extensions(loaded: Loaded, *, editable: bool) -> BuildResult | None:
     """Build the loaded project's extensions (None: it has none), with the notes and summary
     a build prints; ``editable``: for an editable install (no unity TUs unless asked)."""
-    from .core import build as core_build
+    from ..core import build as core_build
 
     project = loaded.project
     _check_skipped(project)
@@ -156,7 +156,7 @@ def _check_skipped(project: config.ResolvedProject) -> None:
 def build_dir_lock(loaded: Loaded, editable: bool) -> contextlib.AbstractContextManager[None]:
     if not loaded.project.extensions:
         return contextlib.nullcontext()
-    from .core.lock import build_lock
+    from ..core.lock import build_lock
 
     meta = loaded.metadata
     kind = "an editable wheel" if editable else "a wheel"

@@ -1,9 +1,9 @@
 """The record a successful wheel or metadata build leaves for a later no-op to replay
-(``replay.py`` reads it; its docstring says what it holds and when it replays).
+(``noop_cache.py`` reads it; its docstring says what it holds and when it replays).
 
 :func:`recording` wraps a build: it deletes the last record first (a build that fails leaves
 none), hands the build an environment that remembers what was read (:class:`ReadEnv`), and
-watches what it consults (``consulted.py``). When the build succeeded, :meth:`Recording.wheel`
+watches what it consults (``input_audit.py``). When the build succeeded, :meth:`Recording.wheel`
 or :meth:`Recording.metadata` writes the record, unless the build cannot be described by one:
 it read the whole environment, an input changed while it ran (the record would hold the new
 state, the result the old), or torch was found elsewhere than where the build found it.
@@ -22,10 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import consulted, replay
-from .atomic import temporary_name, write_atomic
-from .runtime.environment import SOURCE_DATE_EPOCH
-from .runtime.file_identity import identity
+from ..shipped_runtime import input_audit
+from . import noop_cache
+from ..atomic import temporary_name, write_atomic
+from ..shipped_runtime.environment import SOURCE_DATE_EPOCH
+from ..shipped_runtime.file_identity import identity
 
 if TYPE_CHECKING:
     from .stages import Loaded
@@ -160,7 +161,7 @@ class Recording:
             if path.startswith(os.path.join(root, "")):
                 kept.add(root)
         files = {path: identity(path) for path in sorted(kept)}
-        machine = replay.machine_facts(os.environ)
+        machine = noop_cache.machine_facts(os.environ)
         torch = loaded.torch
         if torch is not None and (machine["torch"] is None
                                   or Path(machine["torch"][0]) != Path(torch.root)):
@@ -174,8 +175,8 @@ class Recording:
     def _write(self, facts: dict[str, Any], output: dict[str, Any], notes: list[str],
                build_dir: Path | None) -> None:
         record = {
-            "format": replay.FORMAT,
-            "key": replay.record_key(self.hook, str(self.root), self.config_settings),
+            "format": noop_cache.FORMAT,
+            "key": noop_cache.record_key(self.hook, str(self.root), self.config_settings),
             **facts,
             "build_dir": None if build_dir is None else str(build_dir),
             "output": output,
@@ -216,7 +217,7 @@ def _keep(wheel: Path, kept: Path) -> list[int]:
             os.link(wheel, temporary)
         except OSError:
             shutil.copyfile(wheel, temporary)
-        placed = replay.kept_identity(os.stat(temporary))
+        placed = noop_cache.kept_identity(os.stat(temporary))
         os.replace(temporary, kept)
     finally:
         temporary.unlink(missing_ok=True)
@@ -229,7 +230,7 @@ def recording(
 ) -> Iterator[Recording | None]:
     """Around a build of ``hook`` (``"wheel"``, ``"metadata"``): the last record removed, and a
     :class:`Recording` to finish once the build succeeded (None: nothing is recorded)."""
-    location = replay.record_file(os.environ, hook, str(root), config_settings) if enabled else None
+    location = noop_cache.record_file(os.environ, hook, str(root), config_settings) if enabled else None
     if location is None:
         yield None
         return
@@ -237,6 +238,6 @@ def recording(
         os.unlink(location)  # before anything else: a build that fails leaves no record
     started_ns = time.time_ns()
     current = Recording(hook, root, config_settings, Path(location), ReadEnv(os.environ), started_ns)
-    with consulted.watching(root) as seen:
+    with input_audit.watching(root) as seen:
         current.seen = seen
         yield current

@@ -12,27 +12,35 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import config
-from .atomic import writing
-from .core.naming import artifact_name
-from .core.spec import ExtensionSpec, Kind
+from .. import config
+from ..atomic import writing
+from ..core.naming import artifact_name
+from ..core.spec import ExtensionSpec, Kind
 from .discovery import ConfigSettings, resolve
-from .distribution import metadata as dist_metadata
-from .distribution import tags
-from .distribution.import_guard import Guard
-from .distribution.reproducible import source_date_epoch
+from ..distribution import metadata as dist_metadata
+from ..distribution import tags
+from ..distribution.import_guard import Guard
+from ..distribution.reproducible import source_date_epoch
 from .editable_install import add_editable_contents
-from .replay_record import Recording, recording
-from .runtime.user_line import user_line
-from .stages import Loaded, build_dir_lock, compile_extensions, dependency_plan, load, log, skipped_lines
+from .noop_record import Recording, recording
+from ..shipped_runtime.user_line import user_line
+from .stages import (
+    Loaded,
+    build_dir_lock,
+    compile_extensions,
+    dependency_plan,
+    load,
+    log,
+    skipped_lines,
+)
 
 if TYPE_CHECKING:
-    from .core.build import BuildResult
-    from .distribution.platform_decision import PlatformTag
+    from ..core.build import BuildResult
+    from ..distribution.platform_decision import PlatformTag
 
 
 def prepare_metadata(root: Path, metadata_directory: Path, config_settings: ConfigSettings) -> str:
-    """The ``.dist-info`` folder; recorded for a later replay (``replay.py``)."""
+    """The ``.dist-info`` folder; recorded for a later replay (``noop_cache.py``)."""
     with recording(root, "metadata", config_settings) as record:
         loaded = load(root, config_settings, record and record.env, for_build=False)
         name = loaded.metadata.write_dist_info(metadata_directory)
@@ -42,7 +50,7 @@ def prepare_metadata(root: Path, metadata_directory: Path, config_settings: Conf
 
 
 def build_wheel(root: Path, out_dir: Path, config_settings: ConfigSettings, *, editable: bool = False) -> str:
-    """A wheel (or an editable one); a wheel is recorded for a later replay (``replay.py``)."""
+    """A wheel (or an editable one); a wheel is recorded for a later replay (``noop_cache.py``)."""
     with recording(root, "wheel", config_settings, enabled=not editable) as record:
         return _build_wheel(root, out_dir, config_settings, editable, record)
 
@@ -50,8 +58,8 @@ def build_wheel(root: Path, out_dir: Path, config_settings: ConfigSettings, *, e
 def _build_wheel(
     root: Path, out_dir: Path, config_settings: ConfigSettings, editable: bool, record: Recording | None
 ) -> str:
-    from .distribution.import_guard import add_artifact
-    from .distribution.wheel import WheelWriter
+    from ..distribution.import_guard import add_artifact
+    from ..distribution.wheel import WheelWriter
 
     started = time.perf_counter()
     loaded = load(root, config_settings, record and record.env)
@@ -92,7 +100,7 @@ def _build_wheel(
 def _record_build_torch(loaded: Loaded) -> None:
     """A wheel with binaries names the torch they were built against (``index`` sorts wheels
     into find-links pages by it)."""
-    from .distribution.index import BUILD_RECORD, build_record
+    from ..distribution.index import BUILD_RECORD, build_record
 
     if loaded.project.extensions and loaded.torch is not None:
         record = build_record(loaded.torch.version, loaded.torch.cuda)
@@ -104,7 +112,7 @@ def _platform_tag(project: config.ResolvedProject, result: BuildResult | None) -
     files (platform-tag: manylinux by their ELF on Linux); None: the interpreter's."""
     import sys
 
-    from .distribution import platform_decision
+    from ..distribution import platform_decision
 
     if not sys.platform.startswith("linux") or (result is None and project.platform_tag == "auto"):
         return None
@@ -126,7 +134,7 @@ def _guard_torch(loaded: Loaded, spec: ExtensionSpec, built: Path) -> Guard | No
     """The torch a module's import guard checks (torch-import-check), or None. ``"auto"``
     guards a kept static torch requirement and every module that links torch's CUDA
     libraries or the CUDA runtime: no requirement can name the CUDA variant."""
-    from .elf import links_cuda
+    from ..abi.elf import links_cuda
 
     project, torch = loaded.project, loaded.torch
     if spec.kind is not Kind.MODULE:
@@ -143,7 +151,7 @@ def _guard_torch(loaded: Loaded, spec: ExtensionSpec, built: Path) -> Guard | No
 
 
 def build_sdist(root: Path, out_dir: Path, config_settings: ConfigSettings) -> str:
-    from .distribution.sdist import sdist_files, write_sdist
+    from ..distribution.sdist import sdist_files, write_sdist
 
     project, _ = resolve(root, config_settings, os.environ)
     # The sdist cannot know which torch its wheel will be built against: no pin in PKG-INFO,

@@ -1,4 +1,4 @@
-"""pep517_torch's runtime: what the compile core and an editable install's import hook share.
+"""The runtime shipped into every editable install, shared with the compile core and the JIT.
 
 Standard library only, relative imports only, nothing imported here: an editable wheel ships
 this package as files inside its hook package (``_pep517_torch_editable_<name>/runtime/``),

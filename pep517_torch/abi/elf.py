@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import BuildError
+from ..errors import BuildError
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """An editable install's sequencing: the editable wheel's contents (in-tree links, the hook,
 the state its rebuilds re-plan from) and the rebuild the hook runs when pyproject.toml or a
-sources folder changed (``python -m pep517_torch.editable_rebuild``)."""
+sources folder changed (``python -m pep517_torch.backend.editable_rebuild``)."""
 
 from __future__ import annotations
 
@@ -8,17 +8,17 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .atomic import writing
-from .core import isolation
+from ..atomic import writing
+from ..core import isolation
 from .discovery import ConfigSettings
-from .errors import ConfigError
-from .runtime.user_line import user_line
+from ..errors import ConfigError
+from ..shipped_runtime.user_line import user_line
 from .stages import Loaded, build_dir_lock, compile_extensions, load, log
 
 if TYPE_CHECKING:
-    from .core.build import BuildResult
-    from .distribution.editable import RebuildCommand
-    from .distribution.wheel import WheelWriter
+    from ..core.build import BuildResult
+    from ..distribution.editable import RebuildCommand
+    from ..distribution.wheel import WheelWriter
 
 
 def add_editable_contents(
@@ -28,7 +28,7 @@ def add_editable_contents(
     """What an editable wheel holds: the .pth file and hook, the extensions linked into the
     tree, and (unless torch comes from an isolated build environment) the recorded state its
     import hook rebuilds from."""
-    from .distribution.editable import add_editable
+    from ..distribution.editable import add_editable
 
     project = loaded.project
     rebuild = None
@@ -61,9 +61,9 @@ def _record_editable(
     rebuild command."""
     import sys
 
-    from .config.layers import resolution_variables
-    from .distribution import editable
-    from .project_tree import is_build_dir
+    from ..config.layers import resolution_variables
+    from ..distribution import editable
+    from ..project_tree import is_build_dir
 
     project, plan = loaded.project, result.plan
     state_file = state_file or plan.build_dir / editable.EDITABLE_STATE_NAME
@@ -96,7 +96,7 @@ def rebuild_editable(
     """An editable install's import hook re-plans (pyproject.toml or a sources folder
     changed): build as the install did, link the extensions into the tree again, and record
     the new state. A config error leaves the old state, so the next import tries again."""
-    from .distribution.editable import link_into_tree
+    from ..distribution.editable import link_into_tree
 
     loaded = load(root, config_settings, env)
     project = loaded.project

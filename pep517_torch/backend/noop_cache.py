@@ -1,6 +1,6 @@
 """A no-op wheel or metadata hook: the last result again, when nothing it was made from changed.
 
-After a successful ``build_wheel`` or ``prepare_metadata_for_build_wheel``, ``replay_record.py``
+After a successful ``build_wheel`` or ``prepare_metadata_for_build_wheel``, ``noop_record.py``
 writes a record (JSON, in the machine cache: ``<cache>/last-builds/``) keyed by the hook, the
 project root, the config settings and the interpreter. It holds what the result was made
 from: every environment variable the resolution read (set or not) and SOURCE_DATE_EPOCH; the
@@ -18,7 +18,7 @@ what the record says, the kept wheel is copied to the output directory (or the d
 written), the build's notes and a summary are printed, and nothing else is imported: no
 config, no packaging, no compile core but ``up_to_date``. Anything else (a difference, no
 record, an unreadable one, any error) returns None, and the hook builds as always, which
-refreshes the record. Standard library and ``runtime/`` only; it only reads (the build directory's lock is
+refreshes the record. Standard library and ``shipped_runtime/`` only; it only reads (the build directory's lock is
 the real build's).
 """
 
@@ -33,10 +33,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .runtime.environment import NO_REPLAY, cache_root
-from .runtime.file_identity import identity
-from .runtime.files import temporary_name
-from .runtime.user_line import print_line, user_line
+from ..shipped_runtime.environment import NO_REPLAY, cache_root
+from ..shipped_runtime.file_identity import identity
+from ..shipped_runtime.files import temporary_name
+from ..shipped_runtime.user_line import print_line, user_line
 
 FORMAT = 1
 RECORDS = "last-builds"  # the records' folder in the machine cache
@@ -124,8 +124,8 @@ def _torch() -> list[Any] | None:
 
 def machine_facts(env: Mapping[str, str]) -> dict[str, Any]:
     """What this machine and interpreter bring to a build, as JSON values."""
-    from ._version import __version__
-    from .core.identity import compiler_identity
+    from .._version import __version__
+    from ..core.identity import compiler_identity
 
     compiler = compiler_identity(env)
     path = env.get("PATH", os.defpath)
@@ -167,7 +167,7 @@ def _matching_record(hook: str, root: str, config_settings: ConfigSettings) -> d
         return None
     build_dir = record.get("build_dir")
     if build_dir is not None:
-        from .core import up_to_date
+        from ..core import up_to_date
 
         if not up_to_date.current(Path(build_dir)):
             return None

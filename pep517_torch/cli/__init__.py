@@ -13,9 +13,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .cli_name import PROG
-from .errors import ConfigError, Pep517TorchError, print_error
-from .runtime.user_line import error_line, print_line, say
+from ..errors import ConfigError, Pep517TorchError, print_error
+from ..shipped_runtime.user_line import error_line, print_line, say
+
+PROG = "python -m pep517_torch"  # how the command line is invoked, in every usage line
 
 
 def _config_settings(pairs: Sequence[str]) -> dict[str, str | list[str]]:
@@ -39,7 +40,7 @@ REQUIRES_KEY = "build-system.requires"
 def build_system(root: Path) -> Mapping[str, Any]:
     """The ``[build-system]`` table, once it is one this CLI may build: a ``requires`` that is
     a list of requirement strings and a ``build-backend``, when given, that is ours."""
-    from .config import read_pyproject
+    from ..config import read_pyproject
 
     table = read_pyproject(root).get("build-system", {})
     if not isinstance(table, dict):
@@ -94,7 +95,7 @@ def _is_this_backend(requirement: object) -> bool:
     ``--python`` build imports it from this checkout)."""
     from packaging.utils import canonicalize_name
 
-    from ._version import __version__
+    from .._version import __version__
 
     name = getattr(requirement, "name", "")
     specifier = getattr(requirement, "specifier", None)
@@ -104,7 +105,7 @@ def _is_this_backend(requirement: object) -> bool:
 
 
 def _wheel(args: argparse.Namespace) -> int:
-    from . import pipeline
+    from ..backend import pipeline
 
     root = Path(args.path).resolve()
     if args.python:
@@ -126,7 +127,7 @@ def _wheel(args: argparse.Namespace) -> int:
 
 
 def _sdist(args: argparse.Namespace) -> int:
-    from . import pipeline
+    from ..backend import pipeline
 
     root = Path(args.path).resolve()
     build_system(root)
@@ -137,7 +138,7 @@ def _sdist(args: argparse.Namespace) -> int:
 
 
 def _index(args: argparse.Namespace) -> int:
-    from .distribution.index import page_name, write_index
+    from ..distribution.index import page_name, write_index
 
     directory = Path(args.directory).resolve()
     variants, unrecorded = write_index(directory)
@@ -161,11 +162,11 @@ def _cache(args: argparse.Namespace) -> int:
     import os
     import time
 
-    from .config.checks import parse_size
-    from .config.layers import environment_layer
-    from .core import pch_cache
-    from .core.spec import DEFAULT_PCH_CACHE_BYTES
-    from .runtime.environment import CACHE_DIR, PCH_CACHE_SIZE
+    from ..config.checks import parse_size
+    from ..config.layers import environment_layer
+    from ..core import pch_cache
+    from ..core.spec import DEFAULT_PCH_CACHE_BYTES
+    from ..shipped_runtime.environment import CACHE_DIR, PCH_CACHE_SIZE
 
     configured = environment_layer(os.environ).get("pch_cache_size")
     limit = parse_size(configured.value) if configured else DEFAULT_PCH_CACHE_BYTES
@@ -195,9 +196,9 @@ def _cache(args: argparse.Namespace) -> int:
 
 
 def _trace(args: argparse.Namespace) -> int:
-    from .atomic import write_atomic
-    from .core import trace_view
-    from .errors import OutputError
+    from ..atomic import write_atomic
+    from ..core import trace_view
+    from ..errors import OutputError
 
     build_dir = _trace_dir(args.build_dir)
     try:
@@ -220,7 +221,7 @@ def _trace(args: argparse.Namespace) -> int:
 def _trace_dir(given: str | None) -> Path:
     """The build directory named, else ``.`` when it holds a trace, else the build directory
     under ``./build`` that wrote one last (a project's default build directories live there)."""
-    from .runtime.trace import TRACE_NAME
+    from ..shipped_runtime.trace import TRACE_NAME
 
     if given is not None:
         return Path(given)
@@ -241,13 +242,13 @@ def _age(seconds: float) -> str:
 
 
 def _migrate(argv: list[str]) -> int:
-    from .migrate import main as migrate_main
+    from ..migrate import main as migrate_main
 
     return migrate_main(argv)
 
 
 def _settings_epilog() -> str:
-    from .config.schema import config_settings_help
+    from ..config.schema import config_settings_help
 
     import shutil
     import textwrap
@@ -266,7 +267,7 @@ def _settings_epilog() -> str:
 
 
 def _parser() -> argparse.ArgumentParser:
-    from ._version import __version__
+    from .._version import __version__
 
     parser = argparse.ArgumentParser(
         prog=PROG, description="Build PyTorch C++/CUDA extensions from pyproject.toml."

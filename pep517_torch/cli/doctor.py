@@ -8,13 +8,13 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from .errors import Pep517TorchError
+from ..errors import Pep517TorchError
 
 Check = Callable[[], tuple[str, str]]  # -> (verdict, text); verdict: ok | warn | fail | info
 
 
 def _torch() -> tuple[str, str]:
-    from .core.toolchain import find_torch
+    from ..core.toolchain import find_torch
 
     torch = find_torch()
     flavour = f"CUDA {torch.cuda} build" if torch.cuda else "CPU build"
@@ -24,7 +24,7 @@ def _torch() -> tuple[str, str]:
 
 
 def _compiler() -> tuple[str, str]:
-    from .core.toolchain import find_compiler, minimum_versions_text
+    from ..core.toolchain import find_compiler, minimum_versions_text
 
     compiler = find_compiler(os.environ)
     via = f" via {compiler.launcher}" if compiler.launcher else ""
@@ -37,13 +37,13 @@ def _compiler() -> tuple[str, str]:
 
 def _launcher_setting(path: Path) -> tuple[str, str]:
     """compiler-launcher as a build of ``path`` would see it, and where it came from."""
-    from .config.layers import environment_layer
+    from ..config.layers import environment_layer
 
     layered = environment_layer(os.environ).get("compiler_launcher")
     if layered:
         return layered.value, layered.key
     if (path / "pyproject.toml").is_file():
-        from . import pipeline
+        from ..backend import pipeline
 
         try:
             return pipeline.load(path, None).project.options.compiler_launcher, "pyproject.toml"
@@ -54,8 +54,8 @@ def _launcher_setting(path: Path) -> tuple[str, str]:
 
 def _find_launcher(path: Path) -> tuple[str, str, list[str], str | None, str]:
     """(setting, origin, launcher, its name, the command that runs it)."""
-    from .core import launcher as launchers
-    from .core.toolchain import find_compiler
+    from ..core import launcher as launchers
+    from ..core.toolchain import find_compiler
 
     setting, origin = _launcher_setting(path)
     compiler = find_compiler(os.environ)
@@ -66,7 +66,7 @@ def _find_launcher(path: Path) -> tuple[str, str, list[str], str | None, str]:
 
 def _launcher(path: Path) -> Check:
     def check() -> tuple[str, str]:
-        from .core import launcher as launchers
+        from ..core import launcher as launchers
 
         setting, origin, _, name, command = _find_launcher(path)
         where = f'compiler-launcher = "{setting}" ({origin})'
@@ -87,10 +87,10 @@ def _launcher(path: Path) -> Check:
 
 
 def _pch_cache() -> tuple[str, str]:
-    from .config.checks import parse_size
-    from .config.layers import environment_layer
-    from .core import pch_cache
-    from .core.spec import DEFAULT_PCH_CACHE_BYTES
+    from ..config.checks import parse_size
+    from ..config.layers import environment_layer
+    from ..core import pch_cache
+    from ..core.spec import DEFAULT_PCH_CACHE_BYTES
 
     configured = environment_layer(os.environ).get("pch_cache_size")
     limit = parse_size(configured.value) if configured else DEFAULT_PCH_CACHE_BYTES
@@ -105,7 +105,7 @@ def _pch_cache() -> tuple[str, str]:
 
 
 def _ninja() -> tuple[str, str]:
-    from .core.toolchain import find_ninja
+    from ..core.toolchain import find_ninja
 
     ninja = find_ninja(os.environ)
     version = subprocess.run([str(ninja), "--version"], capture_output=True, text=True).stdout
@@ -113,8 +113,8 @@ def _ninja() -> tuple[str, str]:
 
 
 def _cuda() -> tuple[str, str]:
-    from .core import cuda, cuda_checks
-    from .core.toolchain import find_torch
+    from ..core import cuda, cuda_checks
+    from ..core.toolchain import find_torch
 
     toolkit = cuda.find_cuda(os.environ)
     if toolkit is None:
@@ -131,14 +131,14 @@ def _cuda() -> tuple[str, str]:
 
 
 def _arch() -> tuple[str, str]:
-    from .core import arch, cuda, cuda_checks
-    from .core.toolchain import find_torch
+    from ..core import arch, cuda, cuda_checks
+    from ..core.toolchain import find_torch
 
     toolkit = cuda.find_cuda(os.environ)
     if toolkit is None:
         return "info", "CUDA archs: n/a (no nvcc)"
-    from .config.layers import environment_options
-    from .core.arch_list import parse_arch_list
+    from ..config.layers import environment_options
+    from ..core.arch_list import parse_arch_list
 
     options = environment_options(os.environ)
     keys = dict(options["keys"])
@@ -160,9 +160,9 @@ def _arch() -> tuple[str, str]:
 
 def _resources(path: Path) -> Check:
     def check() -> tuple[str, str]:
-        from .config.layers import environment_layer
-        from .core import launcher as launchers
-        from .core.jobs import plan_jobs
+        from ..config.layers import environment_layer
+        from ..core import launcher as launchers
+        from ..core.jobs import plan_jobs
 
         requested = environment_layer(os.environ).get("jobs")
         distributed = None
@@ -180,8 +180,8 @@ def _project(path: Path) -> Check:
     every check the build makes before compiling: what it would fail on, it fails on here."""
 
     def check() -> tuple[str, str]:
-        from . import pipeline
-        from .core import plan
+        from ..backend import pipeline
+        from ..core import plan
 
         loaded = pipeline.load(path, None)
         resolved = loaded.project
@@ -202,7 +202,7 @@ def _project(path: Path) -> Check:
 
 
 def run_checks(path: Path) -> int:
-    from ._version import __version__
+    from .._version import __version__
 
     print(f"pep517_torch {__version__} on Python {sys.version.split()[0]} ({sys.executable})")
     checks: list[Check] = [

@@ -20,15 +20,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import ConfigError
-from .runtime.user_line import error_line, print_line, say, user_line
+from ..errors import ConfigError
+from ..shipped_runtime.user_line import error_line, print_line, say, user_line
 
 CHECKOUT = Path(__file__).resolve().parent.parent  # the folder holding this pep517_torch
 _PROBE = (
     "import json, sys\n"
     "try:\n    import torch\nexcept ImportError as e:\n"
     "    print(json.dumps({'problem': 'torch', 'detail': str(e)})); raise SystemExit\n"
-    "try:\n    import pep517_torch.pipeline\nexcept ImportError as e:\n"
+    "try:\n    import pep517_torch.backend.pipeline\nexcept ImportError as e:\n"
     "    print(json.dumps({'problem': 'pep517_torch', 'detail': str(e)})); raise SystemExit\n"
     "print(json.dumps({'torch': torch.__version__, 'cuda': torch.version.cuda,"
     " 'python': '%d.%d' % sys.version_info[:2]}))\n"

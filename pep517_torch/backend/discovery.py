@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping, MutableMapping
 from pathlib import Path
 
-from . import config
-from .core import isolation, toolchain
-from .distribution import tags
-from .errors import ToolchainError
+from .. import config
+from ..core import isolation, toolchain
+from ..distribution import tags
+from ..errors import ToolchainError
 
 ConfigSettings = Mapping[str, "str | list[str]"] | None
 
@@ -43,7 +43,7 @@ class Discovery:
 
     def _nvcc(self) -> tuple[bool, str | None]:
         if not self._toolkit:
-            from .core import cuda
+            from ..core import cuda
 
             self._toolkit.append(cuda.find_cuda(self.env))
         found = self._toolkit[0]
