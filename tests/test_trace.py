@@ -318,7 +318,7 @@ def test_the_editable_hooks_plain_ninja_rebuild_writes_its_trace(tmp_path: Path)
     members = editable_members("MyProj", package_roots={"myproj": project.root / "src" / "myproj"},
                                artifacts=[(project.artifact, project.link)], rebuild=command,
                                torch_version=None)
-    assert dict(members)["_pep517_torch_editable_myproj/shipped_runtime/trace.py"] == Path(trace.__file__).read_bytes()
+    assert dict(members)["_pep517_torch_editable_myproj/runtime/trace.py"] == Path(trace.__file__).read_bytes()
     write_members(project.site, members)
     (project.root / "input.txt").write_text("two\n")
     make_stale(project)
