@@ -18,7 +18,8 @@ WARM_PATH_MODULES = {
     for suffix in (
         "", "._version", ".errors", ".core", ".core.identity", ".core.ninja_syntax",
         ".core.suffixes", ".jit", ".jit.api", ".jit.request", ".jit.stamp", ".jit.warm",
-        ".runtime", ".runtime.environment", ".runtime.file_identity", ".runtime.user_line",
+        ".shipped_runtime", ".shipped_runtime.environment", ".shipped_runtime.ledger",
+        ".shipped_runtime.user_line",
     )
 }
 

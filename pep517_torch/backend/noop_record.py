@@ -26,15 +26,10 @@ from ..shipped_runtime import input_audit
 from . import noop_cache
 from ..atomic import temporary_name, write_atomic
 from ..shipped_runtime.environment import SOURCE_DATE_EPOCH
-from ..shipped_runtime.file_identity import identity
+from ..shipped_runtime.ledger import changed_since, identity
 
 if TYPE_CHECKING:
     from .stages import Loaded
-
-# An input whose ctime is this close to the build's start may have changed after the build
-# read it (timestamps lag the clock by a tick; whole seconds on coarse filesystems).
-_MARGIN_NS = 50_000_000
-_COARSE_MARGIN_NS = 2_000_000_000
 
 
 class ReadEnv(Mapping[str, str]):
@@ -167,7 +162,7 @@ class Recording:
                                   or Path(machine["torch"][0]) != Path(torch.root)):
             return None  # torch found elsewhere than the build found it: no record
         changed = [*files.values(), machine["torch"][1] if machine["torch"] else None]
-        if any(_changed_since(found, self.started_ns) for found in changed):
+        if any(changed_since(found, self.started_ns) for found in changed):
             return None
         self.env.get(SOURCE_DATE_EPOCH)  # the wheel's timestamps, read or not
         return {"env": dict(sorted(self.env.read.items())), "files": files, "machine": machine}
@@ -180,6 +175,7 @@ class Recording:
             **facts,
             "build_dir": None if build_dir is None else str(build_dir),
             "output": output,
+            "written_ns": time.time_ns(),  # a replay moves the file's mtime past it (explain)
             "notes": notes,
         }
         try:
@@ -198,14 +194,6 @@ def _never_failing(location: Path) -> Iterator[None]:
     except Exception:  # noqa: BLE001 - never a failed build for want of a record
         with contextlib.suppress(OSError):
             location.unlink()
-
-
-def _changed_since(found: list[int] | None, started_ns: int) -> bool:
-    if found is None:
-        return False
-    ctime = found[2]
-    margin = _COARSE_MARGIN_NS if ctime % 1_000_000_000 == 0 else _MARGIN_NS
-    return ctime >= started_ns - margin
 
 
 def _keep(wheel: Path, kept: Path) -> list[int]:

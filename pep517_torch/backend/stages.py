@@ -129,7 +129,8 @@ def compile_extensions(loaded: Loaded, *, editable: bool) -> BuildResult | None:
     if options.unity is None:  # "auto": unity TUs for a wheel, not for an editable install
         options = dataclasses.replace(options, unity=not editable)
     result = core_build.build(
-        list(project.extensions), options, log=log, torch=loaded.torch, toolkit=loaded.toolkit
+        list(project.extensions), options, log=log, torch=loaded.torch, toolkit=loaded.toolkit,
+        by="an editable install" if editable else "a wheel build",
     )
     for line in result.summary().splitlines():
         log(user_line(line))

@@ -75,7 +75,7 @@ _GUARDED_COMPILERS = {"GNU": ("gcc", "__GNUC__"), "clang": ("clang", "__clang_ma
 
 
 @functools.lru_cache(maxsize=16)
-def _host_compiler_limits(header: str, _mtime_ns: int, _size: int) -> dict[str, int]:
+def _host_compiler_limits(header: str, _stamp: tuple[int, ...]) -> dict[str, int]:
     """{"gcc": newest supported major, "clang": ...} from crt/host_config.h's #error guards."""
     text = Path(header).read_text(errors="replace").replace("\\\n", " ")  # join continued lines
     limits: dict[str, int] = {}
@@ -110,7 +110,7 @@ def check_host_compiler(
     header = next((h for h in headers if h.is_file()), None)
     if header is None:
         return
-    newest = _host_compiler_limits(str(header), *file_stamp(header)).get(compiler_family)
+    newest = _host_compiler_limits(str(header), file_stamp(header)).get(compiler_family)
     if newest is None or compiler_version[0] <= newest:
         return
     version = ".".join(map(str, compiler_version))

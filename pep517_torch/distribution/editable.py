@@ -9,7 +9,6 @@ torch, and reruns ninja on import with pep517_torch's runtime, shipped in the pa
 from __future__ import annotations
 
 import importlib.machinery
-import json
 import os
 import pprint
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -20,7 +19,8 @@ from typing import TYPE_CHECKING, Any
 from packaging.utils import canonicalize_name
 
 from .. import shipped_runtime
-from ..atomic import symlink_atomic, write_atomic
+from ..atomic import symlink_atomic
+from ..shipped_runtime import ledger
 from ..errors import ConfigError
 
 if TYPE_CHECKING:
@@ -48,12 +48,12 @@ class RebuildCommand:
 @dataclass(frozen=True)
 class Replan:
     """How the hook re-plans once an input of the plan changed (pyproject.toml, a folder a
-    ``sources`` glob walks): ``python -m pep517_torch.backend.editable_rebuild state_file``, with
-    the recorded interpreter; the state file holds what the hook reads and what the re-plan
-    needs (:func:`write_state`)."""
+    ``sources`` glob walks, a source's content, a compile variable): ``python -m
+    pep517_torch.backend.editable_rebuild build_dir``, with the recorded interpreter; the build
+    folder's ledger holds what the hook reads and what the re-plan needs (:func:`write_state`)."""
 
     python: str
-    state_file: Path
+    build_dir: Path
     # root, config_settings and env as the install recorded them, kept in the hook (in
     # site-packages): the re-plan's input when the state file is gone with the build directory
     install: Mapping[str, object] | None = None
@@ -104,7 +104,7 @@ def editable_members(
             **_rebuild_json(rebuild),
             "replan": None if rebuild.replan is None else {
                 "python": rebuild.replan.python,
-                "state": str(rebuild.replan.state_file),
+                "build_dir": str(rebuild.replan.build_dir),
                 **({"install": dict(rebuild.replan.install)} if rebuild.replan.install else {}),
             },
         },
@@ -175,16 +175,16 @@ def link_into_tree(link: Path, built: Path) -> None:
     symlink_atomic(link, built)
 
 
-EDITABLE_STATE_NAME = ".pep517_torch_editable.json"
+SECTION = "editable"  # the build folder's ledger: what the hook reads and re-plans from
 _MAX_WATCHED = 5000  # folders; a tree bigger than this needs a reinstall for new sources deep down
 
 
 @dataclass(frozen=True)
 class EditableState:
     """What an editable install's plan was made from, and what it made: the hook reads
-    ``artifacts``, ``rebuild`` and ``watched`` (path -> mtime_ns, None: absent) and re-plans
-    with ``root``, ``config_settings`` and ``env`` (the variables the configuration reads;
-    None: unset) once a watched mtime differs."""
+    ``artifacts``, ``rebuild`` and ``watched`` (path -> the ledger's identity, None: absent)
+    and re-plans with ``root``, ``config_settings`` and ``env`` (the variables the
+    configuration reads; None: unset) once a watched identity differs."""
 
     root: Path
     config_settings: Mapping[str, str | list[str]]
@@ -194,32 +194,25 @@ class EditableState:
     watched: Sequence[Path]
 
 
-def write_state(state_file: Path, state: EditableState) -> None:
-    watched: dict[str, int | None] = {}
-    for path in state.watched:
-        try:
-            watched[str(path)] = path.stat().st_mtime_ns
-        except OSError:
-            watched[str(path)] = None
+def write_state(build_dir: Path, state: EditableState) -> None:
     document = {
         "root": str(state.root),
         "config_settings": dict(state.config_settings),
         "env": dict(state.env),
         "artifacts": [[str(built), str(in_tree)] for built, in_tree in state.artifacts],
         "rebuild": _rebuild_json(state.rebuild),
-        "watched": watched,
+        "watched": ledger.stamp_files(state.watched),
     }
-    write_atomic(state_file, json.dumps(document, indent=1, sort_keys=True))
+    ledger.update(build_dir, state.root, **{SECTION: document})
 
 
-def read_state(state_file: Path) -> dict[str, Any]:
-    """The recorded state (its JSON); ConfigError when it cannot be read."""
-    try:
-        document = json.loads(state_file.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"cannot read the editable install's state {state_file}: {exc};"
-                          " reinstall: pip install -e . --no-build-isolation") from None
-    return document  # type: ignore[no-any-return]
+def read_state(build_dir: Path) -> dict[str, Any]:
+    """The recorded state; ConfigError when there is none."""
+    found = ledger.section(build_dir, SECTION)
+    if not isinstance(found, dict):
+        raise ConfigError(f"no editable install's state in {build_dir}; reinstall:"
+                          " pip install -e . --no-build-isolation")
+    return found
 
 
 def watched_folders(root: Path, sources: Iterable[Path], skip: Callable[[Path], bool]) -> list[Path]:

@@ -126,7 +126,8 @@ class BuildExtension(build_ext):
         what = f"setup.py build_ext of {self.distribution.get_name()}"
         # Held until the artifacts are copied out: no concurrent build relinks them meanwhile.
         with build_lock(build_dir, what):
-            result = core_build.build(specs, build_options(self, build_dir, root), log=log)
+            result = core_build.build(specs, build_options(self, build_dir, root), log=log,
+                                      by="setup.py's build_ext")
             for line in result.summary().splitlines():
                 log(user_line(line))
             guard = self._guard_torch(torch.version)
