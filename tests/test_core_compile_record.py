@@ -173,3 +173,17 @@ def test_another_compiler_runs_every_step_again(tree, tmp_path: Path) -> None:
     compiler.write_text("#!/bin/sh\n# another version\n")
     assert not compile_record.current(build, root, env)
     assert discard(build, root=root, env=env).everything == f"the C++ compiler {compiler} changed"
+
+
+def test_a_touched_input_still_lets_ninja_decide(tree) -> None:
+    """A touch (same bytes, newer mtime) needs no deletion, but ninja, which decides by mtime,
+    must still run: the content record is refreshed, "nothing to do" is not claimed."""
+    source, header, a, _ = tree
+    build, root = a.parent.parent, source.parent.parent
+    (build / ".ninja_log").write_text("# ninja log v5\n")
+    record(build, {"obj/a.o": [source, header], "obj/b.o": [header]}, root=root)
+    assert compile_record.current(build, root, ENV)
+    time.sleep(0.01)
+    header.write_text(header.read_text())
+    assert discard(build, root=root).outputs == {}
+    assert not compile_record.current(build, root, ENV)

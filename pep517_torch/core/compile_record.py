@@ -179,8 +179,8 @@ def discard_changed(build_dir: Path, root: Path | None, env: Mapping[str, str],
     for path in still_current:  # every output is newer than the change: record what it read
         files[path] = ledger.hashed(path) or files[path]
         refreshed = True
-    if refreshed:
-        ledger.update(build_dir, root, **{SECTION: record})
+    if refreshed:  # the content record follows; ninja, which decides by mtime, still runs
+        ledger.update(build_dir, root, **{SECTION: {**record, "current": False}})
     return result
 
 
