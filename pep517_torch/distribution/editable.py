@@ -19,8 +19,7 @@ from typing import TYPE_CHECKING, Any
 from packaging.utils import canonicalize_name
 
 from .. import shipped_runtime
-from ..atomic import symlink_atomic
-from ..shipped_runtime import ledger
+from ..shipped_runtime import ledger, links
 from ..errors import ConfigError
 
 if TYPE_CHECKING:
@@ -163,16 +162,15 @@ def add_editable(
 
 
 def link_into_tree(link: Path, built: Path) -> None:
-    """Make the in-tree path ``link`` a symlink to the build output ``built``."""
-    if link.is_symlink() and os.readlink(link) == str(built):
-        return
-    link.parent.mkdir(parents=True, exist_ok=True)  # an operator library's own folder
-    if link.exists() and not link.is_symlink():
+    """Make the in-tree path ``link`` point at the build output ``built`` (the runtime's one
+    way, shipped with the hook that heals it on import); a file of the user's there is an error."""
+    try:
+        links.link_into_tree(link, built)
+    except links.NotOurs:
         raise ConfigError(
             f"{link} exists and is not a link to the built extension; remove it (a stale"
             " in-place build?) before an editable install"
-        )
-    symlink_atomic(link, built)
+        ) from None
 
 
 SECTION = "editable"  # the build folder's ledger: what the hook reads and re-plans from
