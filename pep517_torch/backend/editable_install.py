@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from ..atomic import writing
 from ..core import isolation
-from .discovery import ConfigSettings
+from ..config import ConfigSettings
 from ..errors import ConfigError
 from ..shipped_runtime.user_line import user_line
 from .stages import Loaded, build_dir_lock, compile_extensions, load, log

@@ -31,7 +31,7 @@ import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..shipped_runtime.environment import NO_REPLAY, cache_root
 from ..shipped_runtime import ledger
@@ -39,13 +39,15 @@ from ..shipped_runtime.ledger import identity
 from ..shipped_runtime.files import temporary_name
 from ..shipped_runtime.user_line import print_line, user_line
 
+if TYPE_CHECKING:  # nothing of the config layer at run time: a replay imports none of it
+    from ..config import ConfigSettings
+
 FORMAT = 2  # 2: the ledger's identities
 RECORDS = "last-builds"  # the records' folder in the machine cache
 # Libraries whose code shapes a wheel or its metadata: an upgrade builds again.
 LIBRARIES = ("packaging", "pyproject_metadata", "auditwheel", "elftools")
 _PACKAGE = os.path.dirname(os.path.abspath(__file__))
 
-ConfigSettings = Mapping[str, Any] | None
 
 
 def kept_identity(st: os.stat_result) -> list[int] | None:

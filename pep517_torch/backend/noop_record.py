@@ -29,6 +29,7 @@ from ..shipped_runtime.environment import SOURCE_DATE_EPOCH
 from ..shipped_runtime.ledger import changed_since, identity
 
 if TYPE_CHECKING:
+    from ..config import ConfigSettings
     from .stages import Loaded
 
 
@@ -71,7 +72,7 @@ class ReadEnv(Mapping[str, str]):
 class Recording:
     hook: str
     root: Path
-    config_settings: Mapping[str, Any] | None
+    config_settings: ConfigSettings
     location: Path
     env: ReadEnv
     started_ns: int
@@ -214,7 +215,7 @@ def _keep(wheel: Path, kept: Path) -> list[int]:
 
 @contextlib.contextmanager
 def recording(
-    root: Path, hook: str, config_settings: Mapping[str, Any] | None, *, enabled: bool = True
+    root: Path, hook: str, config_settings: ConfigSettings, *, enabled: bool = True
 ) -> Iterator[Recording | None]:
     """Around a build of ``hook`` (``"wheel"``, ``"metadata"``): the last record removed, and a
     :class:`Recording` to finish once the build succeeded (None: nothing is recorded)."""

@@ -16,7 +16,8 @@ from .. import config
 from ..atomic import writing
 from ..core.naming import artifact_name
 from ..core.spec import ExtensionSpec, Kind
-from .discovery import ConfigSettings, resolve
+from ..config import ConfigSettings
+from .discovery import resolve
 from ..distribution import metadata as dist_metadata
 from ..distribution import tags
 from ..distribution.import_guard import Guard

@@ -17,7 +17,8 @@ from packaging.requirements import Requirement
 
 from .. import config
 from ..core import isolation, toolchain
-from .discovery import ConfigSettings, resolve
+from ..config import ConfigSettings
+from .discovery import resolve
 from ..distribution import metadata as dist_metadata
 from ..errors import ConfigError
 from ..shipped_runtime.user_line import print_line, user_line

@@ -15,7 +15,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ..backend import noop_cache
-from ..backend.discovery import ConfigSettings, resolve
+from ..backend.discovery import resolve
+from ..config import ConfigSettings
 from ..shipped_runtime import ledger
 from ..shipped_runtime.user_line import say
 

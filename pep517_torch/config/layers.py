@@ -27,6 +27,7 @@ from ..shipped_runtime.environment import (
 from .fields import toml_key
 from .model import ProjectSettings
 from .parse import convert, describe_type, one_line_problem, type_hints, union_members
+from .product import ConfigSettings
 
 
 
@@ -118,7 +119,7 @@ def _parse_value(fld: dataclasses.Field[Any], text: str, key: str) -> Any:
 
 
 def config_settings_layer(
-    config_settings: Mapping[str, str | list[str]] | None,
+    config_settings: ConfigSettings,
 ) -> dict[str, LayerValue]:
     """Parse PEP 517 ``config_settings``; unknown keys are errors."""
     fields = config_setting_fields()
