@@ -13,7 +13,8 @@ from ..core import isolation
 from ..config import ConfigSettings
 from ..errors import ConfigError
 from ..shipped_runtime.user_line import user_line
-from .stages import Loaded, build_dir_lock, compile_extensions, load, log
+from ..shipped_runtime.user_line import log
+from .stages import Loaded, build_dir_lock, compile_extensions, load
 
 if TYPE_CHECKING:
     from ..core.build import BuildResult

@@ -37,7 +37,7 @@ from ..shipped_runtime.environment import NO_REPLAY, cache_root
 from ..shipped_runtime import ledger
 from ..shipped_runtime.ledger import identity
 from ..shipped_runtime.files import temporary_name
-from ..shipped_runtime.user_line import print_line, user_line
+from ..shipped_runtime.user_line import log, user_line
 
 if TYPE_CHECKING:  # nothing of the config layer at run time: a replay imports none of it
     from ..config import ConfigSettings
@@ -221,16 +221,20 @@ def replay_wheel(root: str, wheel_directory: str, config_settings: ConfigSetting
     except Exception:  # noqa: BLE001 - a replay that cannot happen is a build, never an error
         return None
     for line in record.get("notes", []):
-        print_line(line, sys.stdout)  # as the build printed them (stages.log)
+        log(line)  # as the build printed them
     count = output.get("extensions", 0)
     if count:
-        say(f"{count} extension{'s' * (count != 1)}: 0 compiled, 0 linked in 0.0 s"
+        log_line(f"{count} extension{'s' * (count != 1)}: 0 compiled, 0 linked in 0.0 s"
             " (nothing changed since the last build)")
     if output.get("platform"):
-        say(f"platform tag {output['platform']}")
-    say(f"wrote {target} (nothing changed since the last build: its wheel again,"
+        log_line(f"platform tag {output['platform']}")
+    log_line(f"wrote {target} (nothing changed since the last build: its wheel again,"
         f" pep517_torch {time.perf_counter() - started:.2f} s)")
     return str(name)
+
+
+def log_line(message: str) -> None:
+    log(user_line(message))
 
 
 def mark_replayed(root: str, config_settings: ConfigSettings) -> None:
@@ -250,10 +254,6 @@ def replayed_at(root: str, config_settings: ConfigSettings, env: Mapping[str, st
         return None if location is None else os.stat(location).st_mtime
     except OSError:
         return None
-
-
-def say(message: str) -> None:
-    print_line(user_line(message), sys.stdout)
 
 
 def replay_metadata(root: str, metadata_directory: str, config_settings: ConfigSettings) -> str | None:

@@ -24,14 +24,13 @@ from ..distribution.import_guard import Guard
 from ..distribution.reproducible import source_date_epoch
 from .editable_install import add_editable_contents
 from .noop_record import Recording, recording
-from ..shipped_runtime.user_line import user_line
+from ..shipped_runtime.user_line import log, user_line
 from .stages import (
     Loaded,
     build_dir_lock,
     compile_extensions,
     dependency_plan,
     load,
-    log,
     skipped_lines,
 )
 

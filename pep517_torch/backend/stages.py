@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-import sys
 from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,15 +20,11 @@ from ..config import ConfigSettings
 from .discovery import resolve
 from ..distribution import metadata as dist_metadata
 from ..errors import ConfigError
-from ..shipped_runtime.user_line import print_line, user_line
+from ..shipped_runtime.user_line import log, user_line
 
 if TYPE_CHECKING:
     from ..core.build import BuildResult
     from ..distribution import torch_requirement
-
-
-def log(line: str) -> None:
-    print_line(line, sys.stdout)
 
 
 @dataclass(frozen=True)
