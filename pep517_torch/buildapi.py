@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from .errors import Pep517TorchError, print_error
 
-ConfigSettings = Mapping[str, "str | list[str]"] | None
+if TYPE_CHECKING:  # the hooks import nothing of the config layer: a no-op replays without it
+    from .config import ConfigSettings
+
 Hook = TypeVar("Hook", bound=Callable[..., object])
 
 

@@ -97,3 +97,22 @@ def test_an_edit_with_an_older_mtime_reaches_the_next_import(tmp_path: Path, ven
     assert "planning the build again" not in edited.stderr
     again = in_venv("import oldmtime; print(oldmtime.value())")
     assert again.stdout.split() == ["5"] and "rebuilding" not in again.stderr, again.stderr
+
+
+def test_a_compile_variable_reaches_the_next_import(tmp_path: Path, venv: Path) -> None:  # noqa: F811
+    """CPLUS_INCLUDE_PATH is a compile input on no command line: the import hook sees its new
+    value in the build folder's ledger and rebuilds through pep517_torch (issue 35 item 3)."""
+    project = write_project(tmp_path / "envvar", "envvar")
+    (project / "csrc" / "value.cpp").write_text(
+        "#if __has_include(<offset.h>)\n#include <offset.h>\n#endif\n"
+        "#ifndef OFFSET\n#define OFFSET 0\n#endif\nint value() { return OFFSET; }\n")
+    (tmp_path / "inc").mkdir()
+    (tmp_path / "inc" / "offset.h").write_text("#define OFFSET 4\n")
+    python = venv / "bin" / "python"
+    install(project, python)
+    in_venv = partial(run_python, python=python, cwd=tmp_path, check=False, timeout=LIMIT)
+    assert in_venv("import envvar; print(envvar.value())").stdout.split() == ["0"]
+    changed = in_venv("import envvar; print(envvar.value())",
+                      env={"CPLUS_INCLUDE_PATH": str(tmp_path / "inc")})
+    assert changed.stdout.split() == ["4"], changed.stderr
+    assert f"CPLUS_INCLUDE_PATH changed: unset -> '{tmp_path / 'inc'}'; building it again" in changed.stderr

@@ -18,7 +18,7 @@ WARM_PATH_MODULES = {
     for suffix in (
         "", "._version", ".errors", ".core", ".core.identity", ".core.ninja_syntax",
         ".core.suffixes", ".jit", ".jit.api", ".jit.request", ".jit.stamp", ".jit.warm",
-        ".shipped_runtime", ".shipped_runtime.environment", ".shipped_runtime.file_identity",
+        ".shipped_runtime", ".shipped_runtime.environment", ".shipped_runtime.ledger",
         ".shipped_runtime.user_line",
     )
 }

@@ -118,6 +118,7 @@ def value_of(project: Project, wheel: Path) -> int:
 def project(tmp_path: Path) -> Project:
     root = write_project(tmp_path / "proj", NAME)
     (root / "csrc" / "value.cpp").write_text(
+        "#if __has_include(<offset.h>)\n#include <offset.h>\n#endif\n"
         "#ifndef OFFSET\n#define OFFSET 0\n#endif\nint value() { return OFFSET; }\n"
     )
     with (root / "pyproject.toml").open("a") as file:
@@ -200,6 +201,15 @@ def _another_torch(project: Project) -> Callable[[Path], None] | None:
     return None
 
 
+def _compile_variable(project: Project) -> Callable[[Path], None] | None:
+    """CPLUS_INCLUDE_PATH names a folder with offset.h: no command line holds it."""
+    folder = project.outputs / "include"
+    folder.mkdir()
+    (folder / "offset.h").write_text("#define OFFSET 3\n")
+    project.env["CPLUS_INCLUDE_PATH"] = str(folder)
+    return lambda wheel: None if value_of(project, wheel) == 3 else pytest.fail("stale")
+
+
 def _compiler_on_path(project: Project) -> Callable[[Path], None] | None:
     """A c++ appears in a folder already on PATH (PATH itself is unchanged)."""
     real = shutil.which("c++")
@@ -241,6 +251,7 @@ CHANGES: dict[str, Callable[[Project], Callable[[Path], None] | None]] = {
     "other config settings": _change_config_settings,
     "torch found elsewhere, another version file": _another_torch,
     "another compiler on PATH": _compiler_on_path,
+    "CPLUS_INCLUDE_PATH set": _compile_variable,
     "SOURCE_DATE_EPOCH set": _source_date_epoch,
     "an artifact deleted": _delete_artifact,
     "the build directory removed": _remove_build_dir,

@@ -1,5 +1,5 @@
 """A no-op build through the PEP 517 hooks starts no process at all: no compiler or nvcc probe
-(their answers come from the probe cache), no ninja (up_to_date.py answers with stats), no
+(their answers come from the probe cache), no ninja (compile_record.py answers with stats), no
 ``ninja -t`` query, and it imports no torch. Counted with an audit hook in a fresh interpreter,
 after one real build of the tiny project; an edit afterwards must still start ninja and change
 what the wheel computes (the skip never hides work)."""

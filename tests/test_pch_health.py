@@ -30,7 +30,7 @@ from pep517_torch.core import pch_cache, pch_health, pch_seal
 from pep517_torch.core.plan import prepare
 from pep517_torch.core.spec import BuildOptions, ExtensionSpec
 from pep517_torch.errors import BuildError
-from tests.conftest import write
+from tests.conftest import count, write
 from tests.tiny_project import c_api_module
 
 GCH = pch_cache.GCH
@@ -109,12 +109,59 @@ def test_the_seal_sees_truncation_overwrites_and_copies(tmp_path: Path) -> None:
     assert "no valid checksum" in (pch_seal.damage(str(tmp_path / "d" / GCH)) or "")
 
 
+def sealed_entry(directory: Path, stub: str = "#include <torch/library.h>\n") -> Path:
+    """An entry as a build leaves it: stub, flag set, then the .gch with its seal."""
+    directory.mkdir(parents=True, mode=0o700)
+    (directory / pch_seal.STUB).write_text(stub)
+    pch_cache.write_info(directory, {"header": "torch/library.h", "flags": ["-O3"]})
+    return sealed(directory / GCH, 100_000)
+
+
+def test_the_whole_entry_is_sealed_the_stub_and_the_flag_set_too(tmp_path: Path) -> None:
+    """A line appended to an entry's pch.h would be precompiled into every project sharing it
+    once anything rebuilt its .gch: the seal covers the stub and the flag set, and a build
+    compares both with what it would write (issue 35 item 5)."""
+    stub = "#include <torch/library.h>\n"
+    info = {"header": "torch/library.h", "flags": ["-O3"]}
+    tampered = {
+        "a line appended to the stub": lambda d: (d / pch_seal.STUB).write_text(stub + "#define EVIL 1\n"),
+        "another flag set": lambda d: pch_cache.write_info(d, {**info, "flags": ["-O0"]}),
+        "the stub replaced, mtime kept": lambda d: subprocess.run(
+            ["cp", "-p", str(d.parent / "other.h"), str(d / pch_seal.STUB)], check=True),
+    }
+    (tmp_path / "other.h").write_text("#include <evil.h>\n")
+    for index, (what, tamper) in enumerate(tampered.items()):
+        directory = tmp_path / f"e{index}"
+        sealed_entry(directory, stub)
+        assert pch_cache.damage(directory, stub, info) is None, what
+        tamper(directory)
+        assert pch_cache.damage(directory) is not None, what  # the seal alone sees it
+        assert pch_cache.damage(directory, stub, info) is not None, what
+    count("tampered PCH cache entries", len(tampered))
+    unsealed = tmp_path / "not-made-yet"  # a stub changed before any .gch was made from it
+    unsealed.mkdir(mode=0o700)
+    (unsealed / pch_seal.STUB).write_text(stub + "#define EVIL 1\n")
+    assert "not the one this build writes" in (pch_cache.damage(unsealed, stub, info) or "")
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="giving a file to another user needs root")
+def test_an_entry_another_user_made_or_may_write_is_not_trusted(tmp_path: Path) -> None:
+    for index, change in enumerate((lambda p: os.chown(p, 12345, -1), lambda p: p.chmod(0o777))):
+        directory = tmp_path / f"e{index}"
+        gch = sealed_entry(directory)
+        assert pch_cache.damage(directory) is None
+        change(gch if index == 0 else directory)
+        assert "is not to be trusted" in (pch_cache.damage(directory) or "")
+    assert pch_cache.unwritable(tmp_path / "fresh" / "pch") is None
+    assert (tmp_path / "fresh" / "pch").stat().st_mode & 0o777 == 0o700  # private from the start
+
+
 def test_cache_lists_a_damaged_entry_as_damaged(tmp_path: Path) -> None:
     for key in ("good", "bad"):
         directory = tmp_path / "pch" / key
         directory.mkdir(parents=True)
-        sealed(directory / GCH, 100_000)
         pch_cache.write_info(directory, {"header": "torch/library.h", "torch": "2.13.0"})
+        sealed(directory / GCH, 100_000)  # after the flag set, as a build seals it
     with (tmp_path / "pch" / "bad" / GCH).open("r+b") as stream:
         stream.truncate(50_000)
     lines = {line.split()[0]: line for line in cache_listing(tmp_path).splitlines()[2:]}
@@ -175,6 +222,22 @@ def test_a_damaged_entry_is_removed_and_made_again(library_pch: Path, tmp_path: 
     assert "precompiling" in result.stderr  # made again (the JIT makes its PCHs eagerly)
     assert pch_cache.damage(directory) is None and gch.is_file()
     assert "DAMAGED" not in cache_listing(tmp_path / "cache")
+
+
+@pytest.mark.compile
+def test_a_poisoned_stub_never_reaches_another_build(library_pch: Path, tmp_path: Path) -> None:
+    """A line appended to the shared entry's stub (and the .gch rebuilt from it, sealed again,
+    as a build would): the next build that shares the entry removes it, makes it again from the
+    stub it writes itself, and its TU never sees the line."""
+    directory = copy_cache(library_pch, tmp_path / "cache")
+    stub = directory / pch_seal.STUB
+    stub.write_text(stub.read_text() + '#error "poisoned: this line came from the cache"\n')
+    pch_seal.write_seal(str(directory / GCH), str(directory / GCH))  # re-sealed, as if rebuilt
+    assert pch_cache.damage(directory) is None  # the seal matches the poisoned entry...
+    result = jit("pch_after_poison", tmp_path, tmp_path / "cache")
+    assert result.returncode == 0 and "answer 42" in result.stdout, result.stderr  # ...the build does not use it
+    assert "is not the one this build writes" in result.stderr
+    assert "poisoned" not in stub.read_text()
 
 
 @pytest.mark.compile

@@ -56,13 +56,13 @@ def test_a_damaged_or_unwritable_cache_only_costs_a_probe(tmp_path: Path) -> Non
     assert probe_cache.remembered("nvcc", [], [tmp_path], lambda: "ok", env=blocked) == "ok"
 
 
-def test_up_to_date_reads_back_every_path_the_writer_escaped() -> None:
-    from pep517_torch.core import ninja_syntax, up_to_date
+def test_the_compile_record_reads_back_every_path_the_writer_escaped() -> None:
+    from pep517_torch.core import compile_record, ninja_syntax
 
     writer = ninja_syntax.NinjaWriter()
     hostile = ["a b.o", "c$d:e.o", "/abs/dir with spaces/ü.cpp", "x$$ y;z#h.h"]
     writer.build([hostile[0]], "cxx", [hostile[2]], implicit=[hostile[3]], order_only=["stub"])
     writer.build([hostile[1], "second.o"], "link", [hostile[0]], variables={"desc": "a: b"})
-    outputs, inputs = up_to_date.edge_files(writer.text())
+    outputs, inputs = compile_record.edge_files(writer.text())
     assert outputs == {hostile[0], hostile[1], "second.o"}
     assert inputs == {hostile[2], hostile[3], "stub", hostile[0]}

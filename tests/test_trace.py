@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from pep517_torch.core import trace_view
-from pep517_torch.shipped_runtime import trace
+from pep517_torch.shipped_runtime import ledger, trace
 from tests.tiny_project import set_value, write_project
 
 V5_LOG = (
@@ -310,9 +310,9 @@ def test_the_editable_hooks_plain_ninja_rebuild_writes_its_trace(tmp_path: Path)
     project = Project(tmp_path)
     subprocess.run([NINJA, "-C", project.build], check=True, capture_output=True)
     project.link.symlink_to(project.artifact)
-    (project.build / trace.STEPS_NAME).write_text(json.dumps({
+    ledger.update(project.build, None, steps={
         "descriptions": {"out/data.txt": "copying input.txt"},
-        "details": {"out/data.txt": {"kind": "link"}}}))
+        "details": {"out/data.txt": {"kind": "link"}}})
     (project.build / trace.TRACE_NAME).write_text("an older build's trace")
     command = RebuildCommand(Path(NINJA), project.build, ("out/data.txt",))
     members = editable_members("MyProj", package_roots={"myproj": project.root / "src" / "myproj"},

@@ -11,11 +11,11 @@ from collections.abc import Mapping, MutableMapping
 from pathlib import Path
 
 from .. import config
+from ..config import ConfigSettings
 from ..core import isolation, toolchain
 from ..distribution import tags
 from ..errors import ToolchainError
 
-ConfigSettings = Mapping[str, "str | list[str]"] | None
 
 
 def torch_or_none() -> toolchain.TorchInstall | None:

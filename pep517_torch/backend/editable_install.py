@@ -10,10 +10,11 @@ from typing import TYPE_CHECKING
 
 from ..atomic import writing
 from ..core import isolation
-from .discovery import ConfigSettings
+from ..config import ConfigSettings
 from ..errors import ConfigError
 from ..shipped_runtime.user_line import user_line
-from .stages import Loaded, build_dir_lock, compile_extensions, load, log
+from ..shipped_runtime.user_line import log
+from .stages import Loaded, build_dir_lock, compile_extensions, load
 
 if TYPE_CHECKING:
     from ..core.build import BuildResult
@@ -55,10 +56,11 @@ def add_editable_contents(
 
 def _record_editable(
     loaded: Loaded, result: BuildResult, in_tree: Mapping[str, Path],
-    config_settings: ConfigSettings, state_file: Path | None,
+    config_settings: ConfigSettings, state_dir: Path | None,
 ) -> RebuildCommand:
-    """Write the editable install's state (what its import hook re-plans from); the hook's
-    rebuild command."""
+    """Write the editable install's state into the ledger of ``state_dir`` (default: the
+    build folder; a re-plan keeps the folder its hook reads, whatever build-dir now says):
+    what its import hook re-plans from; the hook's rebuild command."""
     import sys
 
     from ..config.layers import resolution_variables
@@ -66,14 +68,14 @@ def _record_editable(
     from ..project_tree import is_build_dir
 
     project, plan = loaded.project, result.plan
-    state_file = state_file or plan.build_dir / editable.EDITABLE_STATE_NAME
+    state_dir = state_dir or plan.build_dir
     names = {*resolution_variables(), project.version.suffix_env or ""} - {""}
     recorded_env = {name: loaded.env.get(name) for name in sorted(names)}
     install = {"root": str(project.root), "config_settings": dict(config_settings or {}),
                "env": recorded_env}
     rebuild = editable.RebuildCommand(
         plan.ninja, plan.build_dir, tuple(plan.targets.values()),
-        editable.Replan(sys.executable, state_file, install),
+        editable.Replan(sys.executable, state_dir, install),
     )
     sources = [source for spec in project.extensions for source in spec.sources]
     folders = editable.watched_folders(project.root, sources, is_build_dir)
@@ -85,13 +87,14 @@ def _record_editable(
         rebuild=rebuild,
         watched=[project.root / "pyproject.toml", *folders],
     )
-    with writing(state_file.parent):  # a full build disk: one line naming it
-        editable.write_state(state_file, state)
+    with writing(state_dir):  # a full build disk: one line naming it
+        state_dir.mkdir(parents=True, exist_ok=True)
+        editable.write_state(state_dir, state)
     return rebuild
 
 
 def rebuild_editable(
-    root: Path, config_settings: ConfigSettings, env: Mapping[str, str], state_file: Path
+    root: Path, config_settings: ConfigSettings, env: Mapping[str, str], state_dir: Path
 ) -> None:
     """An editable install's import hook re-plans (pyproject.toml or a sources folder
     changed): build as the install did, link the extensions into the tree again, and record
@@ -108,5 +111,4 @@ def rebuild_editable(
                               " pip install -e . --no-build-isolation", "tool.torch-ext.extension")
         for spec in project.extensions:
             link_into_tree(in_tree[spec.name], result.artifacts[spec.name])
-        state_file.parent.mkdir(parents=True, exist_ok=True)
-        _record_editable(loaded, result, in_tree, config_settings, state_file)
+        _record_editable(loaded, result, in_tree, config_settings, state_dir)

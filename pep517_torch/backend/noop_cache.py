@@ -4,19 +4,19 @@ After a successful ``build_wheel`` or ``prepare_metadata_for_build_wheel``, ``no
 writes a record (JSON, in the machine cache: ``<cache>/last-builds/``) keyed by the hook, the
 project root, the config settings and the interpreter. It holds what the result was made
 from: every environment variable the resolution read (set or not) and SOURCE_DATE_EPOCH; the
-identity (mtime, size, ctime, inode) of every file and folder the build consulted (pyproject.toml,
+ledger's identity (device, inode, size, mtime, ctime) of every file and folder the build consulted (pyproject.toml,
 the files the wheel ships, the folders listed to find them, sources, readme and license files,
 a version file, the files a tool probe's answer rests on, where nvcc was looked for); the
 machine's facts (:func:`machine_facts`: this interpreter, pep517_torch's version and its own
 files, the libraries that shape a wheel, torch's location and version file, ninja, the compiler
 CXX or PATH names, every PATH folder); for a wheel with extensions, its build directory, whose
-ninja must have nothing to do (``core/up_to_date.py``); and the result: the wheel kept beside
+ninja must have nothing to do (``core/compile_record.py``); and the result: the wheel kept beside
 the artifacts (a hard link), or the ``.dist-info`` files' bytes.
 
 The hooks call :func:`replay_wheel` and :func:`replay_metadata` first. When every value is
 what the record says, the kept wheel is copied to the output directory (or the dist-info
 written), the build's notes and a summary are printed, and nothing else is imported: no
-config, no packaging, no compile core but ``up_to_date``. Anything else (a difference, no
+config, no packaging, no compile core but ``compile_record``. Anything else (a difference, no
 record, an unreadable one, any error) returns None, and the hook builds as always, which
 refreshes the record. Standard library and ``shipped_runtime/`` only; it only reads (the build directory's lock is
 the real build's).
@@ -31,26 +31,29 @@ import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..shipped_runtime.environment import NO_REPLAY, cache_root
-from ..shipped_runtime.file_identity import identity
+from ..shipped_runtime import ledger
+from ..shipped_runtime.ledger import identity
 from ..shipped_runtime.files import temporary_name
-from ..shipped_runtime.user_line import print_line, user_line
+from ..shipped_runtime.user_line import log, user_line
 
-FORMAT = 1
+if TYPE_CHECKING:  # nothing of the config layer at run time: a replay imports none of it
+    from ..config import ConfigSettings
+
+FORMAT = 2  # 2: the ledger's identities
 RECORDS = "last-builds"  # the records' folder in the machine cache
 # Libraries whose code shapes a wheel or its metadata: an upgrade builds again.
 LIBRARIES = ("packaging", "pyproject_metadata", "auditwheel", "elftools")
 _PACKAGE = os.path.dirname(os.path.abspath(__file__))
 
-ConfigSettings = Mapping[str, Any] | None
 
 
-def kept_identity(st: os.stat_result) -> list[int]:
+def kept_identity(st: os.stat_result) -> list[int] | None:
     """The kept wheel's identity: no ctime, which a hard link's count changes (a frontend
     deleting its copy of the wheel) while the bytes stay."""
-    return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns]
+    return ledger.lasting(ledger.identity_of(st))
 
 
 def record_key(hook: str, root: str, config_settings: ConfigSettings) -> list[Any]:
@@ -90,8 +93,7 @@ def _backend_files() -> str:
             if entry.is_dir():
                 folders.append(entry.path)
                 continue
-            st = entry.stat()
-            line = f"{entry.path}\0{st.st_mtime_ns}\0{st.st_size}\0{st.st_ctime_ns}\0{st.st_ino}\n"
+            line = f"{entry.path}\0{ledger.identity_of(entry.stat())}\n"
             digest.update(line.encode("utf-8", "surrogateescape"))
     return digest.hexdigest()
 
@@ -125,9 +127,8 @@ def _torch() -> list[Any] | None:
 def machine_facts(env: Mapping[str, str]) -> dict[str, Any]:
     """What this machine and interpreter bring to a build, as JSON values."""
     from .._version import __version__
-    from ..core.identity import compiler_identity
 
-    compiler = compiler_identity(env)
+    compiler = ledger.compiler(env)
     path = env.get("PATH", os.defpath)
     return {
         "python": [sys.executable, sys.version, sys.platform,
@@ -136,7 +137,7 @@ def machine_facts(env: Mapping[str, str]) -> dict[str, Any]:
         "libraries": {name: _found(name) for name in LIBRARIES},
         "torch": _torch(),
         "ninja": _found("ninja"),
-        "compiler": None if compiler is None else list(compiler),
+        "compiler": compiler,
         "path": [[folder, identity(folder or ".")] for folder in dict.fromkeys(path.split(os.pathsep))],
     }
 
@@ -167,9 +168,9 @@ def _matching_record(hook: str, root: str, config_settings: ConfigSettings) -> d
         return None
     build_dir = record.get("build_dir")
     if build_dir is not None:
-        from ..core import up_to_date
+        from ..core import compile_record
 
-        if not up_to_date.current(Path(build_dir)):
+        if not compile_record.current(Path(build_dir), Path(root), env):
             return None
     return record
 
@@ -216,23 +217,43 @@ def replay_wheel(root: str, wheel_directory: str, config_settings: ConfigSetting
             os.makedirs(wheel_directory, exist_ok=True)
             target = os.path.join(wheel_directory, name)
             _copy(kept, target)
+        mark_replayed(root, config_settings)
     except Exception:  # noqa: BLE001 - a replay that cannot happen is a build, never an error
         return None
     for line in record.get("notes", []):
-        print_line(line, sys.stdout)  # as the build printed them (stages.log)
+        log(line)  # as the build printed them
     count = output.get("extensions", 0)
     if count:
-        say(f"{count} extension{'s' * (count != 1)}: 0 compiled, 0 linked in 0.0 s"
+        log_line(f"{count} extension{'s' * (count != 1)}: 0 compiled, 0 linked in 0.0 s"
             " (nothing changed since the last build)")
     if output.get("platform"):
-        say(f"platform tag {output['platform']}")
-    say(f"wrote {target} (nothing changed since the last build: its wheel again,"
+        log_line(f"platform tag {output['platform']}")
+    log_line(f"wrote {target} (nothing changed since the last build: its wheel again,"
         f" pep517_torch {time.perf_counter() - started:.2f} s)")
     return str(name)
 
 
-def say(message: str) -> None:
-    print_line(user_line(message), sys.stdout)
+def log_line(message: str) -> None:
+    log(user_line(message))
+
+
+def mark_replayed(root: str, config_settings: ConfigSettings) -> None:
+    """The record's mtime says when the wheel was last replayed (``explain`` reads it)."""
+    location = record_file(os.environ, "wheel", root, config_settings)
+    if location is not None:
+        try:
+            os.utime(location)
+        except OSError:
+            pass
+
+
+def replayed_at(root: str, config_settings: ConfigSettings, env: Mapping[str, str]) -> float | None:
+    """When the last replay of this project's wheel happened, if its record is there."""
+    location = record_file(env, "wheel", root, config_settings)
+    try:
+        return None if location is None else os.stat(location).st_mtime
+    except OSError:
+        return None
 
 
 def replay_metadata(root: str, metadata_directory: str, config_settings: ConfigSettings) -> str | None:

@@ -26,15 +26,11 @@ from ..shipped_runtime import input_audit
 from . import noop_cache
 from ..atomic import temporary_name, write_atomic
 from ..shipped_runtime.environment import SOURCE_DATE_EPOCH
-from ..shipped_runtime.file_identity import identity
+from ..shipped_runtime.ledger import changed_since, identity
 
 if TYPE_CHECKING:
+    from ..config import ConfigSettings
     from .stages import Loaded
-
-# An input whose ctime is this close to the build's start may have changed after the build
-# read it (timestamps lag the clock by a tick; whole seconds on coarse filesystems).
-_MARGIN_NS = 50_000_000
-_COARSE_MARGIN_NS = 2_000_000_000
 
 
 class ReadEnv(Mapping[str, str]):
@@ -76,7 +72,7 @@ class ReadEnv(Mapping[str, str]):
 class Recording:
     hook: str
     root: Path
-    config_settings: Mapping[str, Any] | None
+    config_settings: ConfigSettings
     location: Path
     env: ReadEnv
     started_ns: int
@@ -167,7 +163,7 @@ class Recording:
                                   or Path(machine["torch"][0]) != Path(torch.root)):
             return None  # torch found elsewhere than the build found it: no record
         changed = [*files.values(), machine["torch"][1] if machine["torch"] else None]
-        if any(_changed_since(found, self.started_ns) for found in changed):
+        if any(changed_since(found, self.started_ns) for found in changed):
             return None
         self.env.get(SOURCE_DATE_EPOCH)  # the wheel's timestamps, read or not
         return {"env": dict(sorted(self.env.read.items())), "files": files, "machine": machine}
@@ -180,6 +176,7 @@ class Recording:
             **facts,
             "build_dir": None if build_dir is None else str(build_dir),
             "output": output,
+            "written_ns": time.time_ns(),  # a replay moves the file's mtime past it (explain)
             "notes": notes,
         }
         try:
@@ -200,14 +197,6 @@ def _never_failing(location: Path) -> Iterator[None]:
             location.unlink()
 
 
-def _changed_since(found: list[int] | None, started_ns: int) -> bool:
-    if found is None:
-        return False
-    ctime = found[2]
-    margin = _COARSE_MARGIN_NS if ctime % 1_000_000_000 == 0 else _MARGIN_NS
-    return ctime >= started_ns - margin
-
-
 def _keep(wheel: Path, kept: Path) -> list[int]:
     """``wheel`` at ``kept``: a hard link (no copy), else a copy, renamed into place; the
     identity of the file placed (a concurrent build may replace it: then it differs)."""
@@ -226,7 +215,7 @@ def _keep(wheel: Path, kept: Path) -> list[int]:
 
 @contextlib.contextmanager
 def recording(
-    root: Path, hook: str, config_settings: Mapping[str, Any] | None, *, enabled: bool = True
+    root: Path, hook: str, config_settings: ConfigSettings, *, enabled: bool = True
 ) -> Iterator[Recording | None]:
     """Around a build of ``hook`` (``"wheel"``, ``"metadata"``): the last record removed, and a
     :class:`Recording` to finish once the build succeeded (None: nothing is recorded)."""

@@ -16,21 +16,21 @@ from .. import config
 from ..atomic import writing
 from ..core.naming import artifact_name
 from ..core.spec import ExtensionSpec, Kind
-from .discovery import ConfigSettings, resolve
+from ..config import ConfigSettings
+from .discovery import resolve
 from ..distribution import metadata as dist_metadata
 from ..distribution import tags
 from ..distribution.import_guard import Guard
 from ..distribution.reproducible import source_date_epoch
 from .editable_install import add_editable_contents
 from .noop_record import Recording, recording
-from ..shipped_runtime.user_line import user_line
+from ..shipped_runtime.user_line import log, user_line
 from .stages import (
     Loaded,
     build_dir_lock,
     compile_extensions,
     dependency_plan,
     load,
-    log,
     skipped_lines,
 )
 

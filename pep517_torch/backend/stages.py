@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-import sys
 from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,18 +16,15 @@ from packaging.requirements import Requirement
 
 from .. import config
 from ..core import isolation, toolchain
-from .discovery import ConfigSettings, resolve
+from ..config import ConfigSettings
+from .discovery import resolve
 from ..distribution import metadata as dist_metadata
 from ..errors import ConfigError
-from ..shipped_runtime.user_line import print_line, user_line
+from ..shipped_runtime.user_line import log, user_line
 
 if TYPE_CHECKING:
     from ..core.build import BuildResult
     from ..distribution import torch_requirement
-
-
-def log(line: str) -> None:
-    print_line(line, sys.stdout)
 
 
 @dataclass(frozen=True)
@@ -129,7 +125,8 @@ def compile_extensions(loaded: Loaded, *, editable: bool) -> BuildResult | None:
     if options.unity is None:  # "auto": unity TUs for a wheel, not for an editable install
         options = dataclasses.replace(options, unity=not editable)
     result = core_build.build(
-        list(project.extensions), options, log=log, torch=loaded.torch, toolkit=loaded.toolkit
+        list(project.extensions), options, log=log, torch=loaded.torch, toolkit=loaded.toolkit,
+        by="an editable install" if editable else "a wheel build",
     )
     for line in result.summary().splitlines():
         log(user_line(line))

@@ -1,5 +1,5 @@
 """``python -m pep517_torch`` / ``pep517-torch``: wheel, sdist, index, doctor, cache, trace,
-migrate.
+explain, migrate.
 
 ``wheel`` builds against the torch installed in *this* environment (no isolation, never a
 download): the wheel runs with exactly the torch it was built for.
@@ -195,6 +195,12 @@ def _cache(args: argparse.Namespace) -> int:
     return 0
 
 
+def _explain(args: argparse.Namespace) -> int:
+    from .explain import explain
+
+    return explain(Path(args.path).resolve(), _config_settings(args.config_setting))
+
+
 def _trace(args: argparse.Namespace) -> int:
     from ..atomic import write_atomic
     from ..core import trace_view
@@ -304,6 +310,14 @@ def _parser() -> argparse.ArgumentParser:
         "cache", help="show the machine-wide precompiled-header cache (or --clear it)"
     )
     cache.add_argument("--clear", action="store_true", help="remove every entry not in use")
+    explain_parser = commands.add_parser(
+        "explain", help="say why the last build did what it did (and what changed since)",
+        description="Why each step of the last build ran (the first input that changed: a file,"
+        " a variable, the compiler, torch, a copied build folder), or that nothing changed.",
+    )
+    explain_parser.add_argument("path", nargs="?", default=".", help="project directory (default: .)")
+    explain_parser.add_argument("-C", "--config-setting", action="append", default=[],
+                                metavar="KEY=VALUE", help="the settings the build was given")
     trace_parser = commands.add_parser(
         "trace", help="show where the last build's time went (its build-trace.json)",
         description="The steps of the last build in BUILD_DIR, slowest first: seconds, job slot"
@@ -323,7 +337,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _migrate(argv[1:])
     args = _parser().parse_args(argv)
     handlers = {"wheel": _wheel, "sdist": _sdist, "doctor": _doctor, "cache": _cache,
-                "trace": _trace, "index": _index}
+                "trace": _trace, "index": _index, "explain": _explain}
     try:
         return handlers[args.command](args)
     except Pep517TorchError as exc:

@@ -9,12 +9,13 @@ from __future__ import annotations
 from .extension_model import ExtensionSettings
 from .layers import config_setting_fields
 from .model import ProjectSettings
-from .product import Facts, PackageLayout, ResolvedProject, VersionSource
+from .product import ConfigSettings, Facts, PackageLayout, ResolvedProject, VersionSource
 from .pyproject import parse_settings, read_pyproject
 from .resolve import resolve_project
 from .version import version_string
 
 __all__ = [
+    "ConfigSettings",
     "ExtensionSettings",
     "Facts",
     "PackageLayout",

@@ -17,10 +17,17 @@ from dataclasses import dataclass
 from typing import Any, Literal, get_args, get_origin
 
 from ..errors import ConfigError
-from ..shipped_runtime.environment import FALSE_WORDS, PASSTHROUGH_ENV, TOOL_ENV, TRUE_WORDS
+from ..shipped_runtime.environment import (
+    COMPILE_INPUT_ENV,
+    FALSE_WORDS,
+    PASSTHROUGH_ENV,
+    TOOL_ENV,
+    TRUE_WORDS,
+)
 from .fields import toml_key
 from .model import ProjectSettings
 from .parse import convert, describe_type, one_line_problem, type_hints, union_members
+from .product import ConfigSettings
 
 
 
@@ -50,7 +57,7 @@ def artifact_env() -> tuple[str, ...]:
     """The variables whose values change what a build makes: the tools' and the settings' not
     marked ``runs_only`` (the JIT's warm check compares them)."""
     settings = (name for name, f in env_fields().items() if not f.metadata.get("runs_only"))
-    return (*TOOL_ENV, *settings)
+    return (*TOOL_ENV, *COMPILE_INPUT_ENV, *settings)
 
 
 def resolution_variables() -> tuple[str, ...]:
@@ -112,7 +119,7 @@ def _parse_value(fld: dataclasses.Field[Any], text: str, key: str) -> Any:
 
 
 def config_settings_layer(
-    config_settings: Mapping[str, str | list[str]] | None,
+    config_settings: ConfigSettings,
 ) -> dict[str, LayerValue]:
     """Parse PEP 517 ``config_settings``; unknown keys are errors."""
     fields = config_setting_fields()

@@ -14,6 +14,9 @@ from typing import Literal
 
 from ..core.spec import BuildOptions, ExtensionSpec
 
+# What a frontend passes as ``config_settings`` (pip's ``-C``), and the CLI's ``-C`` too.
+ConfigSettings = Mapping[str, "str | list[str]"] | None
+
 TorchRequirement = Literal["minor", "exact", "none"]
 
 

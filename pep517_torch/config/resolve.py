@@ -24,7 +24,7 @@ from .fields import toml_key
 from .layout import resolve_layout
 from .model import BUILD_DIR_PLACEHOLDERS, ProjectSettings
 from .overrides import Origins, apply_overrides, current_cuda
-from .product import Facts, ResolvedProject
+from .product import ConfigSettings, Facts, ResolvedProject
 from .pyproject import parse_settings
 from .shipping import check_module_collisions, in_tree_path, package_files
 from .version import resolve_version
@@ -101,7 +101,7 @@ def _project_options(
 def resolve_project(
     root: Path,
     pyproject: Mapping[str, Any],
-    config_settings: Mapping[str, str | list[str]] | None,
+    config_settings: ConfigSettings,
     facts: Facts,
     build_dir_vars: Mapping[str, str],
 ) -> ResolvedProject:

@@ -9,18 +9,20 @@ import dataclasses
 import os
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..atomic import writing
-from ..errors import BuildError
+from ..errors import BuildError, OutputError
 from ..shipped_runtime import trace
 from ..shipped_runtime.files import remove_leftover_temporaries
 from ..shipped_runtime.ninja import LOG_NAME
 from ..shipped_runtime.user_line import print_line, user_line
-from . import inputs, pch_cache, pch_health, stable_audit, toolchain, unity, up_to_date
+from ..shipped_runtime import ledger
+from ..shipped_runtime.ninja import explained_outputs
+from . import compile_record, pch_cache, pch_health, stable_audit, toolchain, unity
 from . import launcher as launchers
 from .ninja_report import Log, NinjaRun, failed_targets, run_ninja
 from .plan import BuildPlan, prepare, tool_env
@@ -67,12 +69,15 @@ def run(
     log: Log = print_line,
     what: str = "build",
     header: str | None = None,
+    by: str = "a build",
 ) -> NinjaRun:
     """Run the plan's ninja; the plan's notes, progress and the tools' output go to ``log``
-    (unless ``options.quiet``) and all of it to ``build.log`` in the build directory."""
+    (unless ``options.quiet``) and all of it to ``build.log`` in the build directory. Why each
+    step ran goes to the build folder's ledger (``explain``), ``by`` naming who built."""
     env = tool_env(options)
     launchers.set_run_defaults(plan.launcher, env, options.source_root)
-    skip = up_to_date.current(plan.build_dir)
+    root = options.source_root
+    skip = compile_record.current(plan.build_dir, root, env)
     hits_before = None if skip else launchers.cache_hits(plan.launcher, env)
     started_ns = time.time_ns()
     recorder = trace.Recorder(
@@ -80,6 +85,7 @@ def run(
         ccache=launchers.launcher_name(plan.launcher, plan.compiler) == "ccache",
     )
     recorder.remember()
+    explained: list[str] = []
     try:
         with pch_cache.Hold(entry.directory for entry in plan.pch_cache), recorder:
             for entry in plan.pch_cache:
@@ -88,7 +94,8 @@ def run(
             if skip:
                 result = _nothing_to_do(plan, options, log)
             else:
-                up_to_date.forget(plan.build_dir)  # a failed run must not leave the last record
+                with writing(plan.build_dir):  # a run that fails must not leave "nothing to do"
+                    compile_record.forget_current(plan.build_dir, root)
                 remove_leftover_temporaries(plan.build_dir)  # every face holds the build lock
                 try:
                     result = run_ninja(
@@ -104,10 +111,12 @@ def run(
                         notes=plan.notes,
                         descriptions=plan.descriptions,
                         log_file=plan.build_dir / LOG_NAME,
+                        explained=explained,
                     )
                 except BuildError as exc:
                     raise (plan.stable and stable_audit.non_stable_include(exc)) or exc from None
     except BuildError as exc:
+        _explain(plan, recorder.timeline, explained, by, "failed")
         failed_unity = _failed_unity_units(plan, exc)
         if failed_unity:
             # A clash the scan could not see (or an error of one member): file by file, for
@@ -117,24 +126,42 @@ def run(
             first = (exc.first_error or "").splitlines()[:1]
             log(user_line(f"{shown} failed as one unity TU{f' ({first[0]})' if first else ''}:"
                           " compiling those files one by one"))
-            return run(prepare(plan.specs, options), options, log=log, what=what, header=header)
+            return run(prepare(plan.specs, options), options, log=log, what=what, header=header,
+                       by=by)
         reason = pch_health.pch_failure(plan.pch_cache, plan.uses_pch, exc)
         if reason is None:
             raise
         # Once, without any PCH: a PCH may only ever make a build faster.
         log(user_line(f"{reason}: building again without precompiled headers"))
         retry = dataclasses.replace(options, pch=False)
-        return run(prepare(plan.specs, retry), retry, log=log, what=what, header=header)
+        return run(prepare(plan.specs, retry), retry, log=log, what=what, header=header, by=by)
     result.timeline = recorder.timeline
     if plan.pch_cache_dir is not None and plan.pch_cache:
         pch_cache.evict(plan.pch_cache_dir, options.pch_cache_size)
     if not skip:
-        _record_inputs(plan, result, started_ns)
+        _record_inputs(plan, env, started_ns)
+    _explain(plan, result.timeline, explained, by, "nothing to do" if skip else "built")
     hits_after = launchers.cache_hits(plan.launcher, env) if hits_before is not None else None
     if hits_before is not None and hits_after is not None:
         result.cache_hits = hits_after - hits_before
     stable_audit.audit_all(plan.stable)
     return result
+
+
+def _explain(plan: BuildPlan, timeline: trace.Timeline | None, explained: list[str], by: str,
+             outcome: str) -> None:
+    """Why each step of this run ran, in the ledger for ``explain``: the plan's own reasons
+    (a folder made elsewhere, a changed variable or fact, an input whose content changed), else
+    ninja's (``-d explain``)."""
+    steps = [(step.name, step.outputs) for step in timeline.steps] if timeline else []
+    reasons, _ = explained_outputs(explained)
+    section = ledger.explanation(by, outcome, steps, everything=plan.changes.everything,
+                                 ours=plan.changes.outputs, ninja=reasons)
+    try:
+        with writing(plan.build_dir):
+            ledger.update(plan.build_dir, plan.root, explain=section)
+    except OutputError:
+        pass  # no explanation is no reason to fail a build
 
 
 def _failed_unity_units(plan: BuildPlan, error: BuildError) -> dict[str, tuple[Path, ...]]:
@@ -144,7 +171,7 @@ def _failed_unity_units(plan: BuildPlan, error: BuildError) -> dict[str, tuple[P
 
 
 def _nothing_to_do(plan: BuildPlan, options: BuildOptions, log: Log) -> NinjaRun:
-    """What ninja would have said with nothing to do (up_to_date.py knows without running it):
+    """What ninja would have said with nothing to do (compile_record.py knows without running it):
     the plan's notes, no steps, and the last build's log left as it was."""
     if not options.quiet:
         for note in plan.notes:
@@ -152,18 +179,15 @@ def _nothing_to_do(plan: BuildPlan, options: BuildOptions, log: Log) -> NinjaRun
     return NinjaRun()
 
 
-def _record_inputs(plan: BuildPlan, result: NinjaRun, started_ns: int) -> None:
-    """After ninja succeeded: the content of what each object read (inputs.py) and the stamps
-    that let the next build skip ninja (up_to_date.py)."""
-    deps = None
-    if result.steps or not inputs.has_record(plan.build_dir):
-        # The PCH stubs this build wrote into the machine cache are its outputs, not inputs.
-        ours = [plan.pch_cache_dir] if plan.pch_cache_dir is not None else []
-        deps = header_dependencies(plan)
-        with writing(plan.build_dir):
-            inputs.record(plan.build_dir, deps, [plan.torch.root, *ours], started_ns=started_ns)
+def _record_inputs(plan: BuildPlan, env: dict[str, str], started_ns: int) -> None:
+    """After ninja succeeded: what every step decided with (compile_record.py), so that the
+    next build knows what changed, and whether ninja has anything to do without running it."""
+    # The PCH stubs this build wrote into the machine cache are its outputs, not inputs.
+    ours = [plan.pch_cache_dir] if plan.pch_cache_dir is not None else []
     with writing(plan.build_dir):
-        up_to_date.record(plan.build_dir, deps or header_dependencies(plan), started_ns=started_ns)
+        compile_record.record(plan.build_dir, plan.root, header_dependencies(plan),
+                              [plan.torch.root, *ours], started_ns=started_ns, env=env,
+                              now=plan.facts)
 
 
 def build(
@@ -173,10 +197,18 @@ def build(
     log: Log = print_line,
     torch: toolchain.TorchInstall | None = None,
     toolkit: CudaToolkit | None = None,
+    what: str = "build",
+    header: str | None = None,
+    on_plan: Callable[[BuildPlan], None] | None = None,
+    by: str = "a build",
 ) -> BuildResult:
-    """Plan and run; ``torch`` and ``toolkit`` as in :func:`prepare`."""
+    """Plan and run: the compile core's one entry point. ``torch`` and ``toolkit`` as in
+    :func:`prepare`; ``on_plan`` sees the plan before it runs (the JIT turns its notes into
+    warnings); the rest as in :func:`run`."""
     plan = prepare(specs, options, torch=torch, toolkit=toolkit)
-    return BuildResult(plan, run(plan, options, log=log))
+    if on_plan is not None:
+        on_plan(plan)
+    return BuildResult(plan, run(plan, options, log=log, what=what, header=header, by=by))
 
 
 def header_dependencies(plan: BuildPlan) -> dict[str, list[Path]]:

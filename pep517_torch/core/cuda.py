@@ -36,6 +36,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..shipped_runtime import ledger
 from ..shipped_runtime.input_audit import note
 from ..errors import ToolchainError
 from . import probe_cache
@@ -173,7 +174,7 @@ def _toolkit_from(
         raise _Rejected(f"{nvcc} is not executable")
     real_nvcc, root = _real_nvcc(nvcc, env)
     version, archs = probe_cache.remembered(
-        "nvcc", [], [real_nvcc], lambda: _probe_nvcc(str(real_nvcc), *file_stamp(real_nvcc)),
+        "nvcc", [], [real_nvcc], lambda: _probe_nvcc(str(real_nvcc), file_stamp(real_nvcc)),
         env=env, encode=lambda found: [list(found[0]), list(found[1])],
         decode=lambda saved: ((int(saved[0][0]), int(saved[0][1])), tuple(map(str, saved[1]))),
     )
@@ -206,7 +207,7 @@ def _real_nvcc(nvcc: Path, env: Mapping[str, str]) -> tuple[Path, Path]:
     search = env_path(env)
     top = probe_cache.remembered(
         "nvcc-wrapper", [search], [resolved],
-        lambda: _dryrun_top(str(resolved), *file_stamp(resolved), search),
+        lambda: _dryrun_top(str(resolved), file_stamp(resolved), search),
         env=env, encode=str, decode=Path,
     )
     real = top / "bin" / _NVCC
@@ -220,9 +221,12 @@ def _is_script(path: Path) -> bool:
         return f.read(2) == b"#!"
 
 
-def file_stamp(path: Path) -> tuple[int, int]:
-    st = path.stat()
-    return st.st_mtime_ns, st.st_size
+def file_stamp(path: Path) -> tuple[int, ...]:
+    """The file as it is now (the ledger's identity), as a cache key."""
+    found = ledger.identity(path)
+    if found is None:
+        raise FileNotFoundError(path)
+    return tuple(found)
 
 
 def env_path(env: Mapping[str, str]) -> str:
@@ -248,7 +252,7 @@ def _last_line(text: str) -> str:
 
 
 @functools.lru_cache(maxsize=32)
-def _dryrun_top(script: str, _mtime_ns: int, _size: int, search_path: str) -> Path:
+def _dryrun_top(script: str, _stamp: tuple[int, ...], search_path: str) -> Path:
     # nvcc -dryrun needs a host compiler on PATH to get this far, hence the env's PATH.
     proc = _run([script, "-dryrun", "-E", "-x", "cu", os.devnull], search_path)
     match = re.search(r"^#\$ TOP=(.+)$", proc.stdout + proc.stderr, re.MULTILINE)
@@ -261,7 +265,7 @@ def _dryrun_top(script: str, _mtime_ns: int, _size: int, search_path: str) -> Pa
 
 
 @functools.lru_cache(maxsize=32)
-def _probe_nvcc(nvcc: str, _mtime_ns: int, _size: int) -> tuple[tuple[int, int], tuple[str, ...]]:
+def _probe_nvcc(nvcc: str, _stamp: tuple[int, ...]) -> tuple[tuple[int, int], tuple[str, ...]]:
     proc = _run([nvcc, "--version"])
     match = re.search(r"release (\d+)\.(\d+)", proc.stdout)
     if proc.returncode != 0:

@@ -75,7 +75,7 @@ _GUARDED_COMPILERS = {"GNU": ("gcc", "__GNUC__"), "clang": ("clang", "__clang_ma
 
 
 @functools.lru_cache(maxsize=16)
-def _host_compiler_limits(header: str, _mtime_ns: int, _size: int) -> dict[str, int]:
+def _host_compiler_limits(header: str, _stamp: tuple[int, ...]) -> dict[str, int]:
     """{"gcc": newest supported major, "clang": ...} from crt/host_config.h's #error guards."""
     text = Path(header).read_text(errors="replace").replace("\\\n", " ")  # join continued lines
     limits: dict[str, int] = {}
@@ -110,7 +110,7 @@ def check_host_compiler(
     header = next((h for h in headers if h.is_file()), None)
     if header is None:
         return
-    newest = _host_compiler_limits(str(header), *file_stamp(header)).get(compiler_family)
+    newest = _host_compiler_limits(str(header), file_stamp(header)).get(compiler_family)
     if newest is None or compiler_version[0] <= newest:
         return
     version = ".".join(map(str, compiler_version))
@@ -138,13 +138,13 @@ def torch_arch_list(library_dir: Path) -> tuple[str, ...]:
     if library is None:
         return ()
     try:
-        return _arch_flags_in(str(library), *file_stamp(library))
+        return _arch_flags_in(str(library), file_stamp(library))
     except (OSError, ValueError):  # unreadable, or empty (mmap refuses)
         return ()
 
 
 @functools.lru_cache(maxsize=8)
-def _arch_flags_in(library: str, _mtime_ns: int, _size: int) -> tuple[str, ...]:
+def _arch_flags_in(library: str, _stamp: tuple[int, ...]) -> tuple[str, ...]:
     found: list[bytes] = []
     with open(library, "rb") as file, mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as data:
         for lead in (b"\x00sm_", b"\x00compute_"):  # a C string of arch names only
@@ -173,14 +173,14 @@ def visible_gpu_archs(env: Mapping[str, str]) -> list[str]:
     smi = shutil.which("nvidia-smi", path=env_path(env))
     if smi is None:
         return []
-    gpus = list(_query_gpus(smi, *file_stamp(Path(smi))))
+    gpus = list(_query_gpus(smi, file_stamp(Path(smi))))
     if visible is not None:
         gpus = _select_visible(gpus, visible)
     return sorted({cap for _, _, cap in gpus}, key=lambda c: tuple(map(int, c.split("."))))
 
 
 @functools.lru_cache(maxsize=8)
-def _query_gpus(smi: str, _mtime_ns: int, _size: int) -> tuple[tuple[str, ...], ...]:
+def _query_gpus(smi: str, _stamp: tuple[int, ...]) -> tuple[tuple[str, ...], ...]:
     """(index, uuid, compute capability) per GPU; cached, failures included (a hung driver)."""
     try:
         proc = subprocess.run(

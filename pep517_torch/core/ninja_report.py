@@ -92,6 +92,7 @@ def run_ninja(
     descriptions: Mapping[str, str] | None = None,
     log_file: Path | None = None,
     heartbeat: float | None = None,
+    explained: list[str] | None = None,
 ) -> NinjaRun:
     """Run ninja in ``build_dir``; raise BuildError with the first compiler error on failure.
 
@@ -100,9 +101,9 @@ def run_ninja(
     while one runs past ``heartbeat`` seconds (default: runtime.ninja.HEARTBEAT_S), and the tools'
     output; ``verbose`` adds each
     command. ``log_file`` gets all of it (and the tools' output) whatever is shown, and every
-    BuildError names it.
+    BuildError names it. ``explained`` gets ninja's ``-d explain`` lines: why each step ran.
     """
-    command = [str(ninja), "-C", str(build_dir), "-j", str(jobs), *targets]
+    command = [str(ninja), "-C", str(build_dir), "-j", str(jobs), "-d", "explain", *targets]
     commands = _verbose_commands(ninja, build_dir, descriptions or {}) if verbose else {}
     progress = Progress(
         log if show_progress else None,
@@ -119,6 +120,9 @@ def run_ninja(
         returncode = run_ninja_followed(command, dict(os.environ if env is None else env), progress)
     except OSError as exc:
         raise BuildError(f"cannot run ninja ({ninja}): {exc}") from None
+    finally:
+        if explained is not None:
+            explained.extend(progress.explained)
     result = NinjaRun(steps=progress.finished, seconds=time.perf_counter() - start,
                       output="\n".join(progress.output),
                       log_file=log_file if progress.log_written else None)

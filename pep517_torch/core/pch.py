@@ -35,11 +35,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import scan
+from .pch_seal import STUB
 from .flags import ExtensionFlags
 from .spec import ExtensionSpec
 from .toolchain import Compiler, TorchInstall
 
-STUB = "pch.h"
 
 
 @dataclass
@@ -57,6 +57,11 @@ class PchPlan:
     @property
     def stub(self) -> Path:
         return self.directory / STUB
+
+    @property
+    def stub_text(self) -> str:
+        """What the stub holds, as the graph's stub edge writes it."""
+        return f"{self.include_line}\n"
 
     @property
     def output(self) -> Path:

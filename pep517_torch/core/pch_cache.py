@@ -4,8 +4,8 @@ One directory per key (compiler, torch build, flags, header; see ``pch.py``)::
 
     <root>/pch/<key>/pch.h        the stub that includes the torch header
                     /pch.h.gch    written by ninja under a temporary name, then renamed
-                    /pch.h.gch.seal  its checksum, written before that rename (pch_seal.py)
-                    /entry.json   what the entry is, for `python -m pep517_torch cache`
+                    /pch.h.gch.seal  the entry's seal, written before that rename (pch_seal.py)
+                    /entry.json   what the entry is made with (the flag set), for `cache` too
                     /lock         builds hold it shared; its mtime is the entry's last use
 
 A build holds each entry it uses with a shared ``flock`` from before ninja starts to after it
@@ -14,9 +14,12 @@ and a removed entry is renamed away first, so nobody ever sees half of one. Last
 recorded by the build (access times are unreliable: noatime, relatime). After each build, the
 least recently used entries go until the cache fits its bound.
 
-A build checks each entry's seal before it uses it (:func:`damage`); a damaged one is removed
-(or, while another build holds it, not used). A PCH the cache cannot keep (its bound, or the
-free space of its disk, is smaller than one: :func:`room_for`) is not made at all.
+A build checks each entry before it uses it (:func:`damage`): its seal (the .gch, the stub and
+the flag set as they were made), the stub and flag set this build expects, and who may write
+it: the cache is private (folders made ``0700``), and an entry another user owns, or one others
+may write to, is not trusted. A damaged entry is removed (or, while another build holds it, not
+used); an untrusted one is not used. A PCH the cache cannot keep (its bound, or the free space
+of its disk, is smaller than one: :func:`room_for`) is not made at all.
 """
 
 from __future__ import annotations
@@ -36,8 +39,7 @@ from ..shipped_runtime.lock import FileLock
 from . import pch_seal
 
 LOCK = "lock"
-INFO = "entry.json"
-GCH = "pch.h.gch"
+INFO, GCH = pch_seal.INFO, pch_seal.GCH
 # What one PCH of a torch umbrella takes when this cache holds none of that header to measure
 # (gcc 12, -O3, torch 2.13: <torch/library.h>, the smallest, is 224 MiB): a floor, not a promise.
 _TYPICAL_SIZE = {"torch/library.h": 200 << 20}
@@ -49,10 +51,29 @@ def pch_root(env: Mapping[str, str]) -> Path:
     return cache_root(env) / "pch"
 
 
+def make_private(directory: Path) -> None:
+    """``directory`` and its missing parents, made readable by this user alone."""
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+
+
+def untrusted(path: Path) -> str | None:
+    """Why this user must not trust what ``path`` holds (None: it may): another user owns it,
+    or others may write to it."""
+    try:
+        st = path.lstat()
+    except FileNotFoundError:
+        return None
+    if st.st_uid != os.getuid():
+        return f"user {st.st_uid} owns it"
+    if st.st_mode & 0o022:
+        return "others may write to it"
+    return None
+
+
 def unwritable(root: Path) -> str | None:
     """Why the cache at ``root`` cannot be used (None: it can)."""
     try:
-        root.mkdir(parents=True, exist_ok=True)
+        make_private(root)
         probe = root / f".write-test-{os.getpid()}"
         probe.write_bytes(b"")
         probe.unlink()
@@ -113,8 +134,26 @@ def entries(root: Path) -> list[Entry]:
     return sorted(found, key=lambda e: (e.last_used, e.key))
 
 
-def damage(directory: Path) -> str | None:
-    """Why the entry's .gch is damaged (None: sound, or not made yet)."""
+def damage(directory: Path, expected_stub: str | None = None,
+           expected_info: Mapping[str, object] | None = None) -> str | None:
+    """Why the entry is not to be used (None: it is sound, or not made yet): made or writable
+    by someone else, changed since it was sealed, or not the stub and flag set (``expected_``)
+    the build would make it with."""
+    for path in (directory, directory / pch_seal.STUB, directory / GCH, directory / INFO):
+        reason = untrusted(path)
+        if reason is not None:
+            return f"{path.name} is not to be trusted ({reason})"
+    if expected_stub is not None:
+        try:
+            if (directory / pch_seal.STUB).read_text(encoding="utf-8") != expected_stub:
+                return f"its stub {pch_seal.STUB} is not the one this build writes"
+        except FileNotFoundError:
+            pass
+        except (OSError, ValueError):
+            return f"its stub {pch_seal.STUB} cannot be read"
+    if expected_info is not None and (directory / INFO).exists():
+        if _read_info(directory) != json.loads(json.dumps(dict(expected_info))):
+            return f"its flag set ({INFO}) is not the one this build uses"
     return pch_seal.damage(str(directory / GCH))
 
 
@@ -169,7 +208,7 @@ class Hold:
 def _hold_shared(directory: Path) -> FileLock:
     """A shared lock on ``directory``'s lock file, which is still the entry's once held."""
     while True:
-        directory.mkdir(parents=True, exist_ok=True)
+        make_private(directory)
         lock = FileLock(directory / LOCK)
         lock.acquire(shared=True)
         if lock.names_the_held_file():  # not evicted between open and lock

@@ -16,20 +16,21 @@ from . import graph, pch, pch_cache
 def check_entries(
     plans: Sequence[graph.ExtensionPlan], registry: dict[str, pch.PchPlan], notes: list[str]
 ) -> None:
-    """Verify each machine-cache entry this build would use: a damaged one is removed (and
-    made again, when the build makes its PCH), or, held by another build, not used."""
+    """Verify each machine-cache entry this build would use: a damaged or changed one is
+    removed (and made again, when the build makes its PCH), or, held by another build or not
+    this user's to remove, not used."""
     for key, entry in list(registry.items()):
         if not entry.shared:
             continue
-        reason = pch_cache.damage(entry.directory)
+        reason = pch_cache.damage(entry.directory, entry.stub_text, entry.info)
         if reason is None:
             continue
         found = pch_cache.Entry(entry.directory, 0, 0.0, {})
-        if pch_cache.remove(found):
+        if pch_cache.untrusted(entry.directory) is None and pch_cache.remove(found):
             notes.append(f"precompiled header {entry.output} was damaged ({reason}): removed")
             continue
-        notes.append(f"precompiled header {entry.output} is damaged ({reason}) and in use by"
-                     " another build: compiling without it")
+        notes.append(f"precompiled header {entry.output} is damaged ({reason}) and cannot be"
+                     " removed (in use by another build, or not ours): compiling without it")
         del registry[key]
         for plan in plans:
             for unit in plan.units:

@@ -1,18 +1,23 @@
-"""A precompiled header's seal: written when the .gch is made, checked before each build uses it.
+"""A machine-cache PCH entry's seal: written when its .gch is made, checked before each use.
 
-A damaged .gch (truncated by a full disk, overwritten, a bad block) makes every compile that
-uses it fail, or worse, crash the compiler. The build that makes one runs this file as a script
-between the compile and the rename that publishes it (``pch_seal.py TMP FINAL``), so that a
-.gch is never visible without its seal ``FINAL.seal``: its size, inode and mtime, a blake2b
-of the whole file, and a blake2b of 32 blocks sampled across it.
+An entry is a stub header (``pch.h``, which includes the torch header), its precompiled form
+(``pch.h.gch``) and what it was made with (``entry.json``: compiler, torch, the flag set). A
+damaged .gch (truncated by a full disk, overwritten, a bad block) makes every compile that uses
+it fail, or worse; a stub or flag set changed after the fact (a line appended to ``pch.h``) is
+precompiled into every project's TUs that share the entry. So the build that makes a .gch runs
+this file as a script between the compile and the rename that publishes it (``pch_seal.py TMP
+FINAL``): a .gch is never visible without its seal ``FINAL.seal``, which records, through the
+ledger, the .gch's identity, size, sha256 and a hash of 32 blocks sampled across it, and the
+sha256 of the stub and of ``entry.json``.
 
-Checking (:func:`damage`) costs two stats and 128 KiB read: the size and the sampled blocks
-must match, and the whole file is hashed again only when its identity says it was touched
-since it was sealed (another inode or mtime, or a ctime later than the seal's: a copy, a
-restore, any write, even one whose mtime was set back), then sealed anew when its bytes are
-the same. Hashing the whole file each time would read 200-400 MB per build; a write within a
-minute of the sealing that misses every sampled block is the damage this does not see. Standard library only: it runs as a
-script, with no package on the path.
+Checking (:func:`damage`) costs two stats, 128 KiB read and two small hashes: the size, the
+sampled blocks, the stub and the flag set must match, and the whole .gch is hashed again only
+when its identity says it was touched since it was sealed (another inode or mtime, or a ctime
+later than the seal's: a copy, a restore, any write, even one whose mtime was set back), then
+sealed anew when its bytes are the same. Hashing the whole file each time would read 200-400 MB
+per build; a write within seconds of the sealing that misses every sampled block is the damage
+this does not see. Who may write the entry is ``pch_cache.py``'s check. Standard library and
+the ledger only: it runs as a script, with no package on the path.
 """
 
 from __future__ import annotations
@@ -22,8 +27,17 @@ import json
 import os
 import sys
 
+if __package__:
+    from ..shipped_runtime import ledger
+else:  # run as a script by the PCH edge: the ledger is a file of the runtime, standard library only
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "shipped_runtime"))
+    import ledger  # type: ignore[no-redef]
+
 SUFFIX = ".seal"
-VERSION = 1
+VERSION = 2  # 2: the stub and the flag set sealed with the .gch, the ledger's identities
+STUB = "pch.h"  # an entry: the stub, its .gch, what it was made with
+GCH = f"{STUB}.gch"
+INFO = "entry.json"
 _BLOCK = 4096
 _SAMPLES = 32
 # The .gch is renamed into place right after its seal is written; a change of its inode
@@ -40,62 +54,53 @@ def _sampled(fd: int, size: int) -> str:
     return digest.hexdigest()
 
 
-def _whole(fd: int) -> str:
-    digest = hashlib.blake2b(digest_size=32)
-    offset = 0
-    while chunk := os.pread(fd, 1 << 20, offset):
-        digest.update(chunk)
-        offset += len(chunk)
-    return digest.hexdigest()
+def _beside(gch: str, name: str) -> str:
+    return os.path.join(os.path.dirname(gch), name)
 
 
-def seal_text(path: str) -> str:
-    """The seal of the file at ``path``, as JSON text."""
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+def seal_text(made: str, final: str) -> str:
+    """The seal of the .gch at ``made`` that will be ``final``, as JSON text."""
+    fd = os.open(made, os.O_RDONLY | os.O_CLOEXEC)
     try:
         st = os.fstat(fd)
-        data = {"version": VERSION, "size": st.st_size, "ino": st.st_ino,
-                "mtime_ns": st.st_mtime_ns, "sampled": _sampled(fd, st.st_size),
-                "blake2b": _whole(fd)}
+        sampled = _sampled(fd, st.st_size)
     finally:
         os.close(fd)
+    data = {"version": VERSION, "gch": ledger.identity_of(st), "sampled": sampled,
+            "sha256": ledger.content_hash(made), "stub": ledger.content_hash(_beside(final, STUB)),
+            "info": ledger.content_hash(_beside(final, INFO))}
     return json.dumps(data, sort_keys=True)
 
 
-def write_seal(made: str, final: str) -> None:
-    """Seal ``made`` (the .gch under its temporary name) as ``final``'s: ``final.seal``."""
-    target = final + SUFFIX
+def _write(target: str, text: str) -> None:
     temporary = f"{target}.{os.getpid()}.tmp"
     try:
         with open(temporary, "w", encoding="utf-8") as stream:
-            stream.write(seal_text(made))
+            stream.write(text)
         os.replace(temporary, target)
     except BaseException:
-        for leftover in (temporary, made):  # on a full disk, free what we wrote
-            try:
-                os.unlink(leftover)
-            except OSError:
-                pass
-        raise
-
-
-def _reseal(gch: str, seal: dict[str, object], st: os.stat_result) -> None:
-    target = gch + SUFFIX
-    temporary = f"{target}.{os.getpid()}.tmp"
-    try:
-        with open(temporary, "w", encoding="utf-8") as stream:
-            stream.write(json.dumps({**seal, "ino": st.st_ino, "mtime_ns": st.st_mtime_ns},
-                                    sort_keys=True))
-        os.replace(temporary, target)
-    except OSError:  # a read-only cache: checked in full again next time
         try:
             os.unlink(temporary)
         except OSError:
             pass
+        raise
+
+
+def write_seal(made: str, final: str) -> None:
+    """Seal ``made`` (the .gch under its temporary name) as ``final``'s: ``final.seal``."""
+    try:
+        _write(final + SUFFIX, seal_text(made, final))
+    except BaseException:
+        try:
+            os.unlink(made)  # on a full disk, free what we wrote
+        except OSError:
+            pass
+        raise
 
 
 def damage(gch: str) -> str | None:
-    """Why the .gch at ``gch`` is not the file that was sealed (None: it is, or it is absent)."""
+    """Why the entry of the .gch at ``gch`` is not what was sealed (None: it is, or no .gch
+    is made yet)."""
     try:
         fd = os.open(gch, os.O_RDONLY | os.O_CLOEXEC)
     except FileNotFoundError:
@@ -111,16 +116,24 @@ def damage(gch: str) -> str | None:
         except (OSError, ValueError):
             return "it has no valid checksum (made by an older pep517_torch, or its seal is damaged)"
         st = os.fstat(fd)
-        if st.st_size != seal.get("size"):
-            return f"it is {st.st_size} bytes, but was {seal.get('size')} when made (truncated?)"
+        found = ledger.identity_of(st)
+        sealed = seal.get("gch") or [None] * 5
+        if st.st_size != sealed[2]:
+            return f"it is {st.st_size} bytes, but was {sealed[2]} when made (truncated?)"
         if _sampled(fd, st.st_size) != seal.get("sampled"):
             return "its content changed since it was made"
+        if ledger.content_hash(_beside(gch, STUB)) != seal.get("stub"):
+            return f"its stub {STUB} changed since it was made"
+        if ledger.content_hash(_beside(gch, INFO)) != seal.get("info"):
+            return f"its flag set ({INFO}) changed since it was made"
         sealed_at = os.stat(gch + SUFFIX).st_mtime_ns
-        moved = (st.st_ino, st.st_mtime_ns) != (seal.get("ino"), seal.get("mtime_ns"))
-        if moved or st.st_ctime_ns > sealed_at + _PUBLISH_NS:
-            if _whole(fd) != seal.get("blake2b"):
+        if found[:4] != sealed[:4] or st.st_ctime_ns > sealed_at + _PUBLISH_NS:
+            if ledger.content_hash(gch) != seal.get("sha256"):
                 return "its content changed since it was made"
-            _reseal(gch, seal, st)  # the same bytes (a copy, a restore): cheap again next time
+            try:  # the same bytes (a copy, a restore): cheap again next time
+                _write(gch + SUFFIX, json.dumps({**seal, "gch": found}, sort_keys=True))
+            except OSError:
+                pass  # a read-only cache: checked in full again next time
         return None
     except OSError as exc:
         return f"it cannot be read ({exc.strerror or exc})"

@@ -18,7 +18,7 @@ from ..atomic import write_if_changed, writing
 from ..errors import ConfigError, ToolchainError
 from ..project_tree import mark_build_dir
 from . import flags as flags_mod
-from . import graph, inputs, jobs, pch, pch_cache, pch_health, pch_seal, scan, stable_audit
+from . import compile_record, graph, jobs, pch, pch_cache, pch_health, pch_seal, scan, stable_audit
 from . import compdb, toolchain, unity
 from . import launcher as launchers
 from .naming import artifact_name, display_base, object_name
@@ -53,6 +53,10 @@ class BuildPlan:
     specs: tuple[ExtensionSpec, ...] = ()  # what it builds (a retry without PCHs plans them again)
     uses_pch: bool = False  # some compile uses a precompiled header, or some edge makes one
     unity: dict[str, tuple[Path, ...]] = dataclasses.field(default_factory=dict)  # object -> members
+    root: Path | None = None  # the project the build folder belongs to (None: the JIT's)
+    facts: dict[str, object] = dataclasses.field(default_factory=dict)  # compile_record.facts
+    # what changed since the last build beyond ninja's mtimes (outputs already deleted)
+    changes: compile_record.Changes = dataclasses.field(default_factory=compile_record.Changes)
 
 
 def _check_build_dir(build_dir: Path) -> None:
@@ -268,11 +272,13 @@ def prepare(
     )
     objects = stable_audit.objects(plans, build_dir, options.source_root)
     ninja_file = build_dir / "build.ninja"
+    facts = compile_record.facts(cuda.toolkit.nvcc if cuda else None, torch.root, environment)
     with writing(build_dir):  # a full disk: one line naming it, not a traceback
         if write_if_changed(ninja_file, text) or not (build_dir / compdb.NAME).exists():
             compdb.write(ninja, build_dir, {u.object: (u.source, u.members)
                                             for p in plans for u in p.units if u.members})
-        inputs.discard_changed(build_dir)  # ninja rebuilds what an edit with an old mtime changed
+        # ninja redoes what changed beyond its mtimes: a copied folder, a variable, an edit
+        changes = compile_record.discard_changed(build_dir, options.source_root, environment, facts)
     return BuildPlan(
         build_dir=build_dir,
         ninja=ninja,
@@ -296,6 +302,9 @@ def prepare(
         specs=tuple(specs),
         uses_pch=bool(planner.pch_plans),
         unity={u.object: u.members for p in plans for u in p.units if u.members},
+        root=options.source_root,
+        facts=facts,
+        changes=changes,
     )
 
 

@@ -2,7 +2,7 @@
 
 A probe (a compiler's ``--version``, nvcc's version and GPU codes, the toolkit behind an nvcc
 wrapper script) answers from the files it runs. Its answer is stored under the probe's kind, its
-arguments and the stamps (path, mtime, size, ctime, inode) of those files, in
+arguments and the identities (the ledger's: device, inode, size, mtime, ctime) of those files, in
 ``<cache root>/probes.json`` (the machine-wide cache directory of :mod:`.pch_cache`): a replaced,
 rebuilt or touched tool has other stamps and is probed again. Failures are never stored, and a
 cache that cannot be read or written only means the probe runs.
@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 from ..atomic import write_atomic
 from ..shipped_runtime.input_audit import note
 from ..shipped_runtime.environment import CACHE_DIR, NO_PROBE_CACHE, XDG_CACHE_HOME, cache_root
-from ..shipped_runtime.file_identity import identity
+from ..shipped_runtime.ledger import identity
 
 FILE = "probes.json"
 VERSION = 1

@@ -18,6 +18,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..shipped_runtime import ledger
+
 _INCLUDE = re.compile(rb'^[ \t]*#[ \t]*include[ \t]*([<"])([^>"]+)[>"]', re.M)
 _DIRECTIVE = re.compile(rb"^[ \t]*#[ \t]*(if|ifdef|ifndef|endif|define|include)\b(.*)$", re.M)
 _GUARD_IF = re.compile(rb"[ \t]*(?:!\s*defined\s*\(?\s*)?(\w+)")
@@ -66,8 +68,8 @@ def _include_guard(directives: list[re.Match[bytes]]) -> re.Match[bytes] | None:
 
 
 @functools.lru_cache(maxsize=4096)
-def _read_includes(path: Path, mtime_ns: int) -> tuple[tuple[int, str, bool, bool], ...]:
-    del mtime_ns
+def _read_includes(path: Path, identity: tuple[int, ...]) -> tuple[tuple[int, str, bool, bool], ...]:
+    del identity  # the cache key: the file as it is now
     text = _strip_comments(path.read_bytes())
     directives = list(_DIRECTIVE.finditer(text))
     guard = _include_guard(directives)
@@ -90,8 +92,11 @@ def _read_includes(path: Path, mtime_ns: int) -> tuple[tuple[int, str, bool, boo
 
 
 def includes(path: Path) -> list[Include]:
+    found = ledger.identity(path)
+    if found is None:
+        return []
     try:
-        entries = _read_includes(path, path.stat().st_mtime_ns)
+        entries = _read_includes(path, tuple(found))
     except OSError:
         return []
     return [Include(path, *entry) for entry in entries]

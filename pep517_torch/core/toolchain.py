@@ -21,8 +21,10 @@ from pathlib import Path
 from typing import Literal
 
 from ..errors import ToolchainError
+from ..shipped_runtime import ledger
+from ..shipped_runtime.ledger import LAUNCHERS
 from . import probe_cache
-from .identity import LAUNCHERS, torch_flavour, which
+from .identity import torch_flavour, which
 
 CompilerFamily = Literal["gcc", "clang", "unknown"]
 # The oldest compilers torch 2.x extensions build with: its headers need C++17 (C++20 from
@@ -177,7 +179,7 @@ def _ask(command: tuple[str, ...], args: Sequence[str], label: str) -> str:
 
 
 @functools.lru_cache(maxsize=16)
-def _probe(command: tuple[str, ...], identity: tuple[str, int, int], label: str) -> str:
+def _probe(command: tuple[str, ...], identity: tuple[object, ...], label: str) -> str:
     """The compiler's ``--version`` output; ``label`` names it in errors (``CXX=g++-12``).
 
     ``-dumpversion`` must print a version too (gcc: ``12``, clang: ``16.0.6``): coreutils'
@@ -219,10 +221,9 @@ def find_compiler(env: Mapping[str, str], variable: str = "CXX") -> Compiler:
     elif Path(args[0]).resolve().name in LAUNCHERS:  # /usr/lib/ccache/c++ -> ccache
         launcher = Path(args[0]).resolve().name
     real = Path(args[-1] if launcher and len(args) > 1 else args[0]).resolve()
-    stat = real.stat()
+    stamp = (str(real), *(ledger.identity(real) or ()))
     output = probe_cache.remembered(
-        "compiler", args, [real],
-        lambda: _probe(tuple(args), (str(real), stat.st_mtime_ns, stat.st_size), label), env=env,
+        "compiler", args, [real], lambda: _probe(tuple(args), stamp, label), env=env,
     )
     family, version = parse_compiler_version(output)
     return Compiler(tuple(args), real, family, version, launcher)
@@ -256,8 +257,8 @@ def _find_torch_root() -> Path:
 
 
 @functools.lru_cache(maxsize=4)
-def _read_torch(root: Path, mtime_ns: int) -> TorchInstall:
-    del mtime_ns  # cache key: a reinstalled torch is read again
+def _read_torch(root: Path, identity: tuple[int, ...]) -> TorchInstall:
+    del identity  # cache key: a reinstalled torch is read again
     text = (root / "version.py").read_text()
 
     def field(name: str) -> str | None:
@@ -274,12 +275,10 @@ def _read_torch(root: Path, mtime_ns: int) -> TorchInstall:
 def find_torch(root: Path | None = None) -> TorchInstall:
     """The installed torch, without importing it."""
     root = root or _find_torch_root()
-    version_file = root / "version.py"
-    try:
-        mtime = version_file.stat().st_mtime_ns
-    except OSError:
-        raise ToolchainError(f"{root} does not look like a torch installation") from None
-    return _read_torch(root, mtime)
+    found = ledger.identity(root / "version.py")
+    if found is None:
+        raise ToolchainError(f"{root} does not look like a torch installation")
+    return _read_torch(root, tuple(found))
 
 
 def python_include_dir() -> Path:

@@ -24,14 +24,13 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
-import json
 import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..atomic import write_atomic
+from ..shipped_runtime import ledger
 from . import graph, pch, scan
 
 MAX_FILES = 8  # per unity TU: an edit recompiles its whole group, and memory grows with it
@@ -161,8 +160,8 @@ def _declared(head: list[bytes], in_anon: bool, opens_body: bool) -> tuple[set[b
 
 
 @functools.lru_cache(maxsize=4096)
-def _file_names(path: Path, mtime_ns: int) -> FileNames:
-    del mtime_ns
+def _file_names(path: Path, identity: tuple[int, ...]) -> FileNames:
+    del identity  # the cache key: the file as it is now
     text = path.read_bytes()
     own: set[bytes] = set()
     directive = False
@@ -187,7 +186,7 @@ def _file_names(path: Path, mtime_ns: int) -> FileNames:
 
 
 def file_names(path: Path) -> FileNames:
-    return _file_names(path, path.stat().st_mtime_ns)
+    return _file_names(path, tuple(ledger.identity(path) or ()))
 
 
 @dataclass(frozen=True)
@@ -280,21 +279,20 @@ def source_text(members: Sequence[Path]) -> str:
     return "\n".join(lines) + "\n"
 
 
-APART_NAME = "unity-apart.json"  # in the build directory: files a failed unity TU held
+APART = "unity_apart"  # the ledger's section: files a failed unity TU held
 
 
 def kept_apart(build_dir: Path) -> frozenset[Path]:
     """The files this build directory compiles one by one since a unity TU of theirs failed."""
-    try:
-        document = json.loads((build_dir / APART_NAME).read_text(encoding="utf-8"))
-        return frozenset(Path(path) for path in document["alone"])
-    except (OSError, ValueError, KeyError, TypeError):
+    found = ledger.section(build_dir, APART)
+    if not isinstance(found, list):
         return frozenset()
+    return frozenset(Path(path) for path in found if isinstance(path, str))
 
 
 def keep_apart(build_dir: Path, members: Iterable[Path]) -> None:
     alone = sorted({*map(str, kept_apart(build_dir)), *map(str, members)})
-    write_atomic(build_dir / APART_NAME, json.dumps({"alone": alone}, indent=1))
+    ledger.update(build_dir, None, **{APART: alone})
 
 
 def apply(

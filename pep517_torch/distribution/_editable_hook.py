@@ -9,10 +9,11 @@ of them is imported in a process, checks the installed torch and brings the comp
 extensions up to date with ninja, run and followed by the runtime as every face runs it: a
 line as each step starts and ends, a heartbeat for long steps, build.log and build-trace.json
 in the build directory, under the build directory's lock. When pyproject.toml or a folder of
-sources changed since the last plan (the state file in the build directory records their
-mtimes), or a source or header the last build read did (the compile core's record of them,
-which may hold an older mtime plain ninja would miss), the interpreter that installed the
-project builds through pep517_torch instead (``-m pep517_torch.backend.editable_rebuild``). Set
+sources changed since the last plan, or anything the compile core recorded (a source or header
+the last build read, which may hold an older mtime plain ninja would miss, a compile variable
+such as CPLUS_INCLUDE_PATH, the compiler, a build folder copied from elsewhere) — all of it
+in the build folder's ledger — the interpreter that installed the project builds through
+pep517_torch instead (``-m pep517_torch.backend.editable_rebuild``). Set
 PEP517_TORCH_EDITABLE_REBUILD=0 to skip the rebuild. Runtime modules are imported only when
 a check or a rebuild runs: nothing more at interpreter start.
 """
@@ -128,8 +129,8 @@ def check_torch(config):
 def rebuild(config):
     replan = config["rebuild"].get("replan")
     if replan is not None and _load_state(config, replan):
-        planning = _changed(config["watched"])
-        if planning or _runtime("file_identity").inputs_changed(config["rebuild"]["build_dir"]):
+        planning = _why_replan(config)
+        if planning is not None:
             _replan(config, replan, planning)
             _load_state(config, replan)
             return
@@ -142,15 +143,25 @@ def rebuild(config):
     run_ninja(config)
 
 
-def _load_state(config, replan):
-    """The plan's state as the last install or re-plan wrote it (artifacts, ninja command,
-    watched folders); whether there was one."""
-    import json
+def _why_replan(config):
+    """Why plain ninja cannot bring the build up to date (None: it can): True when
+    pyproject.toml or a sources folder changed (plan again), False when a source's content
+    changed in a way ninja's mtimes may miss, a sentence for what touches every step (a
+    compile variable, the compiler, a build folder made elsewhere)."""
+    if _changed(config["watched"]):
+        return True
+    found = _runtime("ledger").compile_change(
+        config["rebuild"]["build_dir"], config.get("root"), os.environ)
+    if found is None:
+        return None
+    return found[0] if found[1] else False
 
-    try:
-        with open(replan["state"], encoding="utf-8") as file:
-            state = json.load(file)
-    except (OSError, ValueError):
+
+def _load_state(config, replan):
+    """The plan's state as the last install or re-plan wrote it into the build folder's
+    ledger (artifacts, ninja command, watched folders); whether there was one."""
+    state = _runtime("ledger").section(replan["build_dir"], "editable", config.get("root"))
+    if not isinstance(state, dict):
         return False
     config["artifacts"] = state["artifacts"]
     config["rebuild"] = dict(state["rebuild"], replan=replan)
@@ -159,14 +170,8 @@ def _load_state(config, replan):
 
 
 def _changed(watched):
-    for path, mtime in watched.items():
-        try:
-            now = os.stat(path).st_mtime_ns
-        except OSError:
-            now = None
-        if now != mtime:
-            return True
-    return False
+    identity = _runtime("ledger").identity
+    return any(identity(path) != recorded for path, recorded in watched.items())
 
 
 def _replan(config, replan, planning):
@@ -184,8 +189,8 @@ def _replan(config, replan, planning):
         user.say(f"{project}: pyproject.toml or a sources folder changed; planning the build again")
     else:
         user.say(f"rebuilding {project} (editable install)...")
-    arguments = [replan["python"], "-m", "pep517_torch.backend.editable_rebuild", replan["state"]]
-    if "install" in replan:  # what to plan from when the state file is gone with the build
+    arguments = [replan["python"], "-m", "pep517_torch.backend.editable_rebuild", replan["build_dir"]]
+    if "install" in replan:  # what to plan from when the ledger is gone with the build folder
         import json
 
         arguments.append(json.dumps(replan["install"]))

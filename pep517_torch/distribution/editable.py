@@ -9,7 +9,6 @@ torch, and reruns ninja on import with pep517_torch's runtime, shipped in the pa
 from __future__ import annotations
 
 import importlib.machinery
-import json
 import os
 import pprint
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -20,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from packaging.utils import canonicalize_name
 
 from .. import shipped_runtime
-from ..atomic import symlink_atomic, write_atomic
+from ..shipped_runtime import ledger, links
 from ..errors import ConfigError
 
 if TYPE_CHECKING:
@@ -48,12 +47,12 @@ class RebuildCommand:
 @dataclass(frozen=True)
 class Replan:
     """How the hook re-plans once an input of the plan changed (pyproject.toml, a folder a
-    ``sources`` glob walks): ``python -m pep517_torch.backend.editable_rebuild state_file``, with
-    the recorded interpreter; the state file holds what the hook reads and what the re-plan
-    needs (:func:`write_state`)."""
+    ``sources`` glob walks, a source's content, a compile variable): ``python -m
+    pep517_torch.backend.editable_rebuild build_dir``, with the recorded interpreter; the build
+    folder's ledger holds what the hook reads and what the re-plan needs (:func:`write_state`)."""
 
     python: str
-    state_file: Path
+    build_dir: Path
     # root, config_settings and env as the install recorded them, kept in the hook (in
     # site-packages): the re-plan's input when the state file is gone with the build directory
     install: Mapping[str, object] | None = None
@@ -104,7 +103,7 @@ def editable_members(
             **_rebuild_json(rebuild),
             "replan": None if rebuild.replan is None else {
                 "python": rebuild.replan.python,
-                "state": str(rebuild.replan.state_file),
+                "build_dir": str(rebuild.replan.build_dir),
                 **({"install": dict(rebuild.replan.install)} if rebuild.replan.install else {}),
             },
         },
@@ -163,28 +162,27 @@ def add_editable(
 
 
 def link_into_tree(link: Path, built: Path) -> None:
-    """Make the in-tree path ``link`` a symlink to the build output ``built``."""
-    if link.is_symlink() and os.readlink(link) == str(built):
-        return
-    link.parent.mkdir(parents=True, exist_ok=True)  # an operator library's own folder
-    if link.exists() and not link.is_symlink():
+    """Make the in-tree path ``link`` point at the build output ``built`` (the runtime's one
+    way, shipped with the hook that heals it on import); a file of the user's there is an error."""
+    try:
+        links.link_into_tree(link, built)
+    except links.NotOurs:
         raise ConfigError(
             f"{link} exists and is not a link to the built extension; remove it (a stale"
             " in-place build?) before an editable install"
-        )
-    symlink_atomic(link, built)
+        ) from None
 
 
-EDITABLE_STATE_NAME = ".pep517_torch_editable.json"
+SECTION = "editable"  # the build folder's ledger: what the hook reads and re-plans from
 _MAX_WATCHED = 5000  # folders; a tree bigger than this needs a reinstall for new sources deep down
 
 
 @dataclass(frozen=True)
 class EditableState:
     """What an editable install's plan was made from, and what it made: the hook reads
-    ``artifacts``, ``rebuild`` and ``watched`` (path -> mtime_ns, None: absent) and re-plans
-    with ``root``, ``config_settings`` and ``env`` (the variables the configuration reads;
-    None: unset) once a watched mtime differs."""
+    ``artifacts``, ``rebuild`` and ``watched`` (path -> the ledger's identity, None: absent)
+    and re-plans with ``root``, ``config_settings`` and ``env`` (the variables the
+    configuration reads; None: unset) once a watched identity differs."""
 
     root: Path
     config_settings: Mapping[str, str | list[str]]
@@ -194,32 +192,25 @@ class EditableState:
     watched: Sequence[Path]
 
 
-def write_state(state_file: Path, state: EditableState) -> None:
-    watched: dict[str, int | None] = {}
-    for path in state.watched:
-        try:
-            watched[str(path)] = path.stat().st_mtime_ns
-        except OSError:
-            watched[str(path)] = None
+def write_state(build_dir: Path, state: EditableState) -> None:
     document = {
         "root": str(state.root),
         "config_settings": dict(state.config_settings),
         "env": dict(state.env),
         "artifacts": [[str(built), str(in_tree)] for built, in_tree in state.artifacts],
         "rebuild": _rebuild_json(state.rebuild),
-        "watched": watched,
+        "watched": ledger.stamp_files(state.watched),
     }
-    write_atomic(state_file, json.dumps(document, indent=1, sort_keys=True))
+    ledger.update(build_dir, state.root, **{SECTION: document})
 
 
-def read_state(state_file: Path) -> dict[str, Any]:
-    """The recorded state (its JSON); ConfigError when it cannot be read."""
-    try:
-        document = json.loads(state_file.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"cannot read the editable install's state {state_file}: {exc};"
-                          " reinstall: pip install -e . --no-build-isolation") from None
-    return document  # type: ignore[no-any-return]
+def read_state(build_dir: Path) -> dict[str, Any]:
+    """The recorded state; ConfigError when there is none."""
+    found = ledger.section(build_dir, SECTION)
+    if not isinstance(found, dict):
+        raise ConfigError(f"no editable install's state in {build_dir}; reinstall:"
+                          " pip install -e . --no-build-isolation")
+    return found
 
 
 def watched_folders(root: Path, sources: Iterable[Path], skip: Callable[[Path], bool]) -> list[Path]:

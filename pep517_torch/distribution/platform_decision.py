@@ -4,8 +4,8 @@ Reading every binary's ELF and auditwheel's policies costs a no-op build more th
 the wheel (importing auditwheel and pyelftools alone). The decision depends only on the
 ``platform-tag`` setting, the interpreter's own tag, the binaries and object files (their
 identities: mtime, size, ctime, inode), the shipped files (which of them are ELF) and the code
-that decides (auditwheel and this package, by their files' identities), so it is kept in
-``<build dir>/.pep517_torch_platform_tag.json`` under that key: while none of it changes, the
+that decides (auditwheel and this package, by their files' identities), so it is kept in the
+build folder's ledger (its ``platform`` section) under that key: while none of it changes, the
 decision is read back and neither auditwheel nor pyelftools is imported. A setting the
 binaries break is an error every time (errors are never kept).
 """
@@ -17,10 +17,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..atomic import write_atomic
-from ..shipped_runtime.file_identity import identity
+from ..shipped_runtime import ledger
+from ..shipped_runtime.ledger import identity
 
-CACHE_NAME = ".pep517_torch_platform_tag.json"
+SECTION = "platform"
 _DECIDERS = ("manylinux.py", "../elf.py")  # beside this file: the code that decides
 
 
@@ -70,19 +70,18 @@ def decide(
     name, path) under ``platform-tag = mode``; None when it holds no ELF file. Kept in
     ``build_dir`` (None: not kept)."""
     key = _key(mode, linux_tag, artifacts, shipped)
-    cache = build_dir / CACHE_NAME if build_dir is not None else None
-    if cache is not None:
+    if build_dir is not None:
+        kept = ledger.section(build_dir, SECTION)
         try:
-            kept = json.loads(cache.read_bytes())
             if kept["key"] == key:
                 return None if kept["decision"] is None else PlatformTag(*kept["decision"])
-        except (OSError, ValueError, KeyError, TypeError):
+        except (KeyError, TypeError):
             pass
     decision = _decide(mode, artifacts, shipped, linux_tag)
-    if cache is not None:
+    if build_dir is not None:
         document = {"key": key, "decision": None if decision is None else [decision.tag, decision.note]}
         try:
-            write_atomic(cache, json.dumps(document))
+            ledger.update(build_dir, None, **{SECTION: document})
         except OSError:
             pass  # not kept: the next build decides again
     return decision

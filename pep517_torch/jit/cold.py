@@ -10,9 +10,7 @@ from pathlib import Path
 
 from ..atomic import writing
 from ..core import build as core_build
-from ..core import plan as core_plan
-from ..core import inputs as core_inputs
-from ..core import trace_view
+from ..core import compile_record, trace_view
 from ..core.lock import build_lock
 from ..core.spec import BuildOptions, ExtensionSpec, Kind
 from ..config.layers import environment_options
@@ -123,18 +121,20 @@ def _build(
     spec: ExtensionSpec, options: BuildOptions, key: str, stamp_file: Path, artifact: Path,
     say: Callable[[str], None] | None,
 ) -> None:
-    plan = core_plan.prepare([spec], options)
-    if say is None:  # unwatched: what a build note warns of still reaches the caller, as torch's do
-        level = _caller_stacklevel()
-        for note in plan.notes:
-            warnings.warn(user_line(note), stacklevel=level)
+    def warn(plan: core_build.BuildPlan) -> None:
+        if say is None:  # unwatched: what a build note warns of still reaches the caller, as torch's do
+            level = _caller_stacklevel()
+            for note in plan.notes:
+                warnings.warn(user_line(note), stacklevel=level)
+
     started = time.perf_counter()
-    run = core_build.run(
-        plan, options, log=say or print_line, what=f"Error building extension '{spec.name}'",
-        header=user_line(f"building extension '{spec.name}'..."),
+    result = core_build.build(
+        [spec], options, log=say or print_line, what=f"Error building extension '{spec.name}'",
+        header=user_line(f"building extension '{spec.name}'..."), on_plan=warn, by="the JIT",
     )
+    plan, run = result.plan, result.run
     elapsed = time.perf_counter() - started
-    recorded = core_inputs.recorded_inputs(plan.build_dir)  # sources and project headers
+    recorded = compile_record.recorded_inputs(plan.build_dir)  # sources and project headers
     mine = (paths for obj, paths in recorded.items() if obj.startswith(f"obj/{spec.name}/"))
     inputs = [*spec.sources, *(p for paths in mine for p in paths)]
     with writing(stamp_file.parent):

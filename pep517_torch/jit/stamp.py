@@ -28,14 +28,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._version import __version__
-from ..core.identity import compiler_identity
-from ..shipped_runtime.file_identity import identity
+from ..shipped_runtime import ledger
 
 if TYPE_CHECKING:
     from .request import JitRequest
 
-# 7: the key as text; 6: marshal; 5: the compiler apart from the key; 4: the artifact's identity
-STAMP_VERSION = 7
+# 8: the ledger's identities (device, ctime); 7: the key as text; 6: marshal; 5: the compiler apart from the key; 4: the artifact's identity
+STAMP_VERSION = 8
 
 
 def fingerprint(request: JitRequest, *extra: str) -> str:
@@ -46,28 +45,21 @@ def fingerprint(request: JitRequest, *extra: str) -> str:
 
 
 def _compiler(env: Mapping[str, str]) -> dict[str, object]:
-    identity = compiler_identity(env)
-    return {"CXX": env.get("CXX"), "PATH": env.get("PATH"),
-            "identity": None if identity is None else list(identity)}
+    return {"CXX": env.get("CXX"), "PATH": env.get("PATH"), "identity": ledger.compiler(env)}
 
 
 def _same_compiler(recorded: object, env: Mapping[str, str]) -> bool:
     if not isinstance(recorded, dict) or not isinstance(recorded.get("identity"), list):
         return False
-    identity = recorded["identity"]
+    found = recorded["identity"]
     if env.get("CXX") != recorded.get("CXX") or env.get("PATH") != recorded.get("PATH"):
-        found = compiler_identity(env)
-        return found is not None and list(found) == identity
-    try:
-        st = os.stat(identity[0])
-    except (OSError, TypeError):
-        return False
-    return [identity[0], st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size] == identity
+        return ledger.compiler(env) == found
+    return _state(found[0]) == found  # the compiler found last time, stat'ed again
 
 
 def _state(path: str) -> list[object]:
-    """The path and its identity (None four times: missing)."""
-    return [path, *(identity(path) or (None, None, None, None))]
+    """The path and its identity (None five times: missing)."""
+    return [path, *(ledger.identity(path) or (None, None, None, None, None))]
 
 
 def stamp_path(build_dir: str | os.PathLike[str], target: str) -> str:

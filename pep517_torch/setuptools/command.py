@@ -9,7 +9,6 @@ as with any ``build_ext``.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -19,7 +18,7 @@ from setuptools.errors import CompileError, ExecError, SetupError
 from ..atomic import copy_atomic
 from ..errors import BuildError, ConfigError, Pep517TorchError
 from ..shipped_runtime.torch_release import major_minor
-from ..shipped_runtime.user_line import print_line, user_line
+from ..shipped_runtime.user_line import log, user_line
 from .pin import APPLIED, MARKER, PINNED
 
 OPTIONS = {  # BuildExtension.with_options(...) keywords -> allowed values (None: any bool)
@@ -27,10 +26,6 @@ OPTIONS = {  # BuildExtension.with_options(...) keywords -> allowed values (None
     "use_ninja": None,
     "torch_requirement": ("minor", "exact", "none"),
 }
-
-
-def log(line: str) -> None:
-    print_line(line, sys.stdout)
 
 
 def _check_options(options: dict[str, Any]) -> None:
@@ -126,7 +121,8 @@ class BuildExtension(build_ext):
         what = f"setup.py build_ext of {self.distribution.get_name()}"
         # Held until the artifacts are copied out: no concurrent build relinks them meanwhile.
         with build_lock(build_dir, what):
-            result = core_build.build(specs, build_options(self, build_dir, root), log=log)
+            result = core_build.build(specs, build_options(self, build_dir, root), log=log,
+                                      by="setup.py's build_ext")
             for line in result.summary().splitlines():
                 log(user_line(line))
             guard = self._guard_torch(torch.version)

@@ -35,9 +35,14 @@ NVCC_THREADS = "NVCC_THREADS"  # nvcc's --threads, as flash-attention's users se
 
 # -- the tools' and the system's --------------------------------------------------------------
 TOOL_ENV = ("CXX", "CC", "CUDA_HOME", "CUDA_PATH")  # their values end up in build.ninja
+# Compile inputs on no command line: the compilers read them from the environment. A change
+# rebuilds every step (core/compile_record.py); the JIT's stamp records them.
+COMPILE_INPUT_ENV = ("CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH", "LIBRARY_PATH",
+                     "NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS")
 # What only a build that compiles CUDA reads (CC: nvcc's host compiler); a JIT stamp of a
 # C++-only extension leaves them out, so that changing them rebuilds nothing.
-CUDA_ONLY_ENV = ("CC", "CUDA_HOME", "CUDA_PATH", TORCH_CUDA_ARCH_LIST)
+CUDA_ONLY_ENV = ("CC", "CUDA_HOME", "CUDA_PATH", TORCH_CUDA_ARCH_LIST, "NVCC_PREPEND_FLAGS",
+                 "NVCC_APPEND_FLAGS")
 XDG_CACHE_HOME = "XDG_CACHE_HOME"
 # Where tools, GPUs, distcc hosts and the PCH cache are found; not written into build.ninja.
 SEARCH_ENV = ("PATH", "CUDA_VISIBLE_DEVICES", "DISTCC_HOSTS", CACHE_DIR, XDG_CACHE_HOME)

@@ -19,6 +19,7 @@ from pathlib import Path
 from types import TracebackType
 
 from .files import write_atomic
+from .ledger import same_file
 from .user_line import print_line, user_line
 
 LOCK_NAME = ".pep517_torch.lock"
@@ -63,7 +64,7 @@ class FileLock:
         """Whether ``path`` still names the file this lock holds (not renamed away or replaced
         since it was opened)."""
         try:
-            return self.fd is None or os.fstat(self.fd).st_ino == os.stat(self.path).st_ino
+            return self.fd is None or same_file(os.fstat(self.fd), os.stat(self.path))
         except OSError:
             return False
 

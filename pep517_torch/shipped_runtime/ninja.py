@@ -36,6 +36,7 @@ LOG_NAME = "build.log"
 _SMART_STATUS = re.compile(r"\[\d+/\d+/\d+\] [^\r\n]*?\x1b\[K")  # a line ninja draws in place
 _ESCAPE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")  # colours (FAILED: is red), erase-line
 _QUIET_LINES = ("ninja: Entering directory", "ninja: no work to do.")
+EXPLAIN = "ninja explain: "  # ninja -d explain: why it runs each step, kept for `explain`
 _WINDOW_COLUMNS = 10000  # wider than any description: ninja elides to the window width
 
 
@@ -76,6 +77,7 @@ class Progress:
         self.clock = clock
         self.finished: list[str] = []  # descriptions of the steps that finished, in order
         self.output: list[str] = []  # the tools' own lines and ninja's (no status lines)
+        self.explained: list[str] = []  # ninja -d explain's lines, without their prefix
         self.running: dict[int, Step] = {}
         self._counts = (0, 0)  # (started, finished) last seen
         self._pending = ""
@@ -188,6 +190,9 @@ class Progress:
             self._status(started, finished, total, status.group(4))
             return
         if not line or line.startswith(_QUIET_LINES):
+            return
+        if line.startswith(EXPLAIN):
+            self.explained.append(line[len(EXPLAIN):])
             return
         with self._lock:
             self._say_finished(failed=line.startswith("FAILED: "))
@@ -358,6 +363,40 @@ def run_ninja_followed(argv: Sequence[str], env: Mapping[str, str], progress: Pr
         elif process.stdout is not None:
             process.stdout.close()
     return returncode
+
+
+_WHY = (  # ninja's explanation of a step's output -> ours, the most telling first
+    (re.compile(r"output (.+) doesn't exist"), "it did not exist"),
+    (re.compile(r"output (.+) older than most recent input (.+) \(\d+ vs \d+\)"), "{1} is newer"),
+    (re.compile(r"recorded mtime of (.+) older than most recent input (.+) \(\d+ vs \d+\)"),
+     "{1} is newer"),
+    (re.compile(r"restat of output (.+) older than most recent input (.+) \(\d+ vs \d+\)"),
+     "{1} is newer"),
+    (re.compile(r"command line changed for (.+)"), "its command changed"),
+    (re.compile(r"command line not found in log for (.+)"), "no record of its last command"),
+    (re.compile(r"deps for '(.+)' are missing"), "its header list was missing"),
+)
+_DIRTY = re.compile(r"(.+) is dirty")
+
+
+def explained_outputs(lines: Sequence[str]) -> tuple[dict[str, str], set[str]]:
+    """What ``ninja -d explain`` said: each output's most telling reason, and the dirty inputs
+    it named (an output rebuilt for one of those was rebuilt because an input was)."""
+    reasons: dict[str, tuple[int, str]] = {}
+    dirty: set[str] = set()
+    for line in lines:
+        for rank, (pattern, words) in enumerate(_WHY):
+            match = pattern.fullmatch(line)
+            if match:
+                known = reasons.get(match.group(1))
+                if known is None or rank < known[0]:
+                    reasons[match.group(1)] = (rank, words.format(*match.groups()))
+                break
+        else:
+            match = _DIRTY.fullmatch(line)
+            if match:
+                dirty.add(match.group(1))
+    return {output: words for output, (_, words) in reasons.items()}, dirty
 
 
 # Why a tool stopped when the code is not to blame: the cause beats the error it provokes

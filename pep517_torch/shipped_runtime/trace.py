@@ -18,7 +18,7 @@ ninja's slots fill), and the timeline is written as Chrome trace-event JSON (Per
 
 Part of the standard-library runtime: the editable hook, which runs where pep517_torch may
 not be installed, writes with it the trace of the rebuilds it runs with plain ninja, naming
-steps from the ``STEPS_NAME`` file the last core build left in the build directory. Reading a
+steps from the ``steps`` section the last core build left in the build folder's ledger. Reading a
 trace back, and showing it, is core/trace_view.py's.
 """
 
@@ -31,12 +31,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import ledger
 from .files import write_atomic
 from .environment import CCACHE_STATSLOG
 
 TRACE_NAME = "build-trace.json"
 NINJA_LOG = ".ninja_log"
-STEPS_NAME = ".pep517_torch_steps.json"  # what the core knows of each output, for the hook
 _TAIL = 512  # bytes of the old log that must still be there for "appended" to hold
 _HEADER = "# ninja log v"
 
@@ -339,7 +339,7 @@ class Recorder:
         """Around the editable hook's plain ninja run (ninja's default job count), with what
         the last core build recorded of its outputs."""
         try:
-            known = json.loads((build_dir / STEPS_NAME).read_text(encoding="utf-8"))
+            known = ledger.section(build_dir, "steps")
             descriptions, details = dict(known["descriptions"]), dict(known["details"])
             ccache = bool(known.get("ccache"))
         except (OSError, ValueError, KeyError, TypeError):
@@ -353,7 +353,7 @@ class Recorder:
         known = {"descriptions": self.descriptions, "details": self.details,
                  "ccache": self.stats_log is not None}
         try:
-            write_atomic(self.build_dir / STEPS_NAME, json.dumps(known))
+            ledger.update(self.build_dir, None, steps=known)
         except OSError:
             pass
 

@@ -31,3 +31,9 @@ def print_line(line: str, file: TextIO | None = None) -> None:
 def say(message: str, file: TextIO | None = None) -> None:
     """Print ``message`` worded as pep517_torch's, on stderr unless ``file`` is given."""
     print_line(user_line(message), file)
+
+
+def log(line: str) -> None:
+    """A build's own output (its notes, progress and summary, already worded), on stdout, in
+    order with what ninja prints there: the hooks, the CLI and setup.py's build_ext alike."""
+    print_line(line, sys.stdout)

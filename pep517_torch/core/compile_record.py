@@ -1,0 +1,274 @@
+"""The compile core's part of the build folder's ledger: what the last ninja run decided with.
+
+After each successful run the ``compile`` section records, through the ledger
+(``shipped_runtime/ledger.py``):
+
+- every file ninja decides with, by identity: build.ninja, its ``.ninja_log`` and
+  ``.ninja_deps``, every edge's outputs and inputs, and the headers its deps log lists; the
+  project's own inputs (sources and headers outside torch and the build folder) with their
+  content hash too, and which outputs read each;
+- the environment variables that are compile inputs without being on any command line
+  (``CPATH``, ``CPLUS_INCLUDE_PATH``, ``LIBRARY_PATH``... ``COMPILE_INPUT_ENV``);
+- the machine facts: the C++ compiler CXX or PATH finds, nvcc, torch's version file.
+
+Before the next run (:func:`discard_changed`), anything that differs decides what ninja must
+redo, beyond what its mtimes show: a folder made for another folder or project (copied,
+moved, restored by a CI cache) or a changed variable or fact forgets ninja's log (every step
+runs again: the cost is a recompile, never a wrong wheel); an input whose content changed
+while its mtime lies (``cp -p``, ``rsync -t``, tar) deletes the outputs that read it. Each
+reason is kept for ``explain``. And while every file keeps its identity and nothing else
+changed (:func:`current`), ninja would say "no work to do": a no-op build starts no ninja.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..shipped_runtime import ledger
+from ..shipped_runtime.environment import COMPILE_INPUT_ENV
+
+SECTION = "compile"
+NINJA_FILES = ("build.ninja", ".ninja_log", ".ninja_deps")
+_SEPARATORS = ("|", "||", "|@")
+_PRECOMPILED = (".gch", ".pch")  # outputs of our own graphs (possibly the machine cache's)
+
+
+@dataclass
+class Changes:
+    """Why the next run has work beyond ninja's own reasons: for the whole folder, and per
+    output deleted (``{target: "csrc/a.cpp changed (its content)"}``)."""
+
+    everything: str | None = None
+    outputs: dict[str, str] = field(default_factory=dict)
+
+
+def facts(toolkit_nvcc: Path | None, torch_root: Path, env: Mapping[str, str]) -> dict[str, Any]:
+    """The machine facts a build's objects depend on, as the ledger records them."""
+    found: dict[str, Any] = {"compiler": ledger.compiler(env),
+                             "torch": ledger.fact(torch_root / "version.py")}
+    if toolkit_nvcc is not None:
+        found["toolkit"] = ledger.fact(toolkit_nvcc)
+    return found
+
+
+def _tokens(line: str) -> Iterator[tuple[str, bool]]:
+    """A build line's paths, unescaped, each with whether an unescaped ``:`` ended it (the end
+    of the outputs)."""
+    token, index = "", 0
+    while index < len(line):
+        char = line[index]
+        if char == "$" and index + 1 < len(line):
+            token += line[index + 1] if line[index + 1] in " :$" else line[index : index + 2]
+            index += 2
+            continue
+        if char == " ":
+            if token:
+                yield token, False
+            token = ""
+        elif char == ":":
+            yield token, True
+            token = ""
+        else:
+            token += char
+        index += 1
+    if token:
+        yield token, False
+
+
+def edge_files(text: str) -> tuple[set[str], set[str]]:
+    """(outputs, inputs) of every ``build`` line of a build.ninja this package wrote (one line
+    per edge, paths escaped by ninja_syntax.escape_path), as written."""
+    outputs: set[str] = set()
+    inputs: set[str] = set()
+    for line in text.splitlines():
+        if not line.startswith("build "):
+            continue
+        in_outputs, rule_next = True, False
+        for token, ends_outputs in _tokens(line[len("build "):]):
+            if in_outputs:
+                if token and token != "|":
+                    outputs.add(token)
+                if ends_outputs:
+                    in_outputs, rule_next = False, True
+            elif rule_next:
+                rule_next = False  # the rule's name
+            elif token not in _SEPARATORS:
+                inputs.add(token)
+    return outputs, inputs
+
+
+def _absolute(build_dir: Path, path: str) -> str:
+    return os.path.normpath(os.path.join(build_dir, path))
+
+
+def _output_path(build_dir: Path, target: str) -> Path | None:
+    """The output file of a ninja target, only if it lies inside the build directory."""
+    path = Path(target)
+    if path.is_absolute() or ".." in path.parts:
+        return None
+    return build_dir / path
+
+
+def _exists(path: Path | None) -> bool:
+    return path is not None and path.exists()
+
+
+def _forget_ninja_log(build_dir: Path) -> None:
+    """ninja runs every step whose command its log does not hold: all of them."""
+    for name in NINJA_FILES[1:]:
+        (build_dir / name).unlink(missing_ok=True)
+
+
+def _record(build_dir: Path, root: Path | None) -> dict[str, Any] | None:
+    found = ledger.section(build_dir, SECTION, root)
+    return found if isinstance(found, dict) and isinstance(found.get("files"), dict) else None
+
+
+def discard_changed(build_dir: Path, root: Path | None, env: Mapping[str, str],
+                    now: Mapping[str, Any]) -> Changes:
+    """Before a run: make ninja redo what changed beyond its mtimes (see the module's
+    docstring). ``now``: this build's machine facts (:func:`facts`)."""
+    problem = ledger.owner_problem(ledger.load(build_dir), build_dir, root)
+    if problem is not None:
+        _forget_ninja_log(build_dir)
+        return Changes(everything=problem)
+    record = _record(build_dir, root)
+    if record is None:
+        return Changes()
+    everything = ledger.everything_changed(record, env)
+    if everything is not None:
+        _forget_ninja_log(build_dir)
+        ledger.update(build_dir, root, **{SECTION: None})
+        return Changes(everything=everything)
+    files: dict[str, list[Any]] = record["files"]
+    changed: dict[str, tuple[float, str]] = {}  # path -> (ctime of the change, how)
+    refreshed = False
+    for path, recorded in files.items():
+        if recorded is None or len(recorded) != 6:
+            continue  # not content-tracked: ninja's mtimes decide
+        found = ledger.identity(path)
+        if found is None or (recorded[5] is not None and found == recorded[:5]):
+            continue  # gone: ninja itself rebuilds what listed it
+        how = ledger.file_change(path, recorded)
+        if how is None:
+            files[path] = [*found, recorded[5]]  # touched, not changed
+            refreshed = True
+        else:
+            changed[path] = (float("inf") if recorded[5] is None else found[4], how)
+    result = Changes()
+    still_current = set(changed)
+    for target, paths in record.get("outputs", {}).items():
+        output = _output_path(build_dir, target)
+        dirty = [p for p in paths if p in changed]
+        if output is None or not dirty:
+            continue
+        try:
+            built = os.stat(output).st_mtime_ns
+        except OSError:
+            still_current.difference_update(dirty)  # missing: ninja builds it anyway
+            continue
+        if all(built > changed[p][0] for p in dirty):
+            continue  # built after the change (by a plain ninja run, e.g. an editable hook)
+        output.unlink(missing_ok=True)
+        result.outputs[target] = f"{dirty[0]} {changed[dirty[0]][1]}"
+        still_current.difference_update(dirty)
+    for path in still_current:  # every output is newer than the change: record what it read
+        files[path] = ledger.hashed(path) or files[path]
+        refreshed = True
+    if refreshed:  # the content record follows; ninja, which decides by mtime, still runs
+        ledger.update(build_dir, root, **{SECTION: {**record, "current": False}})
+    return result
+
+
+def current(build_dir: Path, root: Path | None, env: Mapping[str, str]) -> bool:
+    """Whether ninja would find nothing to do: the last run succeeded and every file, variable
+    and fact it decided with is as recorded."""
+    record = _record(build_dir, root)
+    if record is None or not record.get("current"):
+        return False
+    if ledger.everything_changed(record, env) is not None:
+        return False
+    for path, recorded in record["files"].items():
+        if ledger.identity(path) != (None if recorded is None else recorded[:5]):
+            return False
+    return True
+
+
+def forget_current(build_dir: Path, root: Path | None) -> None:
+    """Before a run: a run that fails must not leave the last one's "nothing to do"."""
+    record = _record(build_dir, root)
+    if record is not None and record.get("current"):
+        ledger.update(build_dir, root, **{SECTION: {**record, "current": False}})
+
+
+def record(
+    build_dir: Path,
+    root: Path | None,
+    dependencies: Mapping[str, Sequence[Path]],
+    exclude: Sequence[Path],
+    *,
+    started_ns: int,
+    env: Mapping[str, str],
+    now: Mapping[str, Any],
+) -> None:
+    """After a successful run that started at ``started_ns`` (wall clock): every file ninja
+    decided with, each output's tracked inputs with their content, the variables and facts.
+    ``dependencies``: its deps log's (``ninja -t deps``), absolute; ``exclude``: folders whose
+    files are not content-tracked (torch's). Outputs recorded before and absent from this graph
+    are kept while they exist (another graph, e.g. a JIT extension's other version, built them).
+    A file ninja reads that changed while the build ran leaves "nothing to do" unrecorded (ninja
+    itself rebuilds what read it)."""
+    old = _record(build_dir, root) or {"files": {}, "outputs": {}}
+    try:
+        text = (build_dir / NINJA_FILES[0]).read_text(encoding="utf-8")
+    except OSError:
+        return
+    roots = [*exclude, build_dir]
+    outputs: dict[str, list[str]] = {
+        target: paths for target, paths in old.get("outputs", {}).items()
+        if target not in dependencies and _exists(_output_path(build_dir, target))
+    }
+    for target, paths in dependencies.items():
+        outputs[target] = sorted({
+            str(p) for p in paths
+            if p.is_absolute() and p.suffix not in _PRECOMPILED
+            and not any(p.is_relative_to(r) for r in roots)
+        })
+    tracked = {p for paths in outputs.values() for p in paths}
+    edge_outputs, edge_inputs = edge_files(text)
+    written = {_absolute(build_dir, p) for p in (*edge_outputs, *NINJA_FILES[1:])}
+    read = {_absolute(build_dir, p) for p in edge_inputs} | {_absolute(build_dir, NINJA_FILES[0])}
+    read.update(str(p) for paths in dependencies.values() for p in paths)
+    files: dict[str, list[Any] | None] = {}
+    current_run = True
+    for path in sorted(written | read | tracked):
+        if path in tracked:
+            files[path] = ledger.hashed(path, started_ns=started_ns, before=old["files"].get(path))
+            found = files[path][:5] if files[path] else None
+        else:
+            found = files[path] = ledger.identity(path)
+        if found is None and path in written and path.endswith(NINJA_FILES[2]):
+            files.pop(path)  # no deps log: a graph without depfiles
+            continue
+        if found is None or (path not in written and found[4] >= started_ns):
+            current_run = False
+    section = {
+        "current": current_run,
+        "env": ledger.read_env(env, COMPILE_INPUT_ENV),
+        "facts": dict(now),
+        "files": files,
+        "outputs": outputs,
+    }
+    ledger.update(build_dir, root, **{SECTION: section})
+
+
+def recorded_inputs(build_dir: Path) -> dict[str, list[Path]]:
+    """Each output's tracked inputs, as last recorded."""
+    found = _record(build_dir, None)
+    if found is None:
+        return {}
+    return {target: [Path(p) for p in paths] for target, paths in found.get("outputs", {}).items()}
