@@ -3,6 +3,11 @@
 ninja runs every command through ``/bin/sh -c``, and substitutes ``$in``/``$out`` verbatim, so
 a file named ``$(touch x).cpp`` would execute. Commands here therefore never use ``$in`` or
 ``$out`` for user paths: each edge gets pre-quoted variables instead.
+
+Not the ``ninja`` package's own ``ninja_syntax``: its ``escape_path`` leaves a lone ``$`` as it
+is (``a$b.cpp`` would read as the variable ``$b``), knows nothing of ``|`` (which starts a build
+line's implicit inputs) or of characters no line can hold, and its writer wraps long lines with
+``$`` continuations, where core/compile_record.py reads one build line per edge.
 """
 
 from __future__ import annotations
