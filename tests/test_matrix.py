@@ -4,9 +4,12 @@ find-links pages, `wheel --python`, and uv reading the torch requirement."""
 
 from __future__ import annotations
 
+import io
 import os
+import shutil
 import subprocess
 import sys
+import sysconfig
 import tarfile
 import zipfile
 from email.parser import BytesParser
@@ -19,7 +22,7 @@ from pep517_torch.core import toolchain
 from pep517_torch.config.pyproject import tomllib
 from pep517_torch.distribution.index import write_index
 from tests.conftest import ROOT
-from tests.tiny_project import write_project
+from tests.tiny_project import wheel_value, write_project
 
 TORCH = toolchain.find_torch()
 pytestmark = pytest.mark.compile
@@ -199,3 +202,139 @@ def test_uv_build_with_a_build_constraint_builds_against_that_torch(tmp_path: Pa
     major, minor = TORCH.version.split(".")[:2]
     assert f"torch<{major}.{int(minor) + 1},>={major}.{minor}" in metadata.get_all("Requires-Dist")  # type: ignore[attr-defined]
     assert "from an isolated build environment" in done.stdout + done.stderr  # uv's, not ours
+
+
+# -- the matrix from pep517_torch as users install it (issue 34 items 1, 2, 6) ------------------
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh venv with pep517_torch's own wheel installed (not editable) beside this
+    environment's packages, torch included (linked into its site-packages: torch lies there,
+    as in every venv where a user pip-installed both)."""
+    base = tmp_path_factory.mktemp("installed")
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(base / "dist"),
+                    str(ROOT)], check=True, capture_output=True, timeout=600)
+    (wheel,) = (base / "dist").glob("pep517_torch-*.whl")
+    env = base / "env"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env)], check=True)
+    site = Path(sysconfig.get_path("purelib", vars={"base": str(env)}))
+    ours = Path(sysconfig.get_path("purelib"))
+    for entry in ours.iterdir():
+        if entry.suffix == ".pth" or "pep517_torch" in entry.name or entry.name == "__pycache__":
+            continue
+        (site / entry.name).symlink_to(entry, target_is_directory=entry.is_dir())
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(env / "bin" / "python"), "install",
+                    "-q", "--no-deps", "--no-index", str(wheel)], check=True, capture_output=True,
+                   timeout=600)
+    return env / "bin" / "python"
+
+
+def fake_torch_env(base: Path, version: str) -> Path:
+    """A venv whose torch says ``version`` (nothing else of torch: its build fails)."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(base)], check=True)
+    site = Path(sysconfig.get_path("purelib", vars={"base": str(base)}))
+    (site / "torch").mkdir()
+    (site / "torch" / "__init__.py").write_text(
+        f"__version__ = {version!r}\nclass version:\n    cuda = None\n")
+    return base / "bin" / "python"
+
+
+def test_an_installed_matrix_builds_with_each_interpreters_own_torch(installed: Path, tmp_path: Path) -> None:
+    """pep517_torch installed in site-packages, with torch beside it: the other interpreter's
+    build sees its own torch (here one that says 2.99.0), never the caller's; a venv without
+    torch, and an interpreter named twice, are refused before anything compiles."""
+    root = write_project(tmp_path / "proj", "installedmatrix")
+    fake = fake_torch_env(tmp_path / "fake", "2.99.0")
+    bare = tmp_path / "bare"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
+    refused = subprocess.run(
+        [str(installed), "-m", "pep517_torch", "wheel", str(root), "--python", str(installed),
+         "--python", str(bare / "bin" / "python"), "--python", str(installed)],
+        capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    assert refused.returncode == 2 and refused.stdout == ""
+    assert refused.stderr.splitlines() == [
+        f"pep517_torch: error: --python: {bare / 'bin' / 'python'}: torch is not installed there"
+        f" ({bare / 'bin' / 'python'} -m pip install torch)",
+        f"pep517_torch: error: --python: {installed}: Python 3.{sys.version_info[1]} with torch"
+        f" {TORCH.version} again ({installed} has them): it would build the same wheel",
+    ]
+    assert not (root / "build").exists()
+    done = subprocess.run(
+        [str(installed), "-m", "pep517_torch", "wheel", str(root), "--python", str(installed),
+         "--python", str(fake), "-o", str(tmp_path / "out")],
+        capture_output=True, text=True, cwd=tmp_path, timeout=900)
+    assert done.returncode == 1, done.stdout + done.stderr  # the fake torch cannot build
+    assert f"building with {fake} (Python 3.{sys.version_info[1]}, torch 2.99.0)" in done.stdout
+    rows = {line.split()[0]: line.split() for line in done.stdout.splitlines()[-2:]}
+    assert rows[str(fake)][1:4] == ["2.99.0", "-", "FAILED"]
+    (wheel,) = (tmp_path / "out").glob("*.whl")
+    assert rows[str(installed)][1:4] == [TORCH.version, TORCH.cuda or "-", wheel.name]
+    with zipfile.ZipFile(wheel) as archive:
+        record = next(n for n in archive.namelist() if n.endswith("pep517_torch.json"))
+        assert f'"torch": "{TORCH.version}"' in archive.read(record).decode()
+
+
+def another_torch_env(base: Path, label: str) -> Path:
+    """A venv whose torch is this one under another local label (``2.13.0+other``): every
+    entry of torch linked but its version file, every other package of this environment too."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(base)], check=True)
+    site = Path(sysconfig.get_path("purelib", vars={"base": str(base)}))
+    for entry in Path(sysconfig.get_path("purelib")).iterdir():
+        if entry.suffix != ".pth" and "pep517_torch" not in entry.name and entry.name != "torch":
+            (site / entry.name).symlink_to(entry, target_is_directory=entry.is_dir())
+    real = Path(TORCH.root)
+    (site / "torch").mkdir()
+    for entry in real.iterdir():
+        if entry.name not in ("version.py", "__pycache__"):
+            (site / "torch" / entry.name).symlink_to(entry, target_is_directory=entry.is_dir())
+    text = (real / "version.py").read_text()
+    (site / "torch" / "version.py").write_text(text.replace(TORCH.version, f"{TORCH.version.split('+')[0]}+{label}"))
+    return base / "bin" / "python"
+
+
+def test_two_interpreters_never_overwrite_each_others_wheel(installed: Path, tmp_path: Path) -> None:
+    """Two torches, no local label: both builds name the same file. The second is an error
+    naming both interpreters, and the first wheel stays."""
+    root = write_project(tmp_path / "proj", "samename")
+    other = another_torch_env(tmp_path / "other", "other")
+    done = subprocess.run(
+        [str(installed), "-m", "pep517_torch", "wheel", str(root), "--python", str(installed),
+         "--python", str(other), "-o", str(tmp_path / "out")],
+        capture_output=True, text=True, cwd=tmp_path, timeout=900)
+    assert done.returncode == 1, done.stdout + done.stderr
+    (wheel,) = (tmp_path / "out").glob("*.whl")
+    assert f"pep517_torch: error: --python: {other} built {wheel.name}, which {installed} built" \
+           " in this run: not replaced" in done.stderr, done.stderr
+    rows = {line.split()[0]: line.split() for line in done.stdout.splitlines()[-2:]}
+    assert rows[str(installed)][3] == wheel.name and rows[str(other)][3] == "FAILED"
+    with zipfile.ZipFile(wheel) as archive:  # the first build's wheel, not the second's
+        record = next(n for n in archive.namelist() if n.endswith("pep517_torch.json"))
+        assert f'"torch": "{TORCH.version}"' in archive.read(record).decode()
+
+
+def test_a_wheel_from_an_sdist_path(tmp_path: Path) -> None:
+    """`wheel dist/x-1.0.tar.gz` unpacks into a temporary folder, builds there, and writes the
+    wheel beside the sdist; a hostile or broken archive is one line."""
+    root = write_project(tmp_path / "proj", "fromsdist")
+    sdist = root / "dist" / glue.build_sdist(root, root / "dist", None)
+    done = subprocess.run([sys.executable, "-m", "pep517_torch", "wheel", str(sdist)],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (wheel,) = (root / "dist").glob("fromsdist-1.0-*.whl")
+    assert wheel_value(wheel, tmp_path / "unpacked", "fromsdist") == 0
+    assert not (root / "build").exists()  # built in the unpacked copy, not the tree
+    evil = tmp_path / "evil-1.0.tar.gz"
+    with tarfile.open(evil, "w:gz") as archive:
+        for name in ("evil-1.0/pyproject.toml", "evil-1.0/../../escaped"):
+            info = tarfile.TarInfo(name)
+            info.size = 1
+            archive.addfile(info, io.BytesIO(b"x"))
+    (tmp_path / "garbage.tar.gz").write_text("not an archive")
+    for given, said in ((evil, "is outside the destination"), (tmp_path / "garbage.tar.gz",
+                                                               "not a .tar.gz archive")):
+        refused = subprocess.run([sys.executable, "-m", "pep517_torch", "wheel", str(given)],
+                                 capture_output=True, text=True, cwd=tmp_path, timeout=600)
+        assert refused.returncode == 2 and said in refused.stderr, refused.stderr
+        assert refused.stderr.count("\n") == 1 and "Traceback" not in refused.stderr
+    assert not (tmp_path.parent / "escaped").exists()

@@ -105,14 +105,29 @@ def _is_this_backend(requirement: object) -> bool:
 
 
 def _wheel(args: argparse.Namespace) -> int:
+    given = Path(args.path)
+    if given.name.endswith((".tar.gz", ".tgz")) and given.is_file():
+        # as `python -m build` does: the wheel from the unpacked sdist, beside it by default
+        import tempfile
+
+        from ..distribution.sdist import unpack_sdist
+
+        out = Path(args.outdir) if args.outdir else given.resolve().parent
+        with tempfile.TemporaryDirectory(prefix="pep517_torch-sdist-") as scratch:
+            say(f"building from {given}, unpacked into {scratch}", sys.stdout)
+            return _wheel_of(unpack_sdist(given, Path(scratch)), out.resolve(), args)
+    root = given.resolve()
+    out = Path(args.outdir) if args.outdir else root / "dist"
+    return _wheel_of(root, out.resolve(), args)
+
+
+def _wheel_of(root: Path, out: Path, args: argparse.Namespace) -> int:
     from ..backend import pipeline
 
-    root = Path(args.path).resolve()
     if args.python:
         from .matrix import build_matrix
 
-        out = Path(args.outdir) if args.outdir else root / "dist"
-        return build_matrix(root, out.resolve(), args.python, args.config_setting)
+        return build_matrix(root, out, args.python, args.config_setting)
     missing = missing_build_requirements(root)
     if missing:
         quoted = " ".join(f"'{m.split(' (')[0]}'" for m in missing)
@@ -121,8 +136,7 @@ def _wheel(args: argparse.Namespace) -> int:
             + f"\n  install them with: {sys.executable} -m pip install {quoted}"
         ))
         return 1
-    out = Path(args.outdir) if args.outdir else root / "dist"
-    pipeline.build_wheel(root, out.resolve(), _config_settings(args.config_setting))
+    pipeline.build_wheel(root, out, _config_settings(args.config_setting))
     return 0
 
 
@@ -288,8 +302,12 @@ def _parser() -> argparse.ArgumentParser:
             name, help=helptext, description=helptext[0].upper() + helptext[1:] + ".",
             epilog=_settings_epilog(), formatter_class=argparse.RawDescriptionHelpFormatter,
         )
-        sub.add_argument("path", nargs="?", default=".", help="project directory (default: .)")
-        sub.add_argument("-o", "--outdir", help="output directory (default: PATH/dist)")
+        sub.add_argument("path", nargs="?", default=".", help=(
+            "project directory (default: .), or an sdist (name-version.tar.gz)" if name == "wheel"
+            else "project directory (default: .)"))
+        sub.add_argument("-o", "--outdir", help=(
+            "output directory (default: PATH/dist; for an sdist, its folder)" if name == "wheel"
+            else "output directory (default: PATH/dist)"))
         sub.add_argument(
             "-C", "--config-setting", action="append", default=[], metavar="KEY=VALUE",
             help="a setting, as pip's --config-settings (e.g. -Cbuild-type=debug); keys below",
