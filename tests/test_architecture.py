@@ -176,3 +176,12 @@ def test_every_module_has_its_tests_named_in_the_tests_map() -> None:
         if not covered:
             missing.append(relative)
     assert missing == [], "tests/README.md does not say where these modules' tests are"
+
+
+def test_the_config_layer_imports_nothing_of_the_distribution_layer() -> None:
+    config = PACKAGE / "config"
+    offenders = sorted({
+        module.name for module in config.glob("*.py")
+        for parts, _ in _relative_imports(module) if parts[:1] == ["distribution"]
+    })
+    assert offenders == []

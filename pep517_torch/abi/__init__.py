@@ -1,3 +1,4 @@
 """What a built library needs and promises: the ELF it links (``elf.py``), the CPython limited
-API (``limited_api.py``), LibTorch's stable ABI (``stable_abi.py``) and the names of a library
+API (``limited_api.py``), LibTorch's stable ABI (``stable_abi.py``), the Linux platform tags a wheel may carry
+(``platform_tags.py``) and the names of a library
 behind an import guard (``abi/guard_names.py``). Leaves every layer may use."""

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ..core.spec import DEFAULT_PCH_CACHE_BYTES
-from ..distribution.manylinux import tag_problem as manylinux_tag_problem
+from ..abi.platform_tags import tag_problem as platform_tag_problem
 from ..shipped_runtime import environment as variables
 from .checks import (
     one_group_regex,
@@ -139,7 +139,7 @@ class ProjectSettings:
         " `manylinux2014_x86_64`) is checked: binaries that need more are an error. Other"
         " platforms keep their interpreter's tag.",
         pattern=r"^(auto|linux|[a-z]+[0-9_]*_[a-z0-9_]+)$",
-        check=manylinux_tag_problem,
+        check=platform_tag_problem,
         config_setting=True,
     )
     torch_import_check: Literal["auto"] | bool = setting(

@@ -81,7 +81,7 @@ class ResolvedProject:
     torch_import_check_auto: bool = False
     dependencies: tuple[str, ...] | None = None  # [tool.torch-ext] dependencies
     local_version: Literal["torch", "none"] = "none"
-    platform_tag: str = "auto"  # "auto", "linux" or a tag (distribution/manylinux.py decides)
+    platform_tag: str = "auto"  # "auto", "linux" or a tag (abi/platform_tags.py)
     cuda_enabled: bool = False
     sdist_include: tuple[str, ...] = ()  # extra globs for the sdist, relative to root
     sdist_exclude: tuple[str, ...] = ()

@@ -12,12 +12,12 @@ from __future__ import annotations
 import fnmatch
 import platform
 import re
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..abi import elf
+from ..abi.platform_tags import policies as machine_policies
 from ..errors import ConfigError
 
 # Loaded with torch (its wheel's torch/lib, or the nvidia-* wheels its CUDA build requires),
@@ -63,14 +63,6 @@ def torch_supplied(library: str) -> bool:
     return any(fnmatch.fnmatch(library, pattern) for pattern in TORCH_SUPPLIED)
 
 
-def _policies():  # type: ignore[no-untyped-def]
-    from auditwheel.architecture import Architecture
-    from auditwheel.libc import Libc
-    from auditwheel.policy import WheelPolicies
-
-    return WheelPolicies(libc=Libc.GLIBC, arch=Architecture.detect())
-
-
 def _who(need: _Need) -> str:
     users = elf.users(need.symbol, [path for path, _ in need.binary.objects])
     shown = dict(need.binary.objects)
@@ -88,23 +80,6 @@ def _violations(policy, needs: Sequence[_Need]) -> list[_Need]:  # type: ignore[
     return sorted(out, key=lambda n: (n.version.partition("_")[0], _key(n.version)), reverse=True)
 
 
-def tag_problem(value: str) -> str | None:
-    """Why ``value`` is no ``platform-tag`` setting on this machine, or None: ``auto``,
-    ``linux``, or a manylinux tag of auditwheel's policies for this architecture (checked on
-    glibc Linux only; elsewhere the tag is not computed)."""
-    if value in ("auto", "linux") or not sys.platform.startswith("linux"):
-        return None
-    if platform.libc_ver()[0] != "glibc":
-        return None
-    policies = _policies()
-    try:
-        policies.get_policy_by_name(value)
-    except LookupError:
-        known = ", ".join(p.name for p in policies if p.name != policies.linux.name)
-        return f"{value!r} is no platform tag of this machine's architecture (auto, linux, or one of {known})"
-    return None
-
-
 def decide(mode: str, binaries: Sequence[Binary], shipped_names: set[str], linux_tag: str) -> Decision:
     """The platform tag for ``binaries`` under ``platform-tag = mode`` (``auto``, ``linux`` or a
     tag); ``shipped_names`` are the file names of libraries the wheel itself holds."""
@@ -115,7 +90,7 @@ def decide(mode: str, binaries: Sequence[Binary], shipped_names: set[str], linux
             raise ConfigError(f"{mode} needs a glibc system; this one is not",
                               "tool.torch-ext.platform-tag")
         return Decision(linux_tag, f"{linux_tag}: not a glibc system (musllinux is not computed)")
-    policies = _policies()
+    policies = machine_policies()
     needs: list[_Need] = []
     foreign: list[tuple[str, Binary]] = []
     for binary in binaries:
