@@ -1,9 +1,9 @@
 """Would the generated tables build on the machine migrate ran on? Checked without compiling.
 
-The tables are resolved as a wheel build here would resolve them (this environment, this
-torch, this nvcc), and the compile core's own pre-compile checks run on them
-(``core.plan.check``, as ``doctor`` does); what the build would then refuse is reported
-instead of written silently.
+The tables are loaded as a wheel build here would load them (this environment, this torch,
+this nvcc: the config, the metadata and its torch requirement), and the build's own checks
+before its first compile run on them (``backend.stages.check_build``, as ``doctor`` runs
+them): what the build would then refuse is reported instead of written silently.
 """
 
 from __future__ import annotations
@@ -17,22 +17,17 @@ from ..errors import Pep517TorchError
 
 
 def build_problems_here(document: Mapping[str, Any], root: Path) -> list[str]:
-    """One line per reason a build of ``document`` (a parsed pyproject.toml) fails here: the
-    config's error, else each extension's first failing pre-compile check of the compile core
-    (the checks a build makes: tools, nvcc, flags, arch lists, torch's CUDA headers)."""
-    from ..core import plan as core_plan
-    from ..backend.discovery import resolve_document
+    """What a build of ``document`` (a parsed pyproject.toml) here fails with, in the build's
+    own words (one line), or nothing: the first error of loading it or of the checks a build
+    makes before compiling (every extension skipped, tools, nvcc, flags, arch lists, torch's
+    CUDA headers)."""
+    from ..backend import stages
+    from ..backend.discovery import torch_or_none
 
+    if torch_or_none() is None:
+        return []  # installing torch is the build frontend's job, not the tables'
     try:
-        resolved, torch = resolve_document(root, document, os.environ)
+        stages.check_build(stages.load(root, None, os.environ, document=document))
     except Pep517TorchError as exc:
         return [str(exc)]
-    if torch is None:
-        return []  # installing torch is the build frontend's job, not the tables'
-    problems: list[str] = []
-    for spec in resolved.extensions:
-        try:
-            core_plan.check([spec], resolved.options)
-        except Pep517TorchError as exc:
-            problems.append(f"{spec.name}: {exc}")
-    return problems
+    return []
