@@ -75,3 +75,167 @@ def test_a_cuda_only_project_on_a_cpu_torch_is_said_by_migrate_doctor_and_the_bu
     assert line.endswith(f"a build here fails: {said}"), line
     assert not (project / "build").exists()  # nothing compiled, no build folder
     count("CUDA-only setup.py files migrated and doctored against a CPU torch")
+
+
+# -- 16. what the wheel carries: the torch requirement, the license ----------------------------
+
+def _metadata(project: Path) -> tuple[str, list[str]]:
+    """METADATA as a build prepares it (the wheel's), and the warnings the build printed."""
+    import warnings
+
+    from pep517_torch.backend import pipeline
+
+    out = project.parent / f"meta-{project.name}"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        name = pipeline.prepare_metadata(project, out, None)
+    return (out / name / "METADATA").read_text(), [str(w.message) for w in caught]
+
+
+def _header_requires(text: str) -> str:
+    header = " ".join(line[2:] for line in text.splitlines() if line.startswith("# "))
+    return header.split("the wheel requires ", 1)[1].split("; an extension", 1)[0]
+
+
+STATIC = """
+from setuptools import setup
+from torch.utils.cpp_extension import BuildExtension, CppExtension
+setup(name="p", version="1.0", packages=["p"], install_requires=["numpy"],
+      ext_modules=[CppExtension("p._C", ["a.cpp"])], cmdclass={"build_ext": BuildExtension})
+"""
+
+
+@pytest.mark.parametrize("dependencies", [
+    ["torch>=2.0.0", "numpy"],  # a torch line the pin narrows
+    ["numpy>=1.20"],  # none: kept static, the build refused to write any
+    ["torch>=2.0.0; python_version >= '3.8'", "typing-extensions"],  # a marker
+])
+def test_the_header_says_the_torch_requirement_the_wheel_carries(
+    tmp_path: Path, dependencies: list[str]
+) -> None:
+    """Before: an existing static `dependencies` stayed static, the header promised
+    `torch<2.14,>=2.13` and the wheel carried `torch>=2.0.0` (or the build failed: a static
+    list without torch). Now the list moves to `[tool.torch-ext] dependencies` (dynamic), the
+    build adds the pin, and the header names what METADATA says."""
+    import json
+
+    project = project_with(tmp_path, STATIC)
+    (project / "pyproject.toml").write_text(
+        f'[project]\nname = "p"\nversion = "1.0"\ndependencies = {json.dumps(dependencies)}\n'
+        '\n[tool.black]\nline-length = 100\n')
+    assert main([str(project), "--write"]) == 0
+    text = (project / "pyproject.toml").read_text()
+    metadata, _ = _metadata(project)
+    requires = [line.split(": ", 1)[1] for line in metadata.splitlines()
+                if line.startswith("Requires-Dist: torch")]
+    assert requires and all("<2.14" in r for r in requires), metadata
+    assert _header_requires(text) == ", ".join(requires), text
+    assert "static dependencies moved to [tool.torch-ext] dependencies" in text
+    assert "[tool.black]\nline-length = 100" in text  # the file's other tables stay
+    others = {line.split(": ", 1)[1].split(";")[0].split(">")[0] for line in metadata.splitlines()
+              if line.startswith("Requires-Dist:") and "torch" not in line}
+    assert others == {d.split(";")[0].split(">")[0] for d in dependencies if "torch" not in d}
+    count("static dependencies lists migrated, the header checked against METADATA")
+
+
+APACHE_2 = ("\n                                 Apache License\n                           Version 2.0,"
+            " January 2004\n                        http://www.apache.org/licenses/\n")
+MIT = "MIT License\n\nCopyright (c) 2024 Someone\n\nPermission is hereby granted, free of charge\n"
+LICENSED = """
+from setuptools import setup
+from torch.utils.cpp_extension import BuildExtension, CppExtension
+setup(name="p", version="1.0", packages=["p"], classifiers=CLASSIFIERS,{files}
+      ext_modules=[CppExtension("p._C", ["a.cpp"])], cmdclass={{"build_ext": BuildExtension}})
+"""
+OSI = "License :: OSI Approved :: "
+# classifiers, files, setup() license_files -> the license expression (None: classifier kept)
+LICENSE_CASES = [
+    ([OSI + "MIT License"], {"LICENSE": MIT}, None, "MIT"),
+    ([OSI + "Apache Software License"], {"LICENSE": APACHE_2}, None, "Apache-2.0"),
+    ([OSI + "Apache Software License"], {"LICENSE.txt": MIT}, None, None),  # which Apache?
+    ([OSI + "BSD License"], {"LICENSE": "BSD 3-Clause License\n"}, None, None),
+    ([OSI + "BSD License"], {"LICENSE": "BSD\n", "NOTICE.md": "n\n"}, ["LICENSE", "NOTICE.md"],
+     None),
+    ([OSI + "MIT License", OSI + "Apache Software License"], {"LICENSE": APACHE_2}, None, None),
+    ([OSI + "GNU General Public License v3 or later (GPLv3+)"], {"COPYING": "GPL\n"}, None,
+     "GPL-3.0-or-later"),
+    ([OSI + "GNU General Public License v3 (GPLv3)"], {"COPYING": "GPL\n"}, None, None),
+    ([OSI + "MIT License"], {}, None, "MIT"),  # no license file at all
+]
+
+
+@pytest.mark.parametrize(("classifiers", "files", "license_files", "expression"), LICENSE_CASES)
+def test_license_classifiers_become_an_expression_or_stay_without_a_warning(
+    tmp_path: Path, classifiers: list[str], files: dict[str, str], license_files: list[str] | None,
+    expression: str | None,
+) -> None:
+    """Before: `License ::` classifiers were kept next to `license-files`, so every build
+    warned "'License ::' classifiers are deprecated for metadata >= 2.4". Now a classifier that
+    states one license is the SPDX `license`; one that does not stays (without license-files:
+    the build ships the same files) or, beside explicit license files, is dropped with a note."""
+    setup_py = LICENSED.format(files=f" license_files={license_files!r}," if license_files else "")
+    project = project_with(tmp_path, f"CLASSIFIERS = {classifiers!r}\n{setup_py}",
+                           {**files})
+    assert main([str(project), "--write"]) == 0
+    text = (project / "pyproject.toml").read_text()
+    metadata, warned = _metadata(project)
+    assert not warned, warned
+    lines = metadata.splitlines()
+    assert [line for line in lines if line.startswith("License-Expression:")] == (
+        [f"License-Expression: {expression}"] if expression else [])
+    kept = [line for line in lines if line.startswith("Classifier: License ::")]
+    shipped = sorted(line.split(": ")[1] for line in lines if line.startswith("License-File:"))
+    assert shipped == sorted(files)  # every license file still ships
+    if expression is None and license_files is None:
+        assert kept == [f"Classifier: {c}" for c in classifiers]
+        assert "kept: it names no single SPDX license" in " ".join(text.replace("#", "").split())
+    else:
+        assert kept == [], metadata
+    count("setup.py License classifier shapes migrated and built without a warning")
+
+
+def test_every_mapped_classifier_is_an_spdx_expression() -> None:
+    from packaging.licenses import canonicalize_license_expression
+
+    from pep517_torch.migrate.license_classifiers import SPDX_OF_CLASSIFIER
+
+    for classifier, spdx in SPDX_OF_CLASSIFIER.items():
+        assert classifier.startswith("License :: ")
+        assert str(canonicalize_license_expression(spdx)) == spdx, classifier
+    count("License classifiers mapped to SPDX, each checked by packaging", len(SPDX_OF_CLASSIFIER))
+
+
+def test_an_existing_static_license_classifier_is_settled_too(tmp_path: Path) -> None:
+    """The existing [project] keeps its static classifiers; beside setup.py's license files
+    they warned the same way."""
+    project = project_with(tmp_path, LICENSED.format(files="").replace("CLASSIFIERS", "[]"),
+                           {"LICENSE": MIT})
+    (project / "pyproject.toml").write_text(
+        f'[project]\nname = "p"\nversion = "1.0"\nclassifiers = ["{OSI}MIT License"]\n')
+    assert main([str(project), "--write"]) == 0
+    metadata, warned = _metadata(project)
+    assert not warned and "License-Expression: MIT" in metadata and "License ::" not in metadata
+
+
+def test_a_migrated_project_builds_without_a_metadata_warning(tmp_path: Path) -> None:
+    """Built once, as a user would (the CLI): nothing on stderr about the license."""
+    project = project_with(tmp_path, f"CLASSIFIERS = {[OSI + 'MIT License']!r}\n"
+                           + LICENSED.format(files=""), {
+                               "LICENSE": MIT,
+                               "a.cpp": "#include <Python.h>\nstatic PyModuleDef m = {"
+                               "PyModuleDef_HEAD_INIT, \"_C\"};\nPyMODINIT_FUNC PyInit__C() {"
+                               " return PyModule_Create(&m); }\n"})
+    assert main([str(project), "--write"]) == 0
+    env = clean_env()
+    env.pop("PYTHONWARNINGS", None)
+    built = _cli(["wheel", str(project), "-o", str(tmp_path / "dist")], tmp_path, env)
+    assert built.returncode == 0, built.stderr
+    assert "Warning" not in built.stdout + built.stderr and "deprecated" not in built.stderr
+    import zipfile
+
+    [wheel] = (tmp_path / "dist").glob("*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        [metadata] = [n for n in archive.namelist() if n.endswith(".dist-info/METADATA")]
+        text = archive.read(metadata).decode()
+        assert "p-1.0.dist-info/licenses/LICENSE" in archive.namelist()
+    assert "License-Expression: MIT" in text and "License ::" not in text

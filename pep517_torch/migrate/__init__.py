@@ -21,6 +21,13 @@ from ..config.pyproject import tomllib
 from ..errors import MigrateError
 
 __all__ = ["MigrateError", "Migration", "main", "migrate", "write"]
+MOVED_DEPENDENCIES = (
+    "pyproject.toml's static dependencies moved to [tool.torch-ext] dependencies, with"
+    " \"dependencies\" in dynamic: PEP 621 lets the build add the torch pin only to a dynamic"
+    " list, and kept static the wheel would carry only their own torch requirement, which"
+    " admits torch releases its extensions fail to load under (torch-requirement = \"none\""
+    " keeps them static)"
+)
 
 
 @dataclass
@@ -72,7 +79,9 @@ def check_text(text: str) -> list[str]:
 
 def migrate(setup_py: str | os.PathLike[str] = "setup.py") -> Migration:
     """Run ``setup_py`` (or ``<dir>/setup.py``) intercepted and generate its tables."""
-    from .check import build_problems_here
+    from .check import build_here
+    from .convert import dynamic_dependencies
+    from .metadata import settle_license
     from .pyproject_file import merge_project
     from .render import render_plan
     from .torch_pin import decide_torch_requirement
@@ -87,6 +96,7 @@ def migrate(setup_py: str | os.PathLike[str] = "setup.py") -> Migration:
     existing_text, existing = _read_existing(pyproject)
     if isinstance(existing.get("project"), dict):
         merged, notes = merge_project(plan.base.project, existing["project"])
+        notes += [text for _, text in settle_license(merged, existing["project"], path.parent)]
         plan.base.project = merged
         kept = set(existing["project"]) - {"dynamic"}  # notes on values the file keeps are moot
         plan.base.notes = [(where, text) for where, text in plan.base.notes
@@ -94,20 +104,26 @@ def migrate(setup_py: str | os.PathLike[str] = "setup.py") -> Migration:
         plan.base.notes += [("project", note) for note in notes]
         if "version" in merged:
             plan.base.tool.pop("version", None)
-        if "dependencies" in merged:  # the file's static list stays; PEP 621 then forbids a pin
+        if "dependencies" in merged:  # the file's list wins, and goes where the pin may join it
             plan.base.tool.pop("dependencies", None)
-    decide_torch_requirement(plan)
+            dynamic_dependencies(merged, plan.base.tool)
+            if "dependencies" not in merged:
+                plan.note("project", MOVED_DEPENDENCIES)
     build_system = existing.get("build-system", {})
     if not isinstance(build_system, dict):
         build_system = {}
     carried = [str(r) for r in build_system.get("requires", [])]
-    text = render_plan(plan, carried_requires=carried)
     problems = check_text(render_plan(plan, carried_requires=carried, enable_disabled=True))
+    wheel_torch = None
     if not problems:
-        plan.fails_here += build_problems_here(tomllib.loads(text), path.parent)
+        text = render_plan(plan, carried_requires=carried)
+        here = build_here(tomllib.loads(text), path.parent)
+        plan.fails_here += here.problems
+        wheel_torch = here.torch_requirements
         plan.disagreements = disagreements(text, path.parent, plan.observed, facts_here(),
                                            frozenset(plan.need_cuda))
-        text = render_plan(plan, carried_requires=carried)
+    decide_torch_requirement(plan, wheel_torch)
+    text = render_plan(plan, carried_requires=carried)
     return Migration(path, pyproject, text, existing_text, existing, problems, plan.fails_here)
 
 

@@ -10,24 +10,45 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from packaging.utils import canonicalize_name
 
 from ..errors import Pep517TorchError
 
 
-def build_problems_here(document: Mapping[str, Any], root: Path) -> list[str]:
-    """What a build of ``document`` (a parsed pyproject.toml) here fails with, in the build's
-    own words (one line), or nothing: the first error of loading it or of the checks a build
-    makes before compiling (every extension skipped, tools, nvcc, flags, arch lists, torch's
-    CUDA headers)."""
+@dataclass(frozen=True)
+class BuildHere:
+    """What a build of the tables here would do, before compiling."""
+
+    problems: list[str]  # what it fails with, in its own words (empty: nothing)
+    torch_requirements: list[str] | None  # the torch lines of the wheel's Requires-Dist
+
+
+def build_here(document: Mapping[str, Any], root: Path) -> BuildHere:
+    """Load ``document`` (a parsed pyproject.toml) as a build here would, and run the checks
+    that build makes before compiling (every extension skipped, tools, nvcc, flags, arch lists,
+    torch's CUDA headers): the first error, and the torch requirement the wheel would carry."""
     from ..backend import stages
     from ..backend.discovery import torch_or_none
 
     if torch_or_none() is None:
-        return []  # installing torch is the build frontend's job, not the tables'
+        return BuildHere([], None)  # installing torch is the build frontend's job
     try:
-        stages.check_build(stages.load(root, None, os.environ, document=document))
+        loaded = stages.load(root, None, os.environ, document=document)
     except Pep517TorchError as exc:
-        return [str(exc)]
-    return []
+        return BuildHere([str(exc)], None)
+    carried = [str(r) for r in loaded.metadata.standard.dependencies
+               if canonicalize_name(r.name) == "torch"]
+    try:
+        stages.check_build(loaded)
+    except Pep517TorchError as exc:
+        return BuildHere([str(exc)], carried)
+    return BuildHere([], carried)
+
+
+def build_problems_here(document: Mapping[str, Any], root: Path) -> list[str]:
+    """The one line a build of ``document`` here fails with, or nothing."""
+    return build_here(document, root).problems
