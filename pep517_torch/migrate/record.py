@@ -31,6 +31,7 @@ class SetupRun:
     cuda_probes: dict[str, Any] = field(default_factory=dict)  # probe -> value it returned
     imported: list[str] = field(default_factory=list)  # third-party top-level modules imported
     output: str = ""  # what the setup.py printed
+    conversion: Any = None  # convert(run) (or why it refused), made where the run happened
 
     @property
     def root(self) -> Path:

@@ -8,6 +8,7 @@ the setup.py reads is then tried in each of those modes (:mod:`.variables`).
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from typing import Any
 from ..errors import MigrateError
 from .convert import Converted, build_requirements, convert
 from .diff import diff
+from . import sandbox
 from .intercept import run_setup
 from .plan import Observed, Plan, add_changes
 from .record import SetupRun
@@ -23,13 +25,17 @@ from .variables import describe, vary_variables
 
 
 class Runner:
-    """Runs and converts one setup.py; failures become their one-line reason."""
+    """Runs and converts one setup.py, each run in a process of its own (:mod:`.sandbox`);
+    failures become their one-line reason, but for a run past the timeout, which ends it all."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, timeout: float = sandbox.DEFAULT_TIMEOUT) -> None:
         self.path = path
+        self.timeout = timeout
 
     def run(self, env: Mapping[str, str | None] | None = None,
             cuda: bool | None = None) -> SetupRun:
+        if sandbox.available():
+            return sandbox.run_isolated(self.path, env=env, cuda=cuda, timeout=self.timeout)
         return run_setup(self.path, env=env, cuda=cuda)
 
     def attempt(self, env: Mapping[str, str | None] | None = None,
@@ -37,16 +43,28 @@ class Runner:
         """The run, or the one-line reason it failed."""
         try:
             return self.run(env, cuda)
+        except sandbox.SetupTimeout:
+            raise
         except MigrateError as exc:
             return str(exc).removeprefix(f"{self.path}: ")
 
     def convert_run(self, run: SetupRun | str) -> Converted | str:
+        """A fresh copy of the run's conversion (the plan edits what it is given)."""
         if isinstance(run, str):
             return run
-        try:
-            return convert(run)
-        except MigrateError as exc:
-            return str(exc).removeprefix(f"{self.path}: ")
+        if run.conversion is None:
+            try:
+                run.conversion = convert(run)
+            except MigrateError as exc:
+                run.conversion = str(exc).removeprefix(f"{self.path}: ")
+        return copy.deepcopy(run.conversion)  # type: ignore[no-any-return]
+
+    def converted(self, run: SetupRun) -> Converted:
+        """The run's conversion, or the MigrateError saying why there is none."""
+        found = self.convert_run(run)
+        if isinstance(found, str):
+            raise MigrateError(f"{self.path}: {found}")
+        return found
 
     def convert(self, env: Mapping[str, str | None] | None = None,
                 cuda: bool | None = None) -> Converted | str:
@@ -88,9 +106,10 @@ def _cuda_only(plan: Plan, reason: str) -> None:
                             " required")
 
 
-def make_plan(path: Path) -> Plan:
-    """Run ``path`` as often as its environment reads require and build the plan."""
-    runner = Runner(path)
+def make_plan(path: Path, timeout: float = sandbox.DEFAULT_TIMEOUT) -> Plan:
+    """Run ``path`` as often as its environment reads require and build the plan (each run
+    may take ``timeout`` seconds)."""
+    runner = Runner(path, timeout)
     first: SetupRun | None
     try:
         first = runner.run()
@@ -102,21 +121,21 @@ def make_plan(path: Path) -> Plan:
     runs: list[SetupRun] = [first] if first is not None else []
     references: dict[bool | None, Converted] = {}  # CUDA mode -> what setup.py builds then
     if first is not None and not probes:
-        plan, base_run = Plan(base=convert(first)), first
-        references[None] = convert(first)
+        plan, base_run = Plan(base=runner.converted(first)), first
+        references[None] = runner.converted(first)
     else:
         cpu_run, gpu_run = runner.attempt(cuda=False), runner.attempt(cuda=True)
         cpu, gpu = runner.convert_run(cpu_run), runner.convert_run(gpu_run)
         if isinstance(cpu, Converted) and isinstance(cpu_run, SetupRun):
             plan, base_run = Plan(base=cpu), cpu_run
-            references[False] = convert(cpu_run)
+            references[False] = runner.converted(cpu_run)
             _cuda(plan, references[False], gpu, probes)
             if isinstance(gpu, Converted) and isinstance(gpu_run, SetupRun):
                 references[True] = gpu
                 runs.append(gpu_run)
         elif isinstance(gpu, Converted) and isinstance(gpu_run, SetupRun):
             plan, base_run = Plan(base=gpu), gpu_run
-            references[True] = convert(gpu_run)
+            references[True] = runner.converted(gpu_run)
             _cuda_only(plan, str(cpu))
         elif first is None:
             raise failure
