@@ -239,3 +239,159 @@ def test_a_migrated_project_builds_without_a_metadata_warning(tmp_path: Path) ->
         text = archive.read(metadata).decode()
         assert "p-1.0.dist-info/licenses/LICENSE" in archive.namelist()
     assert "License-Expression: MIT" in text and "License ::" not in text
+
+
+# -- 15. GPU architectures computed on the machine migrate runs on -----------------------------
+
+GPU_HEAD = """import os, subprocess
+import torch
+from setuptools import setup
+from torch.utils.cpp_extension import BuildExtension, CUDAExtension
+def gencode(caps):
+    return [f for c in caps for f in ("-gencode", f"arch=compute_{c},code=sm_{c}")]
+"""
+GPU_TAIL = """
+setup(name="p", version="1.0", packages=["p"],
+      ext_modules=[CUDAExtension("p._C", ["api.cpp", "k.cu"],
+                                 extra_compile_args={"cxx": ["-O3"], "nvcc": ["-O3", *FLAGS]})],
+      cmdclass={"build_ext": BuildExtension})
+"""
+# How published setup.py files compute FLAGS; True: they follow the machine (left out).
+GPU_SHAPES = {
+    "get_device_capability, a fixed fallback": (True, """
+try:
+    major, minor = torch.cuda.get_device_capability()
+    FLAGS = gencode([f"{major}{minor}"])
+except Exception:
+    FLAGS = gencode(["75", "80", "89"])"""),
+    "is_available() guards the capability": (True, """
+if torch.cuda.is_available():
+    FLAGS = gencode(["%d%d" % torch.cuda.get_device_capability(0)])
+else:
+    FLAGS = gencode(["80"])"""),
+    "get_device_properties, -arch=sm_XY": (True, """
+try:
+    props = torch.cuda.get_device_properties(0)
+    FLAGS = [f"-arch=sm_{props.major}{props.minor}"]
+except (AssertionError, RuntimeError):
+    FLAGS = ["-arch=sm_80"]"""),
+    "nvidia-smi through subprocess": (True, """
+try:
+    out = subprocess.check_output(["nvidia-smi", "--query-gpu=compute_cap",
+                                   "--format=csv,noheader"], text=True)
+    FLAGS = gencode([out.split()[0].replace(".", "")])
+except (OSError, subprocess.CalledProcessError):
+    FLAGS = gencode(["75", "80", "89"])"""),
+    "nvidia-smi through os.popen": (True, """
+out = os.popen("nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null").read()
+FLAGS = gencode([out.split()[0].replace(".", "")] if out.strip() else ["70", "75"])"""),
+    "nvidia-smi in a shell pipeline": (True, """
+done = subprocess.run("nvidia-smi --query-gpu=name,compute_cap --format=csv | tail -n 1",
+                      shell=True, capture_output=True, text=True)
+cap = done.stdout.strip().rpartition(", ")[2].replace(".", "")
+FLAGS = gencode([cap] if cap.isdigit() else ["75"])"""),
+    "$TORCH_CUDA_ARCH_LIST with a default": (True, """
+arches = os.environ.get("TORCH_CUDA_ARCH_LIST", "7.5;8.0").replace(" ", ";").split(";")
+FLAGS = gencode([a.replace(".", "").replace("+PTX", "") for a in arches if a])"""),
+    "sets $TORCH_CUDA_ARCH_LIST from the GPU": (True, """
+try:
+    os.environ["TORCH_CUDA_ARCH_LIST"] = "%d.%d" % torch.cuda.get_device_capability()
+except Exception:
+    os.environ["TORCH_CUDA_ARCH_LIST"] = "8.0"
+FLAGS = []"""),
+    "a fixed list, the GPU's name only printed": (False, """
+try:
+    print("building on", torch.cuda.get_device_name())
+except Exception:
+    pass
+FLAGS = gencode(["80", "90"])"""),
+    "$TORCH_CUDA_ARCH_LIST only printed": (False, """
+print("TORCH_CUDA_ARCH_LIST is", os.environ.get("TORCH_CUDA_ARCH_LIST"))
+FLAGS = gencode(["80", "90"])"""),
+}
+GPU_FILES = {"api.cpp": "", "k.cu": "__global__ void k(float* x) { x[0] = 1; }\n"}
+
+
+def _arch_flags_in(document: dict[str, object]) -> list[str]:
+    """Every nvcc option choosing GPU architectures anywhere in [tool.torch-ext]."""
+    from pep517_torch.core.arch import arch_options
+
+    found: list[str] = []
+
+    def walk(item: object) -> None:
+        if isinstance(item, dict):
+            for value in item.values():
+                walk(value)
+        elif isinstance(item, list):
+            if all(isinstance(v, str) for v in item):
+                found.extend(flag for _, flag in arch_options(item))
+            for value in item:
+                walk(value)
+
+    walk(document["tool"]["torch-ext"])  # type: ignore[index]
+    return found
+
+
+@pytest.mark.parametrize("shape", list(GPU_SHAPES))
+def test_arch_flags_that_follow_the_machine_are_left_to_the_arch_list_policy(
+    tmp_path: Path, shape: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before: what setup.py computed on the machine migrate ran on (its fallback without a
+    GPU) was written as fixed -gencode flags, so TORCH_CUDA_ARCH_LIST was ignored at build time
+    and the wheel held no code for other GPUs. Now such flags are left out, with a note."""
+    from pep517_torch.config.pyproject import tomllib
+    from pep517_torch.migrate import migrate
+
+    monkeypatch.delenv("TORCH_CUDA_ARCH_LIST", raising=False)
+    follows, code = GPU_SHAPES[shape]
+    project = project_with(tmp_path, GPU_HEAD + code + GPU_TAIL, GPU_FILES)
+    migration = migrate(project)
+    assert migration.problems == [], migration.problems
+    document = tomllib.loads(migration.text)
+    flags = _arch_flags_in(document)
+    words = " ".join(migration.text.replace("#", " ").split())
+    if follows:
+        assert flags == [], migration.text
+        assert "cuda-arch-list" not in document["tool"]["torch-ext"], migration.text
+        assert "arch-list policy chooses" in words, migration.text
+    else:
+        assert flags and all(("80" in f or "90" in f) for f in flags), migration.text
+        assert "arch-list policy chooses" not in words, migration.text
+    count("setup.py shapes computing GPU architectures migrated (fake GPUs, no GPU)")
+
+
+def test_the_local_gpu_fixture_builds_for_the_arch_list_it_is_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """fixtures/migrate/local_gpu: nvidia-smi, then torch, then a fixed 7.5/8.0/8.9. Before:
+    its FORCE_CUDA override froze the fallback, so a build with TORCH_CUDA_ARCH_LIST=9.0 wrote
+    sm_75/80/89 into build.ninja and said `TORCH_CUDA_ARCH_LIST (9.0) ignored`: no code for an
+    H100 or H200. The build is planned (build.ninja written), nothing compiled."""
+    import shutil
+
+    from pep517_torch.backend import stages
+    from pep517_torch.core import plan as core_plan
+    from tests.migrate_helpers import FIXTURES
+
+    project = tmp_path / "local_gpu"
+    shutil.copytree(FIXTURES / "local_gpu", project)
+    monkeypatch.delenv("TORCH_CUDA_ARCH_LIST", raising=False)
+    assert main([str(project), "--write"]) == 0
+    toolkit = make_fake_toolkit(tmp_path / "cuda")
+    bin_dir = Path(sys.executable).parent
+    for arch_list, wanted in (("9.0", ["sm_90"]), (None, ["sm_80", "sm_90", "sm_120"])):
+        env = clean_env(CUDA_HOME=str(toolkit), PATH=f"{bin_dir}:{SYSTEM_PATH}", FORCE_CUDA="1")
+        env.pop("TORCH_CUDA_ARCH_LIST", None)
+        if arch_list:
+            env["TORCH_CUDA_ARCH_LIST"] = arch_list
+        loaded = stages.load(project, None, env)
+        built = core_plan.prepare(list(loaded.project.extensions), loaded.project.options)
+        ninja = built.ninja_file.read_text()
+        assert "kernel.cu" in ninja
+        for arch in wanted:
+            assert f"code={arch}" in ninja, (arch, ninja)
+        for frozen in ("sm_75", "sm_89"):
+            assert f"code={frozen}" not in ninja
+        assert not any("ignored" in note for note in built.notes), built.notes
+        shutil.rmtree(built.build_dir)
+    count("arch lists a migrated local-GPU project was planned with (set and default)", 2)

@@ -22,6 +22,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from ..errors import MigrateError
+from .gpu_probes import BY_CUDA, GpuChoice
 from .hooks import Recorder, patched
 from .record import SetupRun
 
@@ -151,12 +152,13 @@ def _redirected(output: _CapturedOutput | None) -> Iterator[None]:
 
 def run_setup(
     path: Path, *, env: Mapping[str, str | None] | None = None, cuda: bool | None = None,
-    run: SetupRun | None = None, capture: bool = True,
+    run: SetupRun | None = None, capture: bool = True, gpu: GpuChoice = BY_CUDA,
 ) -> SetupRun:
     """Execute ``path`` as ``__main__`` in its directory with setup() intercepted.
 
     ``env`` sets (or, with None, unsets) variables for this run; ``cuda`` forces the CUDA
-    probes on or off (None: the real values). ``run``: the record to fill (read by the caller
+    probes on or off (None: the real values), ``gpu`` what the machine's GPU reads as
+    (:mod:`.gpu_probes`). ``run``: the record to fill (read by the caller
     should setup.py end the process); ``capture``: what setup.py prints goes to a file of its
     own (:attr:`SetupRun.output`), else to ``sys.stdout``/``sys.stderr`` as they are (the
     sandbox's pipe, which bounds it).
@@ -181,7 +183,7 @@ def run_setup(
         raise MigrateError(message) from None
 
     run = run or SetupRun(path)
-    recorder = Recorder(run, cuda)
+    recorder = Recorder(run, cuda, gpu)
     output = _CapturedOutput() if capture else None
     namespace = {"__name__": "__main__", "__file__": str(path), "__builtins__": builtins,
                  "__doc__": None, "__package__": None, "__spec__": None}

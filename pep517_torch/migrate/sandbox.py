@@ -27,6 +27,7 @@ from typing import Any
 
 from ..errors import MigrateError
 from .convert import convert, installed_distributions
+from .gpu_probes import BY_CUDA, GpuChoice
 from .intercept import run_setup
 from .record import SetupRun
 
@@ -47,7 +48,8 @@ def available() -> bool:
 
 
 def run_isolated(path: Path, *, env: Mapping[str, str | None] | None = None,
-                 cuda: bool | None = None, timeout: float = DEFAULT_TIMEOUT) -> SetupRun:
+                 cuda: bool | None = None, gpu: GpuChoice = BY_CUDA,
+                 timeout: float = DEFAULT_TIMEOUT) -> SetupRun:
     """:func:`.intercept.run_setup` in a process of its own, its conversion attached
     (``SetupRun.conversion``). Raises what run_setup raises, and :class:`SetupTimeout`."""
     import setuptools  # noqa: F401  (once here: every run's process inherits them)
@@ -63,7 +65,7 @@ def run_isolated(path: Path, *, env: Mapping[str, str | None] | None = None,
     supervisor = os.fork()
     if supervisor == 0:  # pragma: no cover (runs in the forked process)
         _supervisor(pipes, time.monotonic() + timeout,
-                    lambda: _run(path, env, cuda, pipes["result"][1]))
+                    lambda: _run(path, env, cuda, gpu, pipes["result"][1]))
     for read, write in pipes.values():
         os.close(write)
     try:
@@ -271,7 +273,7 @@ def _reap() -> None:
             return
 
 
-def _run(path: Path, env: Mapping[str, str | None] | None, cuda: bool | None,
+def _run(path: Path, env: Mapping[str, str | None] | None, cuda: bool | None, gpu: GpuChoice,
          result: int) -> None:  # pragma: no cover (a forked process)
     """The run's process: setup.py with /dev/null for stdin and the output pipe for stdout and
     stderr (fds 1 and 2), its record and conversion pickled onto ``result``."""
@@ -288,7 +290,7 @@ def _run(path: Path, env: Mapping[str, str | None] | None, cuda: bool | None,
             real_exit(status)
 
         os._exit = exit_now
-        run_setup(path, env=env, cuda=cuda, run=run, capture=False)
+        run_setup(path, env=env, cuda=cuda, run=run, capture=False, gpu=gpu)
     except BaseException as exc:  # MigrateError; else migrate's own failure, in one line
         failure = exc
     if os.getpid() != me:  # a copy setup.py forked came back here: it ends, silently
@@ -339,7 +341,9 @@ def _portable(run: SetupRun) -> SetupRun:
     """The record without setup()'s arguments (objects of the setup.py's own: its conversion
     says what they meant) and with plain probe values, so that it pickles."""
     run.kwargs = None
-    run.cuda_probes = {k: v if isinstance(v, PLAIN) else repr(v) for k, v in run.cuda_probes.items()}
+    for probes in (run.cuda_probes, run.gpu_probes):
+        for key, value in probes.items():
+            probes[key] = value if isinstance(value, PLAIN) else repr(value)
     return run
 
 
