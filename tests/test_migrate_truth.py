@@ -4,7 +4,6 @@ is compiled: each build here stops before its first compile, or prepares metadat
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path

@@ -71,16 +71,16 @@ def run_isolated(path: Path, *, env: Mapping[str, str | None] | None = None,
     try:
         received = _collect({name: read for name, (read, _) in pipes.items()},
                             time.monotonic() + timeout + GRACE)
-    except BaseException:  # KeyboardInterrupt: the runs end with migrate
+        if received.get("late"):
+            _stop(supervisor)
+        else:
+            os.waitpid(supervisor, 0)
+    except BaseException:  # KeyboardInterrupt: the run ends with migrate
         _stop(supervisor)
         raise
     finally:
         for read, _ in pipes.values():
             os.close(read)
-    if received.get("late"):
-        _stop(supervisor)
-    else:
-        os.waitpid(supervisor, 0)
     return _outcome(path, received, timeout)
 
 
@@ -150,7 +150,10 @@ def _stop(supervisor: int) -> None:
 
 
 def _outcome(path: Path, received: dict[str, Any], timeout: float) -> SetupRun:
-    status = received.get("status", b"").decode() or "late"
+    status = "late" if received.get("late") else received["status"].decode()
+    if not status:
+        raise MigrateError(f"{path}: the process supervising setup.py's run ended without a"
+                           " word (killed from outside?); nothing was written")
     if status in ("timeout", "late"):
         raise SetupTimeout(f"{path}: setup.py did not finish within {timeout:g} s (migrate"
                            " --timeout): it and every process it started were stopped;"
@@ -193,8 +196,12 @@ def _supervisor(pipes: dict[str, tuple[int, int]], deadline: float,
     try:
         os.setsid()
         _become_subreaper()
+        signal.signal(signal.SIGTERM, _stop_now)  # before the fork: no window without it
+        signal.signal(signal.SIGALRM, _stop_now)
         child = os.fork()
         if child == 0:
+            for number in (signal.SIGTERM, signal.SIGALRM):
+                signal.signal(number, signal.SIG_DFL)
             os.setpgid(0, 0)  # the run's own group: one kill ends what stays in it
             os.close(pipes["status"][1])
             for read, _ in pipes.values():
@@ -210,17 +217,16 @@ def _supervisor(pipes: dict[str, tuple[int, int]], deadline: float,
         for read, _ in pipes.values():
             os.close(read)
         status = "timeout"
-        signal.signal(signal.SIGTERM, _stop_now)
-        signal.signal(signal.SIGALRM, _stop_now)
         try:
             signal.setitimer(signal.ITIMER_REAL, max(deadline - time.monotonic(), 0.001))
             wait_status = os.waitpid(child, 0)[1]
-            signal.setitimer(signal.ITIMER_REAL, 0)
             status = (f"signal {os.WTERMSIG(wait_status)}" if os.WIFSIGNALED(wait_status)
                       else f"exit {os.waitstatus_to_exitcode(wait_status)}")
         except _Stop:
             pass
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        for number in (signal.SIGTERM, signal.SIGALRM):
+            signal.signal(number, signal.SIG_IGN)
+        signal.setitimer(signal.ITIMER_REAL, 0)
         _end_descendants(child)
         os.write(pipes["status"][1], status.encode())
     finally:
