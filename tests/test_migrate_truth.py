@@ -263,6 +263,11 @@ try:
     FLAGS = gencode([f"{major}{minor}"])
 except Exception:
     FLAGS = gencode(["75", "80", "89"])"""),
+    "only a CPU torch's AssertionError caught": (True, """
+try:
+    FLAGS = gencode(["%d%d" % torch.cuda.get_device_capability()])
+except AssertionError:  # Torch not compiled with CUDA enabled
+    FLAGS = gencode(["75", "80"])"""),
     "is_available() guards the capability": (True, """
 if torch.cuda.is_available():
     FLAGS = gencode(["%d%d" % torch.cuda.get_device_capability(0)])

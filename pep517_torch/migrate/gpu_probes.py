@@ -26,6 +26,7 @@ from .cuda_probes import COMMAND_FUNCTIONS, fake_command, words_of
 
 NVIDIA_SMI = frozenset({"nvidia-smi", "nvidia-smi.exe"})
 NO_GPU = "No CUDA GPUs are available"  # what a CUDA torch raises without a GPU
+NOT_COMPILED = "Torch not compiled with CUDA enabled"  # and a CPU torch
 # CUDA probes that ask for a device, not a toolkit: off on a machine without a GPU
 DEVICE_PROBES = frozenset({"torch.cuda.is_available()", "torch.cuda.device_count()"})
 LOG = "calls"
@@ -70,6 +71,7 @@ class GpuRecorder(Protocol):
     """What the patches need of :class:`.hooks.Recorder`."""
 
     gpu: Gpu | str | None
+    cuda: bool | None
     run: Any
 
     def from_project(self) -> bool: ...
@@ -94,8 +96,12 @@ def _consult(recorder: GpuRecorder, label: str, real: Callable[[], Any],
     return value
 
 
-def _no_gpu() -> Any:
-    raise RuntimeError(NO_GPU)
+def _no_gpu(recorder: GpuRecorder, cuda_built: bool) -> Any:
+    """What torch raises without a GPU: a CUDA torch (or CUDA forced on) that no device is
+    visible, a CPU torch (or CUDA forced off) that it has no CUDA."""
+    if recorder.cuda is True or (recorder.cuda is None and cuda_built):
+        raise RuntimeError(NO_GPU)
+    raise AssertionError(NOT_COMPILED)
 
 
 def _properties(gpu: Gpu) -> types.SimpleNamespace:
@@ -106,12 +112,12 @@ def _properties(gpu: Gpu) -> types.SimpleNamespace:
 
 
 def _torch_function(recorder: GpuRecorder, name: str, original: Callable[..., Any],
-                    present: Callable[[Gpu], Any]) -> Callable[..., Any]:
+                    present: Callable[[Gpu], Any], cuda_built: bool) -> Callable[..., Any]:
     def probed(*args: Any, **kwargs: Any) -> Any:
         if not recorder.from_project():
             return original(*args, **kwargs)
         return _consult(recorder, f"torch.cuda.{name}()", lambda: original(*args, **kwargs),
-                        present, _no_gpu)
+                        present, lambda: _no_gpu(recorder, cuda_built))
 
     probed.__name__ = name
     return probed
@@ -188,8 +194,10 @@ def _stand_in(gpu: Gpu | str | None, real: str | None) -> tuple[Path, Path]:
 
 
 def patch_gpu_probes(recorder: GpuRecorder, replace: Callable[..., None],
-                     undo: list[Callable[[], None]], cuda: types.ModuleType) -> None:
-    """Install the GPU probes (undone by ``undo``; the stand-in's calls are recorded then)."""
+                     undo: list[Callable[[], None]], cuda: types.ModuleType,
+                     cuda_built: bool) -> None:
+    """Install the GPU probes (undone by ``undo``; the stand-in's calls are recorded then);
+    ``cuda_built``: the torch here is a CUDA build."""
     for name, present in (
         ("get_device_capability", lambda gpu: (gpu.major, gpu.minor)),
         ("get_device_properties", _properties),
@@ -197,7 +205,8 @@ def patch_gpu_probes(recorder: GpuRecorder, replace: Callable[..., None],
         ("current_device", lambda gpu: 0),
     ):
         if hasattr(cuda, name):
-            replace(cuda, name, _torch_function(recorder, name, getattr(cuda, name), present))
+            replace(cuda, name, _torch_function(recorder, name, getattr(cuda, name), present,
+                                                cuda_built))
     for function in COMMAND_FUNCTIONS:
         replace(subprocess, function,
                 _command(recorder, subprocess, function, getattr(subprocess, function)))

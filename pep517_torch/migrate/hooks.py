@@ -188,7 +188,8 @@ def patched(recorder: Recorder) -> Iterator[None]:
         torch_cuda_home = cpp_extension.__dict__.get("CUDA_HOME")
         _patch_cuda_probes(recorder, torch, cpp_extension, replace, undo)
         cuda_probes.patch_tool_probes(recorder, replace, torch_cuda_home)
-        gpu_probes.patch_gpu_probes(recorder, replace, undo, torch.cuda)
+        gpu_probes.patch_gpu_probes(recorder, replace, undo, torch.cuda,
+                                    torch.version.__dict__.get("cuda") is not None)
         _patch_environ(recorder, replace)
         yield
     finally:
