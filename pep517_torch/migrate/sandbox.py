@@ -52,9 +52,8 @@ def run_isolated(path: Path, *, env: Mapping[str, str | None] | None = None,
                  timeout: float = DEFAULT_TIMEOUT) -> SetupRun:
     """:func:`.intercept.run_setup` in a process of its own, its conversion attached
     (``SetupRun.conversion``). Raises what run_setup raises, and :class:`SetupTimeout`."""
-    import setuptools  # noqa: F401  (once here: every run's process inherits them)
-
-    with contextlib.suppress(ImportError):  # run_setup says it, in the run
+    with contextlib.suppress(ImportError):  # once here, every run inherits them; else
+        import setuptools  # noqa: F401       # run_setup says what is missing, in the run
         import torch.utils.cpp_extension  # noqa: F401
     installed_distributions()
 
