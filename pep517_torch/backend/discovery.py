@@ -84,21 +84,13 @@ def build_dir_values(torch: toolchain.TorchInstall | None) -> dict[str, str]:
 
 
 def resolve(
-    root: Path, config_settings: ConfigSettings, env: Mapping[str, str]
+    root: Path, config_settings: ConfigSettings, env: Mapping[str, str],
+    document: Mapping[str, object] | None = None,
 ) -> tuple[config.ResolvedProject, Discovery]:
-    """Resolve the project's pyproject.toml as a build on this machine would."""
-    return _resolve_with(root, config.read_pyproject(root), env, config_settings)
-
-
-def resolve_document(
-    root: Path,
-    pyproject: Mapping[str, object],
-    env: Mapping[str, str],
-    config_settings: ConfigSettings = None,
-) -> tuple[config.ResolvedProject, toolchain.TorchInstall | None]:
-    """Resolve a parsed pyproject.toml as a build on this machine would; compiles nothing."""
-    project, found = _resolve_with(root, pyproject, env, config_settings)
-    return project, found.torch
+    """Resolve the project's pyproject.toml (or ``document``, a parsed one not yet written) as
+    a build on this machine would."""
+    pyproject = config.read_pyproject(root) if document is None else document
+    return _resolve_with(root, pyproject, env, config_settings)
 
 
 def _resolve_with(

@@ -24,6 +24,7 @@ from ..shipped_runtime.user_line import log, user_line
 
 if TYPE_CHECKING:
     from ..core.build import BuildResult
+    from ..core.spec import BuildOptions
     from ..distribution import torch_requirement
 
 
@@ -43,13 +44,15 @@ def load(
     env: Mapping[str, str] | None = None,
     *,
     for_build: bool = True,
+    document: Mapping[str, object] | None = None,
 ) -> Loaded:
     """Read and validate everything; compile nothing. Torch must be installed when there are
-    extensions to build (``for_build``) or a torch pin to write into the metadata."""
+    extensions to build (``for_build``) or a torch pin to write into the metadata.
+    ``document``: a parsed pyproject.toml to load instead of the file (migrate's, unwritten)."""
     # A copy of a mutable mapping (os.environ); a read-only one is kept as given (the
     # ReadEnv of replay_record.py remembers what the resolution reads).
     env = dict(os.environ if env is None else env) if not _read_only(env) else env
-    project, found = resolve(root, config_settings, env)
+    project, found = resolve(root, config_settings, env, document)
     torch = found.torch
     if project.extensions and (for_build or project.torch_requirement != "none"
                                or project.local_version == "torch"):
@@ -112,7 +115,7 @@ def compile_extensions(loaded: Loaded, *, editable: bool) -> BuildResult | None:
     from ..core import build as core_build
 
     project = loaded.project
-    _check_skipped(project)
+    check_skipped(project)
     for line in skipped_lines(project):
         log(line)
     if not project.extensions:
@@ -121,9 +124,7 @@ def compile_extensions(loaded: Loaded, *, editable: bool) -> BuildResult | None:
     note = isolation.isolation_note(loaded.torch, loaded.env)
     if note:
         log(user_line(note))
-    options = project.options
-    if options.unity is None:  # "auto": unity TUs for a wheel, not for an editable install
-        options = dataclasses.replace(options, unity=not editable)
+    options = _build_options(project, editable)
     result = core_build.build(
         list(project.extensions), options, log=log, torch=loaded.torch, toolkit=loaded.toolkit,
         by="an editable install" if editable else "a wheel build",
@@ -133,11 +134,33 @@ def compile_extensions(loaded: Loaded, *, editable: bool) -> BuildResult | None:
     return result
 
 
+def check_build(loaded: Loaded, *, editable: bool = False) -> tuple[str, ...]:
+    """Every check a build makes between :func:`load` and its first compile, writing nothing:
+    an extension set the build refuses (:func:`check_skipped`), then the compile core's own
+    (``core.plan.check``: tools, nvcc, flags, arch lists, torch's CUDA headers). Raises what
+    the build would raise; returns the notes it would print. ``doctor`` and migrate's check
+    run it, so they say what the build will say."""
+    from ..core import plan as core_plan
+
+    project = loaded.project
+    check_skipped(project)
+    if not project.extensions:
+        return ()
+    return core_plan.check(list(project.extensions), _build_options(project, editable))
+
+
+def _build_options(project: config.ResolvedProject, editable: bool) -> BuildOptions:
+    options = project.options
+    if options.unity is None:  # "auto": unity TUs for a wheel, not for an editable install
+        options = dataclasses.replace(options, unity=not editable)
+    return options
+
+
 def skipped_lines(project: config.ResolvedProject) -> list[str]:
     return [user_line(f"skipping extension {name}: {reason}") for name, reason in project.skipped]
 
 
-def _check_skipped(project: config.ResolvedProject) -> None:
+def check_skipped(project: config.ResolvedProject) -> None:
     """A build that skips every extension would ship a wheel without one (`py3-none-any`,
     whose import fails): an error, unless each skipped extension says it is optional."""
     if project.extensions or not project.required_skipped:

@@ -180,22 +180,21 @@ def _project(path: Path) -> Check:
     every check the build makes before compiling: what it would fail on, it fails on here."""
 
     def check() -> tuple[str, str]:
-        from ..backend import pipeline
-        from ..core import plan
+        from ..backend import stages
 
-        loaded = pipeline.load(path, None)
+        loaded = stages.load(path, None)
         resolved = loaded.project
         names = ", ".join(s.name for s in resolved.extensions) or "none"
-        skipped = "".join(f"; skipped {n}: {why}" for n, why in resolved.skipped)
+        skipped = "".join(f"; skipped {n}: {why}" for n, why in resolved.skipped
+                          if resolved.extensions)  # else the failure below names each
         text = (
             f"project {loaded.metadata.name} {loaded.metadata.version}: extensions {names};"
             f" build dir {resolved.options.build_dir}{skipped}"
         )
-        if resolved.extensions:
-            try:
-                plan.check(resolved.extensions, resolved.options)
-            except Pep517TorchError as exc:
-                return "fail", f"{text}; a build here fails: {exc}"
+        try:
+            stages.check_build(loaded)
+        except Pep517TorchError as exc:
+            return "fail", f"{text}; a build here fails: {exc}"
         return "ok", text
 
     return check

@@ -19,8 +19,16 @@ from ..atomic import write_atomic
 from ..cli import PROG
 from ..config.pyproject import tomllib
 from ..errors import MigrateError
+from .sandbox import DEFAULT_TIMEOUT
 
 __all__ = ["MigrateError", "Migration", "main", "migrate", "write"]
+MOVED_DEPENDENCIES = (
+    "pyproject.toml's static dependencies moved to [tool.torch-ext] dependencies, with"
+    " \"dependencies\" in dynamic: PEP 621 lets the build add the torch pin only to a dynamic"
+    " list, and kept static the wheel would carry only their own torch requirement, which"
+    " admits torch releases its extensions fail to load under (torch-requirement = \"none\""
+    " keeps them static)"
+)
 
 
 @dataclass
@@ -70,9 +78,13 @@ def check_text(text: str) -> list[str]:
     return []
 
 
-def migrate(setup_py: str | os.PathLike[str] = "setup.py") -> Migration:
-    """Run ``setup_py`` (or ``<dir>/setup.py``) intercepted and generate its tables."""
-    from .check import build_problems_here
+def migrate(setup_py: str | os.PathLike[str] = "setup.py", *,
+            timeout: float = DEFAULT_TIMEOUT) -> Migration:
+    """Run ``setup_py`` (or ``<dir>/setup.py``) intercepted and generate its tables; each run
+    of it, in a process of its own, may take ``timeout`` seconds."""
+    from .check import build_here
+    from .convert import dynamic_dependencies
+    from .metadata import settle_license
     from .pyproject_file import merge_project
     from .render import render_plan
     from .torch_pin import decide_torch_requirement
@@ -82,11 +94,12 @@ def migrate(setup_py: str | os.PathLike[str] = "setup.py") -> Migration:
     path = _setup_path(setup_py)
     if not path.is_file():
         raise MigrateError(f"{path}: no such file")
-    plan = make_plan(path)
+    plan = make_plan(path, timeout)
     pyproject = path.parent / "pyproject.toml"
     existing_text, existing = _read_existing(pyproject)
     if isinstance(existing.get("project"), dict):
         merged, notes = merge_project(plan.base.project, existing["project"])
+        notes += [text for _, text in settle_license(merged, existing["project"], path.parent)]
         plan.base.project = merged
         kept = set(existing["project"]) - {"dynamic"}  # notes on values the file keeps are moot
         plan.base.notes = [(where, text) for where, text in plan.base.notes
@@ -94,20 +107,26 @@ def migrate(setup_py: str | os.PathLike[str] = "setup.py") -> Migration:
         plan.base.notes += [("project", note) for note in notes]
         if "version" in merged:
             plan.base.tool.pop("version", None)
-        if "dependencies" in merged:  # the file's static list stays; PEP 621 then forbids a pin
+        if "dependencies" in merged:  # the file's list wins, and goes where the pin may join it
             plan.base.tool.pop("dependencies", None)
-    decide_torch_requirement(plan)
+            dynamic_dependencies(merged, plan.base.tool)
+            if "dependencies" not in merged:
+                plan.note("project", MOVED_DEPENDENCIES)
     build_system = existing.get("build-system", {})
     if not isinstance(build_system, dict):
         build_system = {}
     carried = [str(r) for r in build_system.get("requires", [])]
-    text = render_plan(plan, carried_requires=carried)
     problems = check_text(render_plan(plan, carried_requires=carried, enable_disabled=True))
+    wheel_torch = None
     if not problems:
-        plan.fails_here += build_problems_here(tomllib.loads(text), path.parent)
+        text = render_plan(plan, carried_requires=carried)
+        here = build_here(tomllib.loads(text), path.parent)
+        plan.fails_here += here.problems
+        wheel_torch = here.torch_requirements
         plan.disagreements = disagreements(text, path.parent, plan.observed, facts_here(),
                                            frozenset(plan.need_cuda))
-        text = render_plan(plan, carried_requires=carried)
+    decide_torch_requirement(plan, wheel_torch)
+    text = render_plan(plan, carried_requires=carried)
     return Migration(path, pyproject, text, existing_text, existing, problems, plan.fails_here)
 
 
@@ -139,26 +158,76 @@ def _parser() -> argparse.ArgumentParser:
                         " printing the tables")
     parser.add_argument("--force", action="store_true",
                         help="with --write: replace an existing [tool.torch-ext] table")
+    parser.add_argument("--timeout", type=_seconds, default=DEFAULT_TIMEOUT, metavar="SECONDS",
+                        help="stop a run of setup.py that takes longer, and everything it"
+                        f" started (default: {DEFAULT_TIMEOUT:g})")
     return parser
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds above 0")
+    return value
+
+
+def _closed_streams() -> set[int]:
+    """Reopen stdin, stdout or stderr on /dev/null where the caller closed them (``>&-``), so
+    that no file migrate opens takes their number (and output meant for them lands in it);
+    returns the ones that were closed, with ``sys.stdout``/``sys.stderr`` writing to the
+    null device in their place."""
+    closed = set()
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            closed.add(fd)
+    for fd in sorted(closed):
+        null = os.open(os.devnull, os.O_RDWR)
+        if null != fd:
+            os.dup2(null, fd)
+            os.close(null)
+    if 1 in closed or sys.stdout is None:
+        sys.stdout = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115
+    if 2 in closed or sys.stderr is None:
+        sys.stderr = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115
+    return closed
 
 
 def main(argv: list[str]) -> int:
     """The command line: 0 done, 1 written but the result needs fixing, 2 bad input."""
+    closed = _closed_streams()
     args = _parser().parse_args(argv)
+    if 1 in closed and not args.write:
+        print("error: stdout is closed, so the tables cannot be printed: pass --write to write"
+              " them into pyproject.toml", file=sys.stderr)
+        return 2
     try:
-        migration = migrate(args.setup_py)
+        migration = migrate(args.setup_py, timeout=args.timeout)
         if args.write:
             target = write(migration, force=args.force)
     except MigrateError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("error: interrupted: nothing was written", file=sys.stderr)
+        return 130
     for problem in migration.problems:
         print(f"warning: the result does not validate: {problem}", file=sys.stderr)
     for problem in migration.fails_here:
         print(f"warning: built on this machine, the result fails: {problem}", file=sys.stderr)
     status = 1 if migration.problems or migration.fails_here else 0
     if not args.write:
-        sys.stdout.write(migration.text)
+        try:
+            sys.stdout.write(migration.text)
+            sys.stdout.flush()
+        except OSError as exc:  # a closed pipe (`| head`), a full disk
+            print(f"error: the tables could not be printed ({exc.strerror or exc})",
+                  file=sys.stderr)
+            return 2
         if migration.has_torch_ext:
             print(f"note: {migration.pyproject} already has [tool.torch-ext]; --write needs"
                   " --force to replace it", file=sys.stderr)

@@ -1,38 +1,54 @@
 """Would the generated tables build on the machine migrate ran on? Checked without compiling.
 
-The tables are resolved as a wheel build here would resolve them (this environment, this
-torch, this nvcc), and the compile core's own pre-compile checks run on them
-(``core.plan.check``, as ``doctor`` does); what the build would then refuse is reported
-instead of written silently.
+The tables are loaded as a wheel build here would load them (this environment, this torch,
+this nvcc: the config, the metadata and its torch requirement), and the build's own checks
+before its first compile run on them (``backend.stages.check_build``, as ``doctor`` runs
+them): what the build would then refuse is reported instead of written silently.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from packaging.utils import canonicalize_name
 
 from ..errors import Pep517TorchError
 
 
-def build_problems_here(document: Mapping[str, Any], root: Path) -> list[str]:
-    """One line per reason a build of ``document`` (a parsed pyproject.toml) fails here: the
-    config's error, else each extension's first failing pre-compile check of the compile core
-    (the checks a build makes: tools, nvcc, flags, arch lists, torch's CUDA headers)."""
-    from ..core import plan as core_plan
-    from ..backend.discovery import resolve_document
+@dataclass(frozen=True)
+class BuildHere:
+    """What a build of the tables here would do, before compiling."""
 
+    problems: list[str]  # what it fails with, in its own words (empty: nothing)
+    torch_requirements: list[str] | None  # the torch lines of the wheel's Requires-Dist
+
+
+def build_here(document: Mapping[str, Any], root: Path) -> BuildHere:
+    """Load ``document`` (a parsed pyproject.toml) as a build here would, and run the checks
+    that build makes before compiling (every extension skipped, tools, nvcc, flags, arch lists,
+    torch's CUDA headers): the first error, and the torch requirement the wheel would carry."""
+    from ..backend import stages
+    from ..backend.discovery import torch_or_none
+
+    if torch_or_none() is None:
+        return BuildHere([], None)  # installing torch is the build frontend's job
     try:
-        resolved, torch = resolve_document(root, document, os.environ)
+        loaded = stages.load(root, None, os.environ, document=document)
     except Pep517TorchError as exc:
-        return [str(exc)]
-    if torch is None:
-        return []  # installing torch is the build frontend's job, not the tables'
-    problems: list[str] = []
-    for spec in resolved.extensions:
-        try:
-            core_plan.check([spec], resolved.options)
-        except Pep517TorchError as exc:
-            problems.append(f"{spec.name}: {exc}")
-    return problems
+        return BuildHere([str(exc)], None)
+    carried = [str(r) for r in loaded.metadata.standard.dependencies
+               if canonicalize_name(r.name) == "torch"]
+    try:
+        stages.check_build(loaded)
+    except Pep517TorchError as exc:
+        return BuildHere([str(exc)], carried)
+    return BuildHere([], carried)
+
+
+def build_problems_here(document: Mapping[str, Any], root: Path) -> list[str]:
+    """The one line a build of ``document`` here fails with, or nothing."""
+    return build_here(document, root).problems

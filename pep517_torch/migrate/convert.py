@@ -6,10 +6,11 @@ plus notes: what did not convert, and why.
 
 from __future__ import annotations
 
+import functools
 import glob
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -352,13 +353,20 @@ def _toolchain_dirs() -> list[str]:
     return dirs + ([cuda_home] if cuda_home else [])
 
 
-def build_requirements(run: SetupRun) -> list[str]:
-    """Distributions of the third-party modules the setup.py imported (numpy, pybind11...)."""
+@functools.cache
+def installed_distributions() -> Mapping[str, list[str]]:
+    """Top-level module -> the distributions providing it, read once per process (every
+    metadata file of the environment: the sandbox reads it before forking its runs)."""
     try:
         from importlib.metadata import packages_distributions
 
-        distributions = packages_distributions()
+        return packages_distributions()
     except Exception:  # best effort: broken metadata must not stop migrate
-        distributions = {}
+        return {}
+
+
+def build_requirements(run: SetupRun) -> list[str]:
+    """Distributions of the third-party modules the setup.py imported (numpy, pybind11...)."""
+    distributions = installed_distributions()
     found = {distributions.get(name, [name])[0] for name in run.imported}
     return sorted(found)

@@ -48,7 +48,7 @@ class ProbeRecorder(Protocol):
     def root(self) -> str: ...
 
 
-def _words(command: Any) -> list[str]:
+def words_of(command: Any) -> list[str]:
     if isinstance(command, (str, bytes, os.PathLike)):
         return os.fsdecode(command).split()
     if isinstance(command, Iterable):
@@ -61,14 +61,15 @@ def _names_nvcc(words: list[str]) -> bool:
     return any(os.path.basename(word) in NVCC_NAMES for word in words)
 
 
-def _fake_command(function: str, command: Any, words: list[str], kwargs: dict[str, Any],
-                  on: bool) -> Any:
-    """What ``subprocess.<function>`` returns (or raises) with nvcc there (on) or not (off)."""
+def fake_command(function: str, command: Any, words: list[str], kwargs: dict[str, Any],
+                 on: bool, answer: str = FAKE_NVCC_OUTPUT) -> Any:
+    """What ``subprocess.<function>`` returns (or raises) with the tool there (on: it prints
+    ``answer``, nvcc's version by default) or not (off)."""
     shell = bool(kwargs.get("shell")) or function in ("getoutput", "getstatusoutput", "system")
     if not on and not shell:
         raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), words[0])
     status = 0 if on else NOT_FOUND_STATUS
-    text = FAKE_NVCC_OUTPUT if on else ""
+    text = answer if on else ""
     text_mode = function in ("getoutput", "getstatusoutput") or any(
         kwargs.get(k) for k in ("text", "universal_newlines", "encoding", "errors"))
     output: str | bytes = text if text_mode else text.encode()
@@ -97,14 +98,14 @@ def _command(recorder: ProbeRecorder, owner: types.ModuleType, function: str,
              original: Callable[..., Any]) -> Callable[..., Any]:
     def probed(*args: Any, **kwargs: Any) -> Any:
         command = args[0] if args else kwargs.get("args", kwargs.get("cmd"))
-        words = _words(command)
+        words = words_of(command)
         if not _names_nvcc(words) or not recorder.from_project():
             return original(*args, **kwargs)
         label = f"{owner.__name__}.{function}({' '.join(words[:2])!r})"
         return recorder.consult(
             label, lambda: original(*args, **kwargs),
-            lambda: _fake_command(function, command, words, kwargs, True),
-            lambda: _fake_command(function, command, words, kwargs, False),
+            lambda: fake_command(function, command, words, kwargs, True),
+            lambda: fake_command(function, command, words, kwargs, False),
             lambda result: "ran",
         )
 

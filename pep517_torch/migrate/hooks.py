@@ -14,7 +14,7 @@ import types
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from . import cuda_probes
+from . import cuda_probes, gpu_probes
 from .record import (
     EXTRAS_ATTRIBUTE,
     FACTORY_ATTRIBUTE,
@@ -29,12 +29,14 @@ from .record import (
 class Recorder:
     """Receives every patched call of one run; ``cuda`` forces the CUDA probes (None: real)."""
 
-    def __init__(self, run: SetupRun, cuda: bool | None) -> None:
+    def __init__(self, run: SetupRun, cuda: bool | None,
+                 gpu: gpu_probes.GpuChoice = gpu_probes.BY_CUDA) -> None:
         self.run = run
         self.cuda = cuda
+        self.gpu = gpu_probes.chosen(gpu, cuda)  # what the GPU probes answer as
         self.root = os.path.normcase(str(run.root)) + os.sep
         self.skip_modules = {"os", "_collections_abc", "collections.abc", __name__,
-                             cuda_probes.__name__}
+                             cuda_probes.__name__, gpu_probes.__name__}
 
     def from_project(self) -> bool:
         """Whether the code that called into a patched function is the project's own.
@@ -85,7 +87,12 @@ class Recorder:
     def consult(self, label: str, real: Callable[[], Any], on: Callable[[], Any],
                 off: Callable[[], Any], shown: Callable[[Any], Any] | None = None) -> Any:
         """A probe made by project code: the forced answer, or the real one (recorded as
-        ``shown(value)``, or the exception's type when it raised)."""
+        ``shown(value)``, or the exception's type when it raised). Without a GPU
+        (:mod:`.gpu_probes`), the probes of a device answer as off, those of a toolkit as the
+        CUDA mode says: a build machine's CUDA."""
+        if self.gpu == gpu_probes.ABSENT and label in gpu_probes.DEVICE_PROBES:
+            self.run.cuda_probes.setdefault(label, False)
+            return off()
         if self.cuda is not None:
             self.run.cuda_probes.setdefault(label, self.cuda)
             return on() if self.cuda else off()
@@ -181,6 +188,8 @@ def patched(recorder: Recorder) -> Iterator[None]:
         torch_cuda_home = cpp_extension.__dict__.get("CUDA_HOME")
         _patch_cuda_probes(recorder, torch, cpp_extension, replace, undo)
         cuda_probes.patch_tool_probes(recorder, replace, torch_cuda_home)
+        gpu_probes.patch_gpu_probes(recorder, replace, undo, torch.cuda,
+                                    torch.version.__dict__.get("cuda") is not None)
         _patch_environ(recorder, replace)
         yield
     finally:

@@ -22,6 +22,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from ..errors import MigrateError
+from .gpu_probes import BY_CUDA, GpuChoice
 from .hooks import Recorder, patched
 from .record import SetupRun
 
@@ -81,12 +82,31 @@ def _third_party_imports(before: set[str], root: Path) -> list[str]:
 
 def describe_exception(exc: BaseException, path: Path) -> str:
     """``RuntimeError: message (line 12: raise RuntimeError(...))`` on one line."""
-    message = " ".join(str(exc).split()) or "(no message)"
-    text = f"{type(exc).__name__}: {message}"
+    message = " ".join(str(exc).split())
+    return f"{type(exc).__name__}{': ' if message else ''}{message}{_where(exc, path)}"
+
+
+def _where(exc: BaseException, path: Path) -> str:
+    """`` (line 12: raise RuntimeError(...))``: the setup.py line the exception came from."""
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == str(path)]
-    if frames:
-        text += f" (line {frames[-1].lineno}: {(frames[-1].line or '').strip()})"
-    return text
+    if not frames:
+        return ""
+    return f" (line {frames[-1].lineno}: {' '.join((frames[-1].line or '').split())})"
+
+
+def describe_exit(exc: SystemExit, path: Path, setup_called: bool) -> str | None:
+    """What a ``sys.exit()``/``exit()`` of setup.py means for migrate (None: nothing wrong,
+    an exit with status 0 after setup() was called), as Python's own exit would report it: a
+    message is printed and gives status 1."""
+    code = exc.code
+    if code in (None, 0) and setup_called:
+        return None
+    if code is None or isinstance(code, int):
+        what = f"exited with status {code or 0}"
+    else:
+        what = f"exited with the message {' '.join(str(code).split())!r} (status 1)"
+    when = "" if setup_called else " before calling setup()"
+    return f"setup.py {what}{_where(exc, path)}{when}"
 
 
 class _CapturedOutput:
@@ -121,13 +141,27 @@ class _CapturedOutput:
         return b"".join(chunks).decode("utf-8", "replace")
 
 
+@contextlib.contextmanager
+def _redirected(output: _CapturedOutput | None) -> Iterator[None]:
+    if output is None:
+        yield
+        return
+    with contextlib.redirect_stdout(output.stdout), contextlib.redirect_stderr(output.stderr):
+        yield
+
+
 def run_setup(
-    path: Path, *, env: Mapping[str, str | None] | None = None, cuda: bool | None = None
+    path: Path, *, env: Mapping[str, str | None] | None = None, cuda: bool | None = None,
+    run: SetupRun | None = None, capture: bool = True, gpu: GpuChoice = BY_CUDA,
 ) -> SetupRun:
     """Execute ``path`` as ``__main__`` in its directory with setup() intercepted.
 
     ``env`` sets (or, with None, unsets) variables for this run; ``cuda`` forces the CUDA
-    probes on or off (None: the real values).
+    probes on or off (None: the real values), ``gpu`` what the machine's GPU reads as
+    (:mod:`.gpu_probes`). ``run``: the record to fill (read by the caller
+    should setup.py end the process); ``capture``: what setup.py prints goes to a file of its
+    own (:attr:`SetupRun.output`), else to ``sys.stdout``/``sys.stderr`` as they are (the
+    sandbox's pipe, which bounds it).
     """
     path = Path(os.path.abspath(path))
     if not path.is_file():
@@ -148,26 +182,26 @@ def run_setup(
         message = f"{path}: migrate needs torch and setuptools installed ({exc})"
         raise MigrateError(message) from None
 
-    run = SetupRun(path)
-    recorder = Recorder(run, cuda)
-    output = _CapturedOutput()
+    run = run or SetupRun(path)
+    recorder = Recorder(run, cuda, gpu)
+    output = _CapturedOutput() if capture else None
     namespace = {"__name__": "__main__", "__file__": str(path), "__builtins__": builtins,
                  "__doc__": None, "__package__": None, "__spec__": None}
     before = set(sys.modules)
     with _process_state(path, env or {}):
         try:
-            with patched(recorder), contextlib.redirect_stdout(output.stdout), \
-                    contextlib.redirect_stderr(output.stderr):
+            with patched(recorder), _redirected(output):
                 exec(code, namespace)
         except SystemExit as exc:
-            if exc.code not in (None, 0):
-                message = f"{path}: setup.py exited with status {exc.code!r}"
-                raise MigrateError(message, run) from None
-        except Exception as exc:
+            exited = describe_exit(exc, path, run.setup_calls > 0)
+            if exited is not None:
+                raise MigrateError(f"{path}: {exited}", run) from None
+        except (Exception, KeyboardInterrupt) as exc:  # a KeyboardInterrupt it raised itself
             message = f"{path}: setup.py raised {describe_exception(exc, path)}"
             raise MigrateError(message, run) from None
         finally:
-            run.output = output.text()
+            if output is not None:
+                run.output = output.text()
         run.imported = _third_party_imports(before, path.parent)
     if run.setup_calls == 0:
         raise MigrateError(f"{path}: setup() was never called (is it behind a condition?)")

@@ -11,6 +11,8 @@ from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 
+from .license_classifiers import license_classifiers, spdx_of
+
 # setuptools' default license_files patterns (they land in .dist-info/licenses).
 DEFAULT_LICENSE_FILES = ("LICEN[CS]E*", "COPYING*", "NOTICE*", "AUTHORS*")
 README_TYPES = {".md": "text/markdown", ".rst": "text/x-rst", ".txt": "text/plain"}
@@ -121,6 +123,68 @@ def _license(value: str, classifiers: list[str], notes: Notes) -> str | dict[str
     return str(expression)
 
 
+def _classifier_license(project: dict[str, Any], classifiers: list[str], globs: list[str],
+                        explicit: bool, root: Path, notes: Notes) -> tuple[list[str], list[str]]:
+    """No `license` keyword, License classifiers: the classifiers and license-files to write.
+
+    Core metadata 2.4 (which `license-files` needs) deprecates License classifiers, so every
+    build would warn about them: a classifier that states one license becomes the SPDX
+    `license`; one that does not is dropped beside explicit license files, or else kept
+    without `license-files` (the build ships the same default files without warning)."""
+    named = license_classifiers(classifiers)
+    others = [c for c in classifiers if c not in named]
+    files = [p for pattern in globs for p in sorted(root.glob(pattern)) if p.is_file()]
+    spdx = spdx_of(named, files)
+    listed = ", ".join(repr(c) for c in named)
+    if spdx is not None:
+        project["license"] = spdx
+        notes.append(("project:license", f"license = {spdx!r}: what {listed} states; the"
+                      " classifier is dropped (PEP 639: License classifiers are deprecated from"
+                      " core metadata 2.4 on and not allowed beside an SPDX expression)"))
+        return others, globs
+    fix = "set license to the SPDX expression of your license (PEP 639)"
+    if explicit:
+        notes.append(("project:classifiers", f"{listed} dropped: it names no single SPDX"
+                      " license, and beside license-files every build would warn that License"
+                      f" classifiers are deprecated; {fix}"))
+        return others, globs
+    notes.append(("project:classifiers", f"{listed} kept: it names no single SPDX license;"
+                  " license-files is not written (the build ships the same default license"
+                  " files), as beside it every build would warn that License classifiers are"
+                  f" deprecated; better: {fix} and drop the classifier"))
+    return classifiers, []
+
+
+def _default_globs(root: Path) -> list[str]:
+    return [p for p in DEFAULT_LICENSE_FILES if glob.glob(p, root_dir=root)]
+
+
+def settle_license(merged: dict[str, Any], theirs: dict[str, Any], root: Path) -> Notes:
+    """After the merge with an existing ``[project]`` (``theirs``), whose static keys won: its
+    License classifiers beside a license expression or license-files of ours get the rule of
+    :func:`_classifier_license` (a `license` of its own stays as the file has it)."""
+    classifiers = list(merged.get("classifiers") or [])
+    if "license" in theirs or not license_classifiers(classifiers):
+        return []
+    notes: Notes = []
+    merged.pop("license", None)
+    globs = list(merged.pop("license-files", None) or _default_globs(root))
+    explicit = "license-files" in theirs or globs != _default_globs(root)
+    classifiers, globs = _classifier_license(merged, classifiers, globs, explicit, root, notes)
+    merged["classifiers"] = classifiers
+    if globs:
+        merged["license-files"] = globs
+    before = list(merged)  # license and license-files go back before the classifiers
+    for key in ("license", "license-files"):
+        if key in merged and key in before:
+            before.remove(key)
+            before.insert(before.index("classifiers"), key)
+    reordered = {key: merged[key] for key in before}
+    merged.clear()
+    merged.update(reordered)
+    return notes
+
+
 def version_source(root: Path, packages: Iterable[Path], version: str) -> dict[str, str] | None:
     """``[tool.torch-ext.version]`` for a file that holds ``version``: a package's module-level
     ``__version__`` literal, or a ``VERSION`` file in the root holding only it."""
@@ -170,14 +234,15 @@ def project_table(kwargs: dict[str, Any], root: Path, notes: Notes) -> dict[str,
             root, str(kwargs["long_description"]), kwargs.get("long_description_content_type")
         )
     classifiers = _as_list(kwargs.get("classifiers"))
+    explicit = _as_list(kwargs.get("license_files")) or _as_list(kwargs.get("license_file"))
+    license_globs = explicit or _default_globs(root)
     if kwargs.get("license"):
         project["license"] = _license(str(kwargs["license"]), classifiers, notes)
         if isinstance(project["license"], str):
             classifiers = [c for c in classifiers if not c.startswith("License ::")]
-    license_globs = _as_list(kwargs.get("license_files")) or _as_list(kwargs.get("license_file"))
-    license_globs = license_globs or [
-        p for p in DEFAULT_LICENSE_FILES if glob.glob(p, root_dir=root)
-    ]
+    elif license_classifiers(classifiers):
+        classifiers, license_globs = _classifier_license(project, classifiers, license_globs,
+                                                         bool(explicit), root, notes)
     if license_globs and not isinstance(project.get("license"), dict):
         project["license-files"] = license_globs
     for key, names, emails in (("authors", "author", "author_email"),

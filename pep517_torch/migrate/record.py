@@ -29,8 +29,10 @@ class SetupRun:
     env_reads: dict[str, str | None] = field(default_factory=dict)  # name -> value seen
     env_writes: dict[str, str | None] = field(default_factory=dict)  # None: deleted
     cuda_probes: dict[str, Any] = field(default_factory=dict)  # probe -> value it returned
+    gpu_probes: dict[str, Any] = field(default_factory=dict)  # the machine's GPU, as asked
     imported: list[str] = field(default_factory=list)  # third-party top-level modules imported
     output: str = ""  # what the setup.py printed
+    conversion: Any = None  # convert(run) (or why it refused), made where the run happened
 
     @property
     def root(self) -> Path:

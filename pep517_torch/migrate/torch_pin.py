@@ -28,8 +28,11 @@ def _torch_lines(dependencies: list[Any]) -> list[Requirement]:
     return found
 
 
-def decide_torch_requirement(plan: Plan) -> None:
-    """Say in the header which torch requirement the wheels will carry here, and why."""
+def decide_torch_requirement(plan: Plan, carried: list[str] | None = None) -> None:
+    """Say in the header which torch requirement the wheels will carry here, and why.
+
+    ``carried``: the torch lines of Requires-Dist as a build here computes them (the check's
+    load of the tables); None where that load failed: then computed from the pin alone."""
     from ..core.toolchain import find_torch
     from ..distribution.metadata import merge_requirements, torch_pin
 
@@ -42,18 +45,23 @@ def decide_torch_requirement(plan: Plan) -> None:
     except Pep517TorchError as exc:
         plan.decisions.append(f"torch pin: {setting}; the pin cannot be computed here ({exc})")
         return
-    text = f"torch pin: {setting}: built here with torch {torch.version}, the wheel requires" \
-        f" {pin}; an extension built against one torch release fails to load under another" \
-        " (undefined symbols), so each wheel names the torch it was built with"
     own = _torch_lines([*plan.base.project.get("dependencies", []),
                         *plan.base.tool.get("dependencies", [])])
-    if own and pin is not None:
-        merged = [r for r in merge_requirements(own, [pin]) if canonicalize_name(r.name) == "torch"]
+    if carried is None:
+        carried = [str(r) for r in merge_requirements(own, [pin] if pin else [])
+                   if canonicalize_name(r.name) == "torch"]
+    requires = ", ".join(carried) or "no torch"
+    text = f"torch pin: {setting}: built here with torch {torch.version}, the wheel requires" \
+        f" {requires}"
+    if pin is not None:
+        text += "; an extension built against one torch release fails to load under another" \
+            " (undefined symbols), so each wheel names the torch it was built with"
+    if own:
         listed = ", ".join(map(str, own))
-        text += f". setup.py's own {listed} is folded in: {', '.join(map(str, merged))}"
+        text += f". The project's own {listed} is {'folded in' if pin is not None else 'kept'}"
         public = torch.version.split("+")[0]
         if any(not r.specifier.contains(public, prereleases=True) for r in own):
-            plan.fails_here.append(f"setup.py requires {listed}, which torch {torch.version}"
+            plan.fails_here.append(f"the project requires {listed}, which torch {torch.version}"
                                    " here does not satisfy: the wheel built here cannot be"
                                    " installed")
     plan.decisions.append(f"{text} (set {KEY} = \"exact\" or \"none\" to change it)")
