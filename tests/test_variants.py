@@ -340,3 +340,21 @@ def test_wheel_names() -> None:
     assert split_name("demo-1.0-1-cp311-cp311-linux_x86_64-cu130.whl") == ("demo", "1.0", "cu130")
     assert split_name("demo-1.0-cp311-cp311-linux_x86_64-CPU.whl") is None
     assert split_name("demo-1.0.whl") is None
+
+
+def test_frontends_building_a_variant(wheels: dict[str, Path], tmp_path: Path) -> None:
+    """Through the PEP 517 hooks: uv build takes the variant wheel's name; pip refuses it (pip
+    knows no variant label), after the backend built it. docs/publishing.md says which to use."""
+    settings = ["-C", "variant=torch", "-C", "cuda=true", "-C", "cuda-arch-list=8.0;9.0+PTX",
+                "-C", "pch=false"]
+    built_by_uv = run(uv(), "build", "--wheel", "--offline", "--no-build-isolation", "--python",
+                      sys.executable, "-o", tmp_path / "uv", *settings, wheels["stable"],
+                      env={"UV_CACHE_DIR": str(tmp_path / "uv-cache"), **NO_GPU}, timeout=1200)
+    assert [p.name for p in (tmp_path / "uv").glob("*.whl")] == [wheels["stable_cuda"].name], (
+        built_by_uv.stderr)
+    by_pip = run(sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps",
+                 "-w", tmp_path / "pip", *settings, wheels["stable"], env=NO_GPU, check=False,
+                 timeout=1200)
+    assert by_pip.returncode != 0
+    assert f"{wheels['stable_cuda'].name} is not a valid wheel filename" in (
+        by_pip.stdout + by_pip.stderr)
