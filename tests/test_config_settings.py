@@ -21,6 +21,7 @@ def test_config_setting_keys() -> None:
         "build-dir", "cuda-arch-list", "verbose", "jobs", "build-type", "compiler-launcher",
         "pch", "torch-requirement", "torch-import-check", "cuda", "strip",
         "allow-cuda-version-mismatch", "pch-cache-size", "local-version", "platform-tag", "unity",
+        "variant", "max-wheel-size", "cuda-compress-mode",
     }
 
 
@@ -202,3 +203,24 @@ def test_a_new_environment_setting_needs_only_the_model(monkeypatch: pytest.Monk
     assert "PEP517_TORCH_FANCY" in backend_variables()
     with pytest.raises(ConfigError, match="^PEP517_TORCH_FANCY: "):
         layers.environment_layer({"PEP517_TORCH_FANCY": "lots"})
+
+
+def test_variant_size_and_compression_settings(root: Path) -> None:
+    """variant, max-wheel-size and cuda-compress-mode (#38): -C over pyproject, sizes as
+    pch-cache-size reads them, one line per bad value naming its key."""
+    resolved = resolve(root, {"extension": [EXT], "max-wheel-size": "100M"},
+                       {"variant": "torch", "cuda-compress-mode": "size"})
+    assert (resolved.variant, resolved.max_wheel_size) == ("torch", 100 * 1024**2)
+    assert resolved.options.cuda_compress_mode == "size"
+    assert dict(resolved.options.keys)["cuda_compress_mode"] == "cuda-compress-mode"
+    plain = resolve(root, {"extension": [EXT]}, {})
+    assert (plain.variant, plain.max_wheel_size, plain.options.cuda_compress_mode) == (
+        "none", None, None)
+    for tool, settings, key in (
+        ({"max-wheel-size": "100 MB please"}, {}, "tool.torch-ext.max-wheel-size"),
+        ({}, {"cuda-compress-mode": "tiny"}, "cuda-compress-mode"),
+        ({"variant": "cuda"}, {}, "tool.torch-ext.variant"),
+        ({"variant": "torch", "local-version": "torch"}, {}, "tool.torch-ext.variant"),
+    ):
+        error = resolve_error(root, {"extension": [EXT], **tool}, settings, match=".")
+        assert str(error).startswith(f"{key}: ") and "\n" not in str(error), str(error)

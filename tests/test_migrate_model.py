@@ -46,7 +46,7 @@ def other_value(cls: type, key: str, default: Any) -> Any:
             return {**(default or {}), "X": "1" if key != "package-data" else ["*.json"]}
     if str in members:
         return {"py-limited-api": "cp311", "pch-cache-size": "8G", "stable-abi": "2.11",
-                "platform-tag": "linux"}.get(key, "h.h")
+                "platform-tag": "linux", "max-wheel-size": "100M"}.get(key, "h.h")
     raise AssertionError(f"no sample value for {key}")
 
 

@@ -37,6 +37,8 @@ from .stages import (
 if TYPE_CHECKING:
     from ..core.build import BuildResult
     from ..distribution.platform_decision import PlatformTag
+    from ..distribution.wheel import Budget
+    from ..distribution.wheel_variant import Variant
 
 
 def prepare_metadata(root: Path, metadata_directory: Path, config_settings: ConfigSettings) -> str:
@@ -77,7 +79,10 @@ def _build_wheel(
             [spec.py_limited_api for spec in project.extensions], platform and platform.tag
         )
         epoch = source_date_epoch(loaded.env)
-        with WheelWriter(out_dir, meta.name, meta.version, tag, source_date_epoch=epoch) as wheel:
+        variant = None if editable else _variant(loaded, result)
+        budget = None if editable else _budget(loaded, result)
+        with WheelWriter(out_dir, meta.name, meta.version, tag, source_date_epoch=epoch,
+                         variant=variant, max_size=budget) as wheel:
             if editable:
                 add_editable_contents(wheel, loaded, result, in_tree, config_settings)
             else:
@@ -95,6 +100,29 @@ def _build_wheel(
     overhead = time.perf_counter() - started - ninja
     log(user_line(f"wrote {wheel.path} (ninja {ninja:.2f} s, pep517_torch {overhead:.2f} s)"))
     return wheel.filename
+
+
+def _variant(loaded: Loaded, result: BuildResult | None) -> Variant | None:
+    """variant = "torch": the wheel variant this build makes (None: a plain wheel)."""
+    from .variant_build import NO_VARIANT_NOTE, build_variant
+
+    variant = build_variant(loaded, result)
+    if variant is not None:
+        log(user_line(f"wheel variant {variant.label}: {', '.join(variant.lines())}"))
+    elif loaded.project.variant == "torch" and result is not None:
+        log(user_line(NO_VARIANT_NOTE))
+    return variant
+
+
+def _budget(loaded: Loaded, result: BuildResult | None) -> Budget | None:
+    """max-wheel-size, with what each CUDA library holds by arch for its one line."""
+    from ..distribution.wheel import Budget
+    from .variant_build import device_code_notes
+
+    limit = loaded.project.max_wheel_size
+    if limit is None:
+        return None
+    return Budget(limit, notes=device_code_notes(result))
 
 
 def _record_build_torch(loaded: Loaded) -> None:

@@ -163,7 +163,20 @@ def _index(args: argparse.Namespace) -> int:
         say(f"{wheel.path.name}: no torch build record (not built against torch by"
             " pep517_torch): on no variant page", sys.stdout)
     say(f"wrote {directory / 'index.html'}", sys.stdout)
+    _write_variants_json(directory)
     return 0
+
+
+def _write_variants_json(directory: Path) -> None:
+    """PEP 825's ``<name>-<version>-variants.json`` beside the pages (uv reads it to choose a
+    wheel variant), and what plain pip, which skips variant wheels, can install instead."""
+    from ..distribution.variants_index import write_variants_json
+
+    found = write_variants_json(directory)
+    for path, wheels in found.written.items():
+        say(f"wrote {path}: {len(wheels)} variant wheel{'s' * (len(wheels) != 1)}", sys.stdout)
+    for line in [*found.skipped, *found.pip_lines()]:
+        say(line, sys.stdout)
 
 
 def _doctor(args: argparse.Namespace) -> int:

@@ -166,6 +166,34 @@ class ProjectSettings:
         " `.`), for one find-links page per variant. An sdist never carries it.",
         config_setting=True,
     )
+    variant: Literal["torch", "none"] = setting(
+        "none",
+        help='`"torch"`: each wheel is a wheel variant (PEP 825, as variantlib 0.2 reads it):'
+        " its file name ends in a label naming what was built (`pt213cpu`, `pt214cu130`,"
+        " `cu130` for a stable-ABI CUDA build) and `.dist-info/variant.json` holds its"
+        " properties, read from the built binaries: `abi_dependency :: torch :: 2.14` (the"
+        " torch it was built against; none for the stable ABI), and for device code"
+        " `nvidia :: cuda_version_lower_bound :: 13.0` and `nvidia :: sm_arch :: 90_real` /"
+        " `90_virtual` per cubin and PTX. A stable-ABI build without device code stays one"
+        " plain wheel. Not with `local-version = \"torch\"`.",
+        config_setting=True,
+    )
+    max_wheel_size: str | None = setting(
+        None,
+        help="Largest wheel to write: bytes, or a number with `K`, `M`, `G` or `T` (powers of"
+        " 1024), e.g. `100M` (PyPI's default per-file limit, 100 MiB). A larger wheel is not"
+        " written; one line names its largest members and, for CUDA libraries, their device"
+        " code by arch.",
+        config_setting=True,
+        check=valid_size,
+    )
+    cuda_compress_mode: Literal["default", "size", "speed", "balance", "none"] | None = setting(
+        None,
+        help="nvcc's `--compress-mode` for every fatbin (CUDA 12.8 or newer): `size` (zstd,"
+        " cubins too: the smallest wheel), `speed` (LZ4), `balance`, `default` (nvcc's own"
+        " choice), `none`; unset: no flag.",
+        config_setting=True,
+    )
     jobs: int | None = setting(
         None,
         help="Parallel compile jobs; unset: bounded by cores and free memory.",

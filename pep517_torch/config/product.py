@@ -81,6 +81,8 @@ class ResolvedProject:
     torch_import_check_auto: bool = False
     dependencies: tuple[str, ...] | None = None  # [tool.torch-ext] dependencies
     local_version: Literal["torch", "none"] = "none"
+    variant: Literal["torch", "none"] = "none"  # a PEP 825 wheel variant, labelled by the build
+    max_wheel_size: int | None = None  # bytes; None: no bound
     platform_tag: str = "auto"  # "auto", "linux" or a tag (abi/platform_tags.py)
     cuda_enabled: bool = False
     sdist_include: tuple[str, ...] = ()  # extra globs for the sdist, relative to root

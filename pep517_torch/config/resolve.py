@@ -22,6 +22,7 @@ from .layers import (
 )
 from .fields import toml_key
 from .layout import resolve_layout
+from .checks import parse_size
 from .model import BUILD_DIR_PLACEHOLDERS, ProjectSettings
 from .overrides import Origins, apply_overrides, current_cuda
 from .product import ConfigSettings, Facts, ResolvedProject
@@ -125,6 +126,13 @@ def resolve_project(
         project = dataclasses.replace(project, **{name: layered.value})
         origins.replaced(name, layered.key)
 
+    if project.variant == "torch" and project.local_version == "torch":
+        raise ConfigError(
+            'with local-version = "torch" too, every variant would be a version of its own and'
+            " no installer would choose between them: use one (plain pip skips variant wheels;"
+            ' for it, build local-label wheels with -Cvariant=none -Clocal-version=torch)',
+            origins.of("variant"),
+        )
     cuda = current_cuda(project, origins, facts, forced_cuda)
     cuda_on = cuda.on
     build_type = BuildType(project.build_type)
@@ -190,6 +198,8 @@ def resolve_project(
         torch_import_check_auto=import_check == "auto",
         dependencies=None if project.dependencies is None else tuple(project.dependencies),
         local_version=project.local_version,
+        variant=project.variant,
+        max_wheel_size=None if project.max_wheel_size is None else parse_size(project.max_wheel_size),
         platform_tag=project.platform_tag,
         cuda_enabled=cuda_on,
         sdist_include=tuple(project.sdist_include),

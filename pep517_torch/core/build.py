@@ -9,7 +9,7 @@ import dataclasses
 import os
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -29,6 +29,7 @@ from .plan import BuildPlan, prepare, tool_env
 from .spec import BuildOptions, ExtensionSpec
 
 if TYPE_CHECKING:
+    from ..abi.fatbin import DeviceCode
     from .cuda import CudaToolkit
 
 
@@ -36,6 +37,8 @@ if TYPE_CHECKING:
 class BuildResult:
     plan: BuildPlan
     run: NinjaRun
+    # each CUDA artifact's device code (spec name -> its fatbins' cubins and PTX), read from it
+    device_code: Mapping[str, DeviceCode] = dataclasses.field(default_factory=dict)
 
     @property
     def artifacts(self) -> dict[str, Path]:
@@ -53,13 +56,15 @@ class BuildResult:
             f"{count} extension{'s' * (count != 1)}: {run.compiled} compiled{cached},"
             f" {run.linked} linked{pch} in {run.seconds:.1f} s{log}"
         )
+        code = [f"device code of {name}: {found.describe()}"
+                for name, found in self.device_code.items() if found]
         timeline = run.timeline  # then the slowest steps and idle job slots, a line each
         if not timeline:  # a no-op
-            return first
+            return "\n".join([first, *code])
         from . import trace_view
 
         trace_file = self.plan.build_dir / trace.TRACE_NAME
-        return "\n".join([first, *trace_view.summary_lines(timeline, trace_file)])
+        return "\n".join([first, *code, *trace_view.summary_lines(timeline, trace_file)])
 
 
 def run(
@@ -208,7 +213,22 @@ def build(
     plan = prepare(specs, options, torch=torch, toolkit=toolkit)
     if on_plan is not None:
         on_plan(plan)
-    return BuildResult(plan, run(plan, options, log=log, what=what, header=header, by=by))
+    ran = run(plan, options, log=log, what=what, header=header, by=by)
+    code = read_device_code(plan)
+    if ran.timeline is not None and ran.timeline.steps and code:
+        # the timeline's linking step of each CUDA library carries what it holds, by arch
+        extra = {plan.targets[name]: {"device_code": found.to_json()}
+                 for name, found in code.items() if found}
+        ran.timeline = trace.annotate(plan.build_dir, ran.timeline, extra)
+    return BuildResult(plan, ran, code)
+
+
+def read_device_code(plan: BuildPlan) -> dict[str, DeviceCode]:
+    """Each artifact's cubins and PTX, from its ``.nv_fatbin`` (what was built, whatever the
+    arch list said; empty for one without device code)."""
+    from ..abi.fatbin import read_device_code as read
+
+    return {name: read(path) for name, path in plan.artifacts.items()}
 
 
 def header_dependencies(plan: BuildPlan) -> dict[str, list[Path]]:

@@ -8,9 +8,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..errors import ConfigError
 from ..shipped_runtime.environment import NVCC_THREADS
 from . import arch, cuda, cuda_checks, graph, jobs, toolchain
 from .spec import BuildOptions, ExtensionSpec
+
+
+COMPRESS_MODE_SINCE = (12, 8)  # nvcc --compress-mode
 
 
 @dataclass(frozen=True)
@@ -31,6 +35,12 @@ def set_up(
 ) -> CudaSetup:
     """``found``: the toolkit the caller found already (None: look here)."""
     toolkit = found or cuda.require_cuda(options.env, torch_cuda=torch.cuda)
+    if options.cuda_compress_mode is not None and toolkit.version < COMPRESS_MODE_SINCE:
+        raise ConfigError(
+            f"{options.cuda_compress_mode!r} needs nvcc's --compress-mode, which nvcc"
+            f" {toolkit.version_str} ({toolkit.nvcc}) lacks: it came with CUDA 12.8",
+            options.key_of("cuda_compress_mode") or "cuda_compress_mode",
+        )
     allow = options.allow_cuda_version_mismatch
     notes.extend(cuda_checks.check_versions(
         toolkit, torch.cuda, allow_mismatch=allow,
@@ -80,7 +90,8 @@ def arch_flags(
     )
     if decision.note and decision.note not in notes:
         notes.append(decision.note)
-    return tuple(decision.flags), max(len(decision.archs), 1)
+    compress = (f"--compress-mode={options.cuda_compress_mode}",) if options.cuda_compress_mode else ()
+    return (*decision.flags, *compress), max(len(decision.archs), 1)
 
 
 _THREADS_FLAGS = ("-t", "--threads")

@@ -36,6 +36,7 @@ from types import TracebackType
 from ..atomic import write_if_changed
 from ..shipped_runtime.environment import cache_root
 from ..shipped_runtime.lock import FileLock
+from ..shipped_runtime.user_line import format_size  # noqa: F401 (the CLI's and doctor's)
 from . import pch_seal
 
 LOCK = "lock"
@@ -261,14 +262,6 @@ def clear(root: Path) -> tuple[list[Entry], list[Entry]]:
     for entry in entries(root):
         (removed if remove(entry) else busy).append(entry)
     return removed, busy
-
-
-def format_size(size: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if size < 1024 or unit == "GiB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    raise AssertionError("unreachable")
 
 
 def count_text(count: int) -> str:

@@ -55,6 +55,7 @@ class BuildPlan:
     unity: dict[str, tuple[Path, ...]] = dataclasses.field(default_factory=dict)  # object -> members
     root: Path | None = None  # the project the build folder belongs to (None: the JIT's)
     facts: dict[str, object] = dataclasses.field(default_factory=dict)  # compile_record.facts
+    cuda_version: str | None = None  # the nvcc that compiled CUDA sources ("13.0"), if any
     # what changed since the last build beyond ninja's mtimes (outputs already deleted)
     changes: compile_record.Changes = dataclasses.field(default_factory=compile_record.Changes)
 
@@ -305,6 +306,7 @@ def prepare(
         root=options.source_root,
         facts=facts,
         changes=changes,
+        cuda_version=cuda.toolkit.version_str if cuda else None,
     )
 
 

@@ -200,6 +200,9 @@ class BuildOptions:
     compiler_launcher: str = "auto"  # "auto" | "none" | a command
     cuda_arch_list: tuple[str, ...] | None = None  # -C/env value for every spec; None: per spec
     allow_cuda_version_mismatch: bool = False
+    # nvcc --compress-mode for every fatbin (CUDA 12.8+): "default", "size", "speed",
+    # "balance" or "none"; None: nvcc's own default, no flag
+    cuda_compress_mode: str | None = None
     pch: bool = True
     source_root: Path | None = None  # mapped to "." in __FILE__ and debug info (reproducibility)
     env: dict[str, str] = field(default_factory=dict)  # CXX, CC, CUDA_HOME... (not os.environ)

@@ -119,7 +119,10 @@ _SCRIPT = """
       "data-slot": st.slot + 1, "data-start-ms": st.start_ms, "data-duration-ms": st.end_ms - st.start_ms,
       "data-kind": st.kind,
     });
-    const detail = Object.keys(st.args).map(function (k) { return k + ": " + st.args[k]; }).join("\\n");
+    const detail = Object.keys(st.args).map(function (k) {
+      const v = st.args[k];  // device_code: {"sm_90": {"bytes": ..}, ..}
+      return k + ": " + (v !== null && typeof v === "object" && !Array.isArray(v) ? JSON.stringify(v) : v);
+    }).join("\\n");
     add(rect, "title", {}, st.name + " (" + ((st.end_ms - st.start_ms) / 1000).toFixed(2) + " s)\\n" + detail);
     if (w > 40) {
       const clip = add(g, "clipPath", {id: "clip" + index});

@@ -13,6 +13,8 @@ import os
 import stat
 import time
 import zipfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path, PureWindowsPath
 from types import TracebackType
 
@@ -21,9 +23,12 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from ..atomic import AtomicFile
+from ..errors import OutputError
+from ..shipped_runtime.user_line import format_size
 from .metadata import ProjectMetadata
 from .reproducible import archive_epoch
 from .tags import PURE_TAG
+from .wheel_variant import VARIANT_JSON, Variant
 
 _CHUNK = 1 << 20
 
@@ -44,12 +49,17 @@ class WheelWriter:
         tag: str,
         *,
         source_date_epoch: int | None,
+        variant: Variant | None = None,
+        max_size: Budget | None = None,
     ) -> None:
         self.dist_name = canonicalize_name(dist_name).replace("-", "_")
         self.version = str(Version(version))
         self.tag = tag
         self.tags = sorted(str(t) for t in parse_tag(tag))
-        self.path = Path(out_dir) / f"{self.dist_name}-{self.version}-{tag}.whl"
+        self.variant = variant  # a wheel variant: the label ends the file name (PEP 825)
+        self.max_size = max_size
+        label = f"-{variant.label}" if variant is not None else ""
+        self.path = Path(out_dir) / f"{self.dist_name}-{self.version}-{tag}{label}.whl"
         self.dist_info = f"{self.dist_name}-{self.version}.dist-info"
         self._date_time = time.gmtime(archive_epoch(source_date_epoch, for_zip=True))[:6]
         self._members: dict[str, Path | tuple[bytes, bool]] = {}
@@ -100,6 +110,8 @@ class WheelWriter:
             raise RuntimeError("WheelWriter.finish() called twice")
         made = metadata.dist_info_files()
         made.insert(1, ("WHEEL", self._wheel_file()))  # after METADATA, as wheels always had it
+        if self.variant is not None:
+            made.append((VARIANT_JSON, self.variant.variant_json()))
         dist_info: list[tuple[str, Path | tuple[bytes, bool]]] = [
             (f"{self.dist_info}/{name}", content if isinstance(content, Path) else (content, False))
             for name, content in made
@@ -118,6 +130,11 @@ class WheelWriter:
             text = io.StringIO()
             csv.writer(text, lineterminator="\n").writerows(records)
             self._write_member(archive, record_name, (text.getvalue().encode(), False))
+            members = archive.infolist()
+        if self.max_size is not None:  # the whole archive, central directory included
+            sources = {name: path for name, path in self._members.items() if isinstance(path, Path)}
+            self.max_size.check(self.filename, members, self._output.file.seek(0, os.SEEK_END),
+                                sources)
         self._finished = True
 
     def _claim(self, arcname: str) -> None:
@@ -168,6 +185,34 @@ class WheelWriter:
         if self._output is not None:
             self._output.discard()
             self._output = None
+
+
+@dataclass(frozen=True)
+class Budget:
+    """``max-wheel-size``: a wheel over ``limit`` bytes is not written (the check runs on the
+    complete temporary file, before it is published); ``notes`` say what a file holds
+    (``sm_80 1.2 MiB, sm_90 1.3 MiB``), by its path, for the one line naming the largest
+    members."""
+
+    limit: int
+    key: str = "max-wheel-size"
+    notes: Mapping[Path, str] = field(default_factory=dict)
+
+    def check(self, filename: str, members: Sequence[zipfile.ZipInfo], size: int,
+              sources: Mapping[str, Path]) -> None:
+        if size <= self.limit:
+            return
+        largest = sorted(members, key=lambda m: (-m.compress_size, m.filename))[:3]
+        notes = {name: self.notes[path] for name, path in sources.items() if path in self.notes}
+        named = "; ".join(
+            f"{m.filename} {format_size(m.compress_size)}"
+            + (f" ({notes[m.filename]})" if m.filename in notes else "")
+            for m in largest
+        )
+        raise OutputError(
+            f"{filename} would be {format_size(size)}, over {self.key} ({format_size(self.limit)}):"
+            f" not written; largest members: {named}"
+        )
 
 
 def _file_mode(executable: bool) -> int:

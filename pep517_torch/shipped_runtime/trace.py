@@ -283,6 +283,23 @@ def record(build_dir: Path, before: Mark, descriptions: Mapping[str, str],
     return found
 
 
+def annotate(build_dir: Path, found: Timeline, extra: Mapping[str, Mapping[str, Any]]) -> Timeline:
+    """``found`` with ``extra[output]`` added to the args of the step that made that output
+    (a CUDA library's device code by arch on its linking step), written again as the build's
+    ``build-trace.json``; unchanged when it cannot be written."""
+    steps = tuple(
+        Step(step.name, step.outputs, step.start_ms, step.end_ms, step.slot,
+             {**step.args, **{k: v for out in step.outputs for k, v in extra.get(out, {}).items()}})
+        for step in found.steps
+    )
+    annotated = Timeline(steps, found.jobs)
+    try:
+        write_atomic(build_dir / TRACE_NAME, dumps(annotated.to_json()))
+    except OSError:
+        return found
+    return annotated
+
+
 def dumps(document: Mapping[str, Any]) -> str:
     """Trace-event JSON with one event a line: small, and still readable with ``less``."""
     events = ",\n".join(json.dumps(event) for event in document["traceEvents"])

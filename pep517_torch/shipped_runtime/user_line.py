@@ -37,3 +37,12 @@ def log(line: str) -> None:
     """A build's own output (its notes, progress and summary, already worded), on stdout, in
     order with what ninja prints there: the hooks, the CLI and setup.py's build_ext alike."""
     print_line(line, sys.stdout)
+
+
+def format_size(size: float) -> str:
+    """``12 B``, ``340.0 KiB``, ``1.2 MiB``: sizes as every line shows them (powers of 1024)."""
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    raise AssertionError("unreachable")
