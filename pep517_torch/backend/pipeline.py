@@ -142,7 +142,9 @@ def _guard_torch(loaded: Loaded, spec: ExtensionSpec, built: Path) -> Guard | No
     # the variant to protect is torch's: against a CPU torch, a module's own CUDA is no torch ABI
     cuda_variant = torch.cuda is not None and links_cuda(built)
     setting = "auto" if project.torch_import_check_auto else project.torch_import_check
-    if not import_check_wanted(setting, project.torch_requirement, loaded.static_torch, cuda_variant):
+    wanted = import_check_wanted(setting, project.torch_requirement, loaded.static_torch,
+                                 cuda_variant)
+    if not wanted:
         return None
     return Guard(torch.version, torch.cuda if cuda_variant else None)
 

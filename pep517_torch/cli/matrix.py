@@ -162,7 +162,8 @@ def staged_paths(python: str) -> tuple[dict[str, Path], list[str]]:
             requirement.marker = None  # evaluated: it applies to this target
             missing.append(str(requirement))
             continue
-        supports.append((f"{requirement.name} {dist.version}", dist.metadata.get("Requires-Python")))
+        needs = dist.metadata.get("Requires-Python")
+        supports.append((f"{requirement.name} {dist.version}", needs))
         for path in _top_level(dist):
             paths.setdefault(path.name.removesuffix(".py") if path.suffix == ".py" else path.name, path)
         pending.extend(dist.requires or [])
