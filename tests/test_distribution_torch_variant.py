@@ -16,6 +16,7 @@ from pep517_torch.abi.elf import links_cuda, needed_libraries
 from pep517_torch.distribution.import_guard import Guard, render_import_guard
 from pep517_torch.abi.guard_names import native_filename
 from pep517_torch.distribution.torch_requirement import (
+    import_check_wanted,
     local_label,
     plan_dependencies,
     with_local_label,
@@ -152,6 +153,24 @@ def test_a_static_torch_requirement_is_kept_when_the_build_torch_satisfies_it() 
     assert caught.value.key == "project.dependencies"
     assert not _plan({}, mode="none").static_torch  # no pin wanted: nothing to check
     assert not _plan({}, extensions=False).static_torch  # pure Python: no torch involved
+
+
+def test_auto_checks_at_import_wherever_no_requirement_names_the_build_torch() -> None:
+    """torch-import-check = "auto": a static torch requirement (uv's match-runtime needs one),
+    no torch requirement of ours, and a binary needing torch's CUDA get the check; our pin
+    alone does not; true and false win over everything."""
+    for static in (False, True):
+        for requirement in ("minor", "exact", "none"):
+            for cuda in (False, True):
+                wanted = import_check_wanted("auto", requirement, static, cuda)
+                assert wanted is (static or requirement == "none" or cuda), (static, requirement, cuda)
+                assert import_check_wanted(True, requirement, static, cuda) is True
+                assert import_check_wanted(False, requirement, static, cuda) is False
+    # what the plan says of a static list is what the check is asked
+    plan = _plan({"dependencies": ["torch>=2.13"]})
+    assert import_check_wanted("auto", "minor", plan.static_torch, False)
+    plan = _plan({"dynamic": ["dependencies"]}, ["torch>=2.0"])
+    assert not import_check_wanted("auto", "minor", plan.static_torch, False)
 
 
 def test_tool_dependencies_need_dynamic_dependencies() -> None:

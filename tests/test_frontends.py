@@ -12,10 +12,13 @@ from pathlib import Path
 import pytest
 
 from tests.commands import run, run_python
+from pep517_torch.core import toolchain
 from tests.conftest import ROOT
+from tests.tiny_project import write_project
 
 pytestmark = pytest.mark.compile
 BIN = Path(sys.executable).parent
+TORCH_VERSION = toolchain.find_torch().version
 
 
 def only(directory: Path, pattern: str) -> Path:
@@ -82,6 +85,21 @@ def test_python_m_build_with_isolation_uses_local_wheels(fixture_copy, own_wheel
     site = tmp_path / "site"
     run(sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--target", site, wheel)
     assert compute_lightops(site) == "[0.0, 2.0, 4.0]"
+
+
+def test_pip_shows_which_torch_an_isolated_build_used_with_v(own_wheel: Path, tmp_path: Path) -> None:
+    """pip hides a backend's output unless the build fails or -v is given (pip 23.2 to 26.2
+    alike): with -v, the note naming the isolated build's torch is there, as the docs say."""
+    project = write_project(tmp_path / "pipnote", "pipnote")
+    constraints = tmp_path / "constraints.txt"
+    constraints.write_text(f"torch=={TORCH_VERSION.split('+')[0]}\n")
+    env = {"PIP_FIND_LINKS": f"{own_wheel.parent} {os.environ.get('PIP_FIND_LINKS', '/opt/wheels')}",
+           "PIP_CONSTRAINT": str(constraints)}
+    result = run(sys.executable, "-m", "pip", "wheel", "-v", "--no-deps", "-w", tmp_path / "out",
+                 project, env=env)
+    assert (f"pep517_torch: building against torch {TORCH_VERSION} from an isolated build"
+            " environment; the wheel will require it") in result.stdout + result.stderr
+    only(tmp_path / "out", "pipnote-1.0-*.whl")
 
 
 def test_pip_wheel_install_uninstall(fixture_copy, venv: Path) -> None:

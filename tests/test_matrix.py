@@ -1,6 +1,7 @@
 """#21 on this machine's torch, with the tiny C-API project (a second to compile): the local
 label, the sdist's PKG-INFO against the wheel's METADATA (PEP 643), the build record and the
-find-links pages, `wheel --python`, and uv reading the torch requirement."""
+find-links pages; `wheel --python` from pep517_torch installed as users install it, and
+`wheel SDIST` (#34). uv: test_uv.py; the two-torch matrix: cuda_torch/test_matrix.py."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from pep517_torch.core import toolchain
 from pep517_torch.config.pyproject import tomllib
 from pep517_torch.distribution.index import write_index
 from tests.conftest import ROOT
+from tests.installed import installed_env, own_wheel, site_packages
 from tests.tiny_project import wheel_value, write_project
 
 TORCH = toolchain.find_torch()
@@ -137,103 +139,22 @@ def test_wheel_python_builds_with_that_interpreter(tmp_path: Path) -> None:
     assert row.split()[:4] == [sys.executable, TORCH.version, TORCH.cuda or "-", wheel.name]
 
 
-def test_uv_pip_compile_resolves_the_torch_the_wheel_requires(tmp_path: Path) -> None:
-    """uv reads dynamic dependencies from the backend: offered torch 2.13.0+cpu and a
-    too-new torch, it takes the one the wheel's pin allows."""
-    uv = Path(sys.executable).parent / "uv"
-    local = sorted(Path("/opt/wheels").glob("torch-*.whl")) if Path("/opt/wheels").is_dir() else []
-    if not uv.exists() or not any(TORCH.version.split("+")[0] in w.name for w in local):
-        pytest.skip("needs uv (test extras) and this torch's wheel in /opt/wheels")
-    links = tmp_path / "links"
-    links.mkdir()
-    for wheel in local:
-        (links / wheel.name).symlink_to(wheel)
-    major, minor = (int(p) for p in TORCH.version.split(".")[:2])
-    newer = links / f"torch-{major}.{minor + 1}.0-py3-none-any.whl"
-    with zipfile.ZipFile(newer, "w") as archive:
-        archive.writestr(f"torch-{major}.{minor + 1}.0.dist-info/METADATA",
-                         f"Metadata-Version: 2.2\nName: torch\nVersion: {major}.{minor + 1}.0\n")
-    root = write_project(tmp_path / "proj", "uvops")
-    env = {**os.environ, "UV_CACHE_DIR": str(tmp_path / "cache"), "UV_NO_CONFIG": "1"}
-    done = subprocess.run([str(uv), "pip", "compile", "pyproject.toml", "--no-build-isolation",
-                           "--python", sys.executable, "--no-index", "--find-links", str(links),
-                           "--no-deps", "--no-header"], cwd=root, capture_output=True,
-                          text=True, env=env, timeout=600)
-    assert done.returncode == 0, done.stderr
-    pinned = [line for line in done.stdout.splitlines() if line.startswith("torch==")]
-    assert pinned == [f"torch=={TORCH.version}"] or pinned[0].startswith(
-        f"torch=={major}.{minor}."), done.stdout
-    wheel = root / "dist" / glue.build_wheel(root, root / "dist", None)
-    metadata, _ = _metadata(wheel)
-    requirement = next(r for r in metadata.get_all("Requires-Dist") if r.startswith("torch"))  # type: ignore[attr-defined]
-    assert requirement == f"torch<{major}.{minor + 1},>={major}.{minor}"
-
-
-def test_uv_build_with_a_build_constraint_builds_against_that_torch(tmp_path: Path) -> None:
-    """The quickstart's uv recipe: an isolated build, kept on this torch by a constraint file,
-    everything from this machine (pep517_torch's wheel, the local index, the local torch)."""
-    uv = Path(sys.executable).parent / "uv"
-    wheels = sorted(Path("/opt/wheels").glob(f"torch-{TORCH.version}-*.whl"))
-    index = Path("/opt/pypi/simple")
-    if not uv.exists() or not wheels or not index.is_dir():
-        pytest.skip("needs uv, this torch's wheel in /opt/wheels and the local index /opt/pypi")
-    links = tmp_path / "links"
-    # pep517_torch's own requirements, as the isolated build environment will ask for them
-    # (the local index lacks some: pyproject-metadata, pyelftools, auditwheel, ...)
-    own_requirements = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
-    fetched = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "-d", str(links),
-                              *own_requirements], capture_output=True, text=True, timeout=600)
-    if fetched.returncode != 0:
-        pytest.skip(f"pep517_torch's requirements cannot be fetched here: {fetched.stderr.strip()[-300:]}")
-    own = subprocess.run([sys.executable, "-m", "pep517_torch", "wheel", str(ROOT), "-o", str(links)], capture_output=True,
-                         text=True, timeout=300)
-    assert own.returncode == 0, own.stderr
-    root = write_project(tmp_path / "proj", "constrained")
-    (tmp_path / "constraints.txt").write_text(f"torch=={TORCH.version.split('+')[0]}\n")
-    env = {**os.environ, "UV_CACHE_DIR": str(tmp_path / "cache"), "UV_NO_CONFIG": "1"}
-    done = subprocess.run(
-        [str(uv), "build", "--wheel", "--build-constraint", str(tmp_path / "constraints.txt"),
-         "--index-url", index.as_uri(), "--find-links", str(links), "--find-links",
-         "/opt/wheels", "--python", sys.executable, "-o", str(tmp_path / "out"), str(root)],
-        capture_output=True, text=True, env=env, timeout=1200)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    (wheel,) = (tmp_path / "out").glob("constrained-*.whl")
-    metadata, _ = _metadata(wheel)
-    major, minor = TORCH.version.split(".")[:2]
-    assert f"torch<{major}.{int(minor) + 1},>={major}.{minor}" in metadata.get_all("Requires-Dist")  # type: ignore[attr-defined]
-    assert "from an isolated build environment" in done.stdout + done.stderr  # uv's, not ours
-
-
 # -- the matrix from pep517_torch as users install it (issue 34 items 1, 2, 6) ------------------
 
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh venv with pep517_torch's own wheel installed (not editable) beside this
-    environment's packages, torch included (linked into its site-packages: torch lies there,
-    as in every venv where a user pip-installed both)."""
+    environment's packages, torch included."""
     base = tmp_path_factory.mktemp("installed")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(base / "dist"),
-                    str(ROOT)], check=True, capture_output=True, timeout=600)
-    (wheel,) = (base / "dist").glob("pep517_torch-*.whl")
-    env = base / "env"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env)], check=True)
-    site = Path(sysconfig.get_path("purelib", vars={"base": str(env)}))
-    ours = Path(sysconfig.get_path("purelib"))
-    for entry in ours.iterdir():
-        if entry.suffix == ".pth" or "pep517_torch" in entry.name or entry.name == "__pycache__":
-            continue
-        (site / entry.name).symlink_to(entry, target_is_directory=entry.is_dir())
-    subprocess.run([sys.executable, "-m", "pip", "--python", str(env / "bin" / "python"), "install",
-                    "-q", "--no-deps", "--no-index", str(wheel)], check=True, capture_output=True,
-                   timeout=600)
-    return env / "bin" / "python"
+    return installed_env(base / "env", own_wheel(base / "dist"))
 
 
-def fake_torch_env(base: Path, version: str) -> Path:
-    """A venv whose torch says ``version`` (nothing else of torch: its build fails)."""
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(base)], check=True)
-    site = Path(sysconfig.get_path("purelib", vars={"base": str(base)}))
+def fake_torch_env(base: Path, version: str, python: str | Path = sys.executable) -> Path:
+    """A venv of ``python`` whose torch says ``version`` (nothing else of torch: its build
+    fails)."""
+    subprocess.run([str(python), "-m", "venv", "--without-pip", str(base)], check=True)
+    site = site_packages(base / "bin" / "python")
     (site / "torch").mkdir()
     (site / "torch" / "__init__.py").write_text(
         f"__version__ = {version!r}\nclass version:\n    cuda = None\n")
@@ -311,11 +232,83 @@ def test_two_interpreters_never_overwrite_each_others_wheel(installed: Path, tmp
     with zipfile.ZipFile(wheel) as archive:  # the first build's wheel, not the second's
         record = next(n for n in archive.namelist() if n.endswith("pep517_torch.json"))
         assert f'"torch": "{TORCH.version}"' in archive.read(record).decode()
+    # `other` has no ninja of its own: its build ran the caller's, staged (never whatever
+    # ninja PATH happens to hold, nor none at all)
+    (log,) = (root / "build").glob("*-torch*+other/build.log")
+    ninja = log.read_text().splitlines()[0].split()[1]
+    assert "pep517_torch-matrix-" in ninja and ninja.endswith("/bin/ninja"), ninja
+
+
+def other_python(minor: int) -> str | None:
+    """An interpreter of Python 3.``minor`` on this machine (PATH, /usr/bin, pyenv), or None."""
+    candidates = [shutil.which(f"python3.{minor}"), f"/usr/bin/python3.{minor}",
+                  *sorted(str(p) for p in Path.home().glob(f".pyenv/versions/3.{minor}.*/bin/python"))]
+    for candidate in filter(None, candidates):
+        check = f"import sys; sys.exit(sys.version_info[:2] != (3, {minor}))"
+        if Path(candidate).is_file() and subprocess.run(
+                [candidate, "-c", check], capture_output=True, timeout=60).returncode == 0:
+            return candidate
+    return None
+
+
+def test_targets_of_other_pythons_are_refused_in_one_line_or_built_there(
+    installed: Path, tmp_path: Path
+) -> None:
+    """A target too old for pep517_torch, and a Python 3.10 target without tomli (which this
+    3.11 environment cannot stage), are one line each naming what to do; given tomli, the 3.10
+    target runs pep517_torch from the staged packages (its fake torch then fails the build
+    in pep517_torch's own words)."""
+    py39, py310 = other_python(9), other_python(10)
+    if py39 is None or py310 is None or sys.version_info[:2] < (3, 11):
+        pytest.skip("needs Python 3.9 and 3.10 interpreters beside a 3.11+ one")
+    root = write_project(tmp_path / "proj", "otherpythons")
+    old = fake_torch_env(tmp_path / "py39", "2.99.0", py39)
+    new = fake_torch_env(tmp_path / "py310", "2.99.0", py310)
+    full = subprocess.run([old, "-c", "import platform; print(platform.python_version())"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    refused = subprocess.run(
+        [str(installed), "-m", "pep517_torch", "wheel", str(root), "--python", str(old),
+         "--python", str(new)], capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    assert refused.returncode == 2 and refused.stdout == "", refused.stdout + refused.stderr
+    assert refused.stderr.splitlines() == [
+        f"pep517_torch: error: --python: {old}: Python {full}: pep517_torch needs Python >=3.10",
+        f"pep517_torch: error: --python: {new}: pep517_torch needs tomli>=2 for Python 3.10, which"
+        f" neither it nor {installed} has ({new} -m pip install 'tomli>=2')",
+    ]
+    got = subprocess.run([sys.executable, "-m", "pip", "--python", str(new), "install", "-q",
+                          "tomli>=2"], capture_output=True, text=True, timeout=600)
+    if got.returncode != 0:
+        pytest.skip(f"tomli cannot be installed here: {got.stderr.strip()[-300:]}")
+    done = subprocess.run(
+        [str(installed), "-m", "pep517_torch", "wheel", str(root), "--python", str(new)],
+        capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert f"building with {new} (Python 3.10, torch 2.99.0)" in done.stdout
+    child = [line for line in done.stdout.splitlines() if "error" in line.lower()]
+    assert child and child[0].startswith("pep517_torch: error: "), done.stdout
+    assert "Traceback" not in done.stdout + done.stderr
+    assert done.stdout.splitlines()[-1].split()[1:4] == ["2.99.0", "-", "FAILED"]
+
+
+def _archive(path: Path, members: list[tuple[str, bytes, str]]) -> Path:
+    """A .tar.gz of (name, type, link or content) members."""
+    with tarfile.open(path, "w:gz") as archive:
+        for name, kind, text in members:
+            info = tarfile.TarInfo(name)
+            info.type = kind
+            if kind == tarfile.REGTYPE:
+                info.size = len(text.encode())
+                archive.addfile(info, io.BytesIO(text.encode()))
+            else:
+                info.linkname = text
+                archive.addfile(info)
+    return path
 
 
 def test_a_wheel_from_an_sdist_path(tmp_path: Path) -> None:
     """`wheel dist/x-1.0.tar.gz` unpacks into a temporary folder, builds there, and writes the
-    wheel beside the sdist; a hostile or broken archive is one line."""
+    wheel beside the sdist (with --python too); a hostile or broken archive is one line, and
+    nothing of it is written."""
     root = write_project(tmp_path / "proj", "fromsdist")
     sdist = root / "dist" / glue.build_sdist(root, root / "dist", None)
     done = subprocess.run([sys.executable, "-m", "pep517_torch", "wheel", str(sdist)],
@@ -324,17 +317,42 @@ def test_a_wheel_from_an_sdist_path(tmp_path: Path) -> None:
     (wheel,) = (root / "dist").glob("fromsdist-1.0-*.whl")
     assert wheel_value(wheel, tmp_path / "unpacked", "fromsdist") == 0
     assert not (root / "build").exists()  # built in the unpacked copy, not the tree
-    evil = tmp_path / "evil-1.0.tar.gz"
-    with tarfile.open(evil, "w:gz") as archive:
-        for name in ("evil-1.0/pyproject.toml", "evil-1.0/../../escaped"):
-            info = tarfile.TarInfo(name)
-            info.size = 1
-            archive.addfile(info, io.BytesIO(b"x"))
-    (tmp_path / "garbage.tar.gz").write_text("not an archive")
-    for given, said in ((evil, "is outside the destination"), (tmp_path / "garbage.tar.gz",
-                                                               "not a .tar.gz archive")):
-        refused = subprocess.run([sys.executable, "-m", "pep517_torch", "wheel", str(given)],
+    matrix = subprocess.run([sys.executable, "-m", "pep517_torch", "wheel", str(sdist), "--python",
+                             sys.executable, "-o", "out"], capture_output=True, text=True,
+                            cwd=tmp_path, timeout=600)
+    assert matrix.returncode == 0, matrix.stdout + matrix.stderr
+    assert [w.name for w in (tmp_path / "out").glob("*.whl")] == [wheel.name]
+
+    top, toml = "evil-1.0", ("evil-1.0/pyproject.toml", tarfile.REGTYPE, "[project]\n")
+    cases = {
+        "dots": ([toml, ("evil-1.0/../../escaped", tarfile.REGTYPE, "x")],
+                 "member 'evil-1.0/../../escaped' lies outside the sdist's folder"),
+        "absolute": ([("/tmp/evil-1.0/pyproject.toml", tarfile.REGTYPE, "x")],
+                     "member '/tmp/evil-1.0/pyproject.toml' lies outside the sdist's folder"),
+        "symlink": ([toml, (f"{top}/link", tarfile.SYMTYPE, "../../../etc/passwd")],
+                    f"member '{top}/link' links to '../../../etc/passwd', outside the sdist's folder"),
+        "hardlink": ([toml, (f"{top}/hard", tarfile.LNKTYPE, "/etc/passwd")],
+                     f"member '{top}/hard' links to '/etc/passwd', outside the sdist's folder"),
+        "device": ([toml, (f"{top}/tty", tarfile.CHRTYPE, "")],
+                   f"member '{top}/tty' is a device, pipe or other special file"),
+        "fifo": ([toml, (f"{top}/pipe", tarfile.FIFOTYPE, "")],
+                 f"member '{top}/pipe' is a device, pipe or other special file"),
+        "two-tops": ([toml, ("other/x", tarfile.REGTYPE, "x")],
+                     "not an sdist (its members are not in one top-level folder: 'evil-1.0', 'other')"),
+        "no-pyproject": ([(f"{top}/setup.py", tarfile.REGTYPE, "")],
+                         f"holds no pyproject.toml at {top}/pyproject.toml"),
+    }
+    given = {name: _archive(tmp_path / f"{name}-1.0.tar.gz", members)
+             for name, (members, _) in cases.items()}
+    (tmp_path / "garbage-1.0.tar.gz").write_text("not an archive")
+    expected = {**{given[name]: f"{given[name].name}: {said}" for name, (_, said) in cases.items()},
+                tmp_path / "garbage-1.0.tar.gz": "garbage-1.0.tar.gz: not a .tar.gz archive",
+                tmp_path / "absent-1.0.tar.gz": "absent-1.0.tar.gz: no such sdist"}
+    for path, said in expected.items():
+        refused = subprocess.run([sys.executable, "-m", "pep517_torch", "wheel", path.name],
                                  capture_output=True, text=True, cwd=tmp_path, timeout=600)
-        assert refused.returncode == 2 and said in refused.stderr, refused.stderr
+        assert refused.returncode == 2, (path, refused.stdout, refused.stderr)
+        assert refused.stderr.startswith(f"pep517_torch: error: {said}"), refused.stderr
         assert refused.stderr.count("\n") == 1 and "Traceback" not in refused.stderr
-    assert not (tmp_path.parent / "escaped").exists()
+    assert not (tmp_path.parent / "escaped").exists() and not (tmp_path / "escaped").exists()
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == ["out", "proj", "unpacked"]

@@ -159,20 +159,19 @@ def _platform_tag(project: config.ResolvedProject, result: BuildResult | None) -
 
 
 def _guard_torch(loaded: Loaded, spec: ExtensionSpec, built: Path) -> Guard | None:
-    """The torch a module's import guard checks (torch-import-check), or None. ``"auto"``
-    guards a kept static torch requirement and every module that links torch's CUDA
-    libraries or the CUDA runtime: no requirement can name the CUDA variant."""
+    """The torch a module's import guard checks, or None; when: ``import_check_wanted``."""
     from ..abi.elf import links_cuda
+    from ..distribution.torch_requirement import import_check_wanted
 
     project, torch = loaded.project, loaded.torch
     if spec.kind is not Kind.MODULE:
-        return None
+        return None  # the shim can stand only for a module (issue 35 moves the check inside)
     assert torch is not None
     # the variant to protect is torch's: against a CPU torch, a module's own CUDA is no torch ABI
     cuda_variant = torch.cuda is not None and links_cuda(built)
-    wanted = project.torch_import_check or (
-        project.torch_import_check_auto and (loaded.static_torch or cuda_variant)
-    )
+    setting = "auto" if project.torch_import_check_auto else project.torch_import_check
+    wanted = import_check_wanted(setting, project.torch_requirement, loaded.static_torch,
+                                 cuda_variant)
     if not wanted:
         return None
     return Guard(torch.version, torch.cuda if cuda_variant else None)

@@ -106,11 +106,13 @@ def _is_this_backend(requirement: object) -> bool:
 
 def _wheel(args: argparse.Namespace) -> int:
     given = Path(args.path)
-    if given.name.endswith((".tar.gz", ".tgz")) and given.is_file():
+    if given.name.endswith((".tar.gz", ".tgz")) and not given.is_dir():
+        if not given.is_file():
+            raise ConfigError(f"{given}: no such sdist")
         # as `python -m build` does: the wheel from the unpacked sdist, beside it by default
         import tempfile
 
-        from ..distribution.sdist import unpack_sdist
+        from ..distribution.sdist_unpack import unpack_sdist
 
         out = Path(args.outdir) if args.outdir else given.resolve().parent
         with tempfile.TemporaryDirectory(prefix="pep517_torch-sdist-") as scratch:

@@ -3,12 +3,16 @@
 Each interpreter builds with its own torch, in its own process (``PY -m pep517_torch wheel``),
 into its own build folder (the default build-dir names the Python tag and the torch). The child
 gets pep517_torch and its dependencies alone (:func:`stage`): a private folder of links to
-exactly those packages, first on its ``PYTHONPATH``, and nothing else of this environment,
-never this environment's site-packages and its torch, whether pep517_torch is installed here,
-editable or a checkout. So pep517_torch need not be installed there.
+exactly those packages, first on its ``PYTHONPATH``, and this environment's ninja binary first
+on its ``PATH``; nothing else of this environment, never its site-packages and its torch,
+whether pep517_torch is installed here, editable or a checkout. So pep517_torch need not be
+installed there. All of them are pure Python but ninja, whose binary serves any Python; a
+requirement this environment does not hold (tomli for a Python 3.10 target run from 3.11) must
+be installed in the target.
 
-Every interpreter is probed first: a missing one, one without torch, one whose torch cannot be
-imported, and two that would build the same wheel are one line each, before anything compiles.
+Every interpreter is probed first: a missing one, one too old for pep517_torch or a dependency,
+one lacking a requirement, one without torch, one whose torch cannot be imported, and two that
+would build the same wheel are one line each, before anything compiles.
 Each wheel is built into a folder of its own and then moved beside the others: a wheel that
 would replace one another interpreter wrote in this run is an error, never an overwrite. The
 run ends with one table: interpreter, torch, CUDA, wheel, seconds.
@@ -28,10 +32,14 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
-from ..errors import ConfigError
+from ..core import toolchain
+from ..errors import ConfigError, ToolchainError
 from ..shipped_runtime.user_line import error_line, print_line, say
 
 PACKAGE = Path(__file__).resolve().parent.parent  # this pep517_torch
+_VERSION = "import platform; print(platform.python_version())"
+# Run by the target with the staged packages first on its path; argv: the requirements this
+# environment does not hold, which the target's own site-packages must satisfy.
 _PROBE = """\
 import json, os, sys
 answer = {"python": "%d.%d" % sys.version_info[:2], "executable": sys.executable}
@@ -40,6 +48,21 @@ try:
     answer["pep517_torch"] = os.path.dirname(os.path.abspath(pep517_torch.__file__))
 except Exception as error:
     answer["problem"] = "pep517_torch: %s" % (str(error).splitlines() or [""])[0]
+try:
+    from importlib import metadata
+    from packaging.requirements import Requirement
+    missing = []
+    for text in sys.argv[1:]:
+        wanted = Requirement(text)
+        try:
+            have = metadata.version(wanted.name)
+        except metadata.PackageNotFoundError:
+            have = None
+        if have is None or not wanted.specifier.contains(have, prereleases=True):
+            missing.append(str(wanted))
+    answer["missing"] = missing
+except Exception as error:
+    answer.setdefault("problem", "requirements: %s" % (str(error).splitlines() or [""])[0])
 try:
     import torch
     answer.update(torch=torch.__version__, cuda=torch.version.cuda, at=os.path.dirname(torch.__file__))
@@ -61,6 +84,7 @@ class Interpreter:
     python: str  # "3.11"
     torch: str  # "2.13.0+cpu"
     cuda: str | None  # torch.version.cuda
+    staged: Path  # what its builds are given (:func:`stage`)
 
 
 @dataclass(frozen=True)
@@ -73,18 +97,19 @@ class Built:
 # -- what the child gets: pep517_torch and its dependencies alone ------------------------------
 
 
-def _requirements() -> list[str]:
-    """pep517_torch's own requirements: from its installed metadata, else its checkout's
-    pyproject.toml."""
+def _own_metadata() -> tuple[list[str], str | None]:
+    """This pep517_torch's requirements and Requires-Python: from its installed metadata, else
+    its checkout's pyproject.toml."""
     try:
-        found = metadata.distribution("pep517_torch").requires
+        dist = metadata.distribution("pep517_torch")
     except metadata.PackageNotFoundError:
-        found = None
-    if found is None:
-        from ..config import read_pyproject
+        dist = None
+    if dist is not None and Path(str(dist.locate_file("pep517_torch"))).resolve() == PACKAGE:
+        return list(dist.requires or []), dist.metadata.get("Requires-Python")
+    from ..config import read_pyproject
 
-        found = list(read_pyproject(PACKAGE.parent).get("project", {}).get("dependencies", []))
-    return found
+    project = read_pyproject(PACKAGE.parent).get("project", {})
+    return list(project.get("dependencies", [])), project.get("requires-python")
 
 
 def _top_level(dist: metadata.Distribution) -> Iterator[Path]:
@@ -101,15 +126,29 @@ def _top_level(dist: metadata.Distribution) -> Iterator[Path]:
                 break
 
 
-def staged_paths(python: str) -> dict[str, Path]:
-    """Name -> path of every top-level package the child needs: pep517_torch (this one) and its
-    requirements for a Python ``python`` ("3.10"), with theirs, as installed here. A requirement
-    not installed here is one line (install it here, or build under that interpreter)."""
-    from packaging.requirements import Requirement
+@dataclass(frozen=True)
+class Staged:
+    """What a child for one Python version is given: the folder first on its ``PYTHONPATH``
+    (with ``bin/ninja``), and the requirements this environment does not hold."""
 
-    marker_env = {"python_version": python, "python_full_version": f"{python}.0", "extra": ""}
-    paths = {"pep517_torch": PACKAGE}
-    pending, seen = list(_requirements()), set()
+    folder: Path
+    missing: tuple[str, ...]
+
+
+def staged_paths(python: str) -> tuple[dict[str, Path], list[str]]:
+    """Name -> path of every top-level package the child needs: pep517_torch (this one) and its
+    requirements for a Python ``python`` ("3.10.13"), with theirs, as installed here; and the
+    requirements not installed here (the target must have them). A distribution that does not
+    support that Python is a ConfigError naming it."""
+    from packaging.requirements import Requirement
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    major_minor = ".".join(python.split(".")[:2])
+    marker_env = {"python_version": major_minor, "python_full_version": python, "extra": ""}
+    requirements, own_python = _own_metadata()
+    supports = [("pep517_torch", own_python)]
+    paths, missing = {"pep517_torch": PACKAGE}, []
+    pending, seen = requirements, set()
     while pending:
         requirement = Requirement(pending.pop())
         if requirement.marker is not None and not requirement.marker.evaluate(marker_env):
@@ -120,33 +159,52 @@ def staged_paths(python: str) -> dict[str, Path]:
         try:
             dist = metadata.distribution(requirement.name)
         except metadata.PackageNotFoundError:
-            raise ConfigError(
-                f"a Python {python} target needs {requirement}, which is not installed with"
-                f" this pep517_torch ({sys.executable} -m pip install '{requirement}')", "--python",
-            ) from None
+            requirement.marker = None  # evaluated: it applies to this target
+            missing.append(str(requirement))
+            continue
+        needs = dist.metadata.get("Requires-Python")
+        supports.append((f"{requirement.name} {dist.version}", needs))
         for path in _top_level(dist):
             paths.setdefault(path.name.removesuffix(".py") if path.suffix == ".py" else path.name, path)
         pending.extend(dist.requires or [])
-    return paths
+    for name, needs in supports:
+        try:
+            fits = needs is None or SpecifierSet(needs).contains(python, prereleases=True)
+        except InvalidSpecifier:
+            fits = True  # not ours to judge: the child's import says
+        if not fits:
+            raise ConfigError(f"Python {python}: {name} needs Python {needs}")
+    return paths, missing
 
 
-def stage(folder: Path, python: str) -> Path:
-    """A folder of links to what a child for Python ``python`` needs (see :func:`staged_paths`)."""
+def stage(folder: Path, python: str) -> Staged:
+    """A folder of links to what a child for Python ``python`` needs (see :func:`staged_paths`),
+    and ``bin/ninja``, a link to the ninja binary this environment builds with."""
     target = folder / f"py{python}"
+    paths, missing = staged_paths(python)
     if not target.is_dir():
         target.mkdir(parents=True)
-        for name, path in staged_paths(python).items():
+        for path in paths.values():
             (target / path.name).symlink_to(path, target_is_directory=path.is_dir())
-    return target
+        try:
+            ninja = toolchain.find_ninja(os.environ)
+        except ToolchainError:
+            ninja = None  # the child finds its own, or says it has none
+        if ninja is not None:
+            (target / "bin").mkdir()
+            (target / "bin" / "ninja").symlink_to(ninja.resolve())
+    return Staged(target, tuple(missing))
 
 
 def child_env(staged: Path, env: dict[str, str] | None = None) -> dict[str, str]:
     """The environment of a build in another interpreter: the staged packages alone on
     PYTHONPATH (the caller's own PYTHONPATH, which may name this environment's site-packages,
-    is not passed on)."""
+    is not passed on), and the staged ninja first on PATH."""
     env = dict(os.environ if env is None else env)
     env.pop("PYTHONHOME", None)
     env["PYTHONPATH"] = str(staged)
+    if (staged / "bin").is_dir():
+        env["PATH"] = os.pathsep.join([str(staged / "bin"), *filter(None, [env.get("PATH")])])
     return env
 
 
@@ -160,21 +218,25 @@ def _which(given: str) -> str | None:
 
 def probe(given: str, staging: Path) -> Interpreter:
     """What ``given`` is: its Python and torch, as its build will see them; a ConfigError (one
-    line) when it cannot build."""
+    line naming it) when it cannot build."""
     found = _which(given)
     if found is None:
         raise ConfigError(f"{given}: no such interpreter", "--python")
+    version = _run(found, given, ["-c", _VERSION]).strip()
     try:
-        version = subprocess.run([found, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
-                                 capture_output=True, text=True, timeout=60, check=True,
-                                 stdin=subprocess.DEVNULL).stdout.strip()
         staged = stage(staging, version)
-        done = subprocess.run([found, "-c", _PROBE], capture_output=True, text=True,
-                              env=child_env(staged), timeout=300, check=False,
-                              stdin=subprocess.DEVNULL)
-        answer = json.loads(done.stdout.strip().splitlines()[-1])
-    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+    except ConfigError as error:
+        raise ConfigError(f"{given}: {error}", "--python") from None
+    output = _run(found, given, ["-c", _PROBE, *staged.missing], child_env(staged.folder))
+    try:
+        answer = json.loads(output.strip().splitlines()[-1])
+    except (ValueError, IndexError):
         raise ConfigError(f"{given}: does not run as a Python interpreter", "--python") from None
+    if answer.get("missing"):
+        quoted = " ".join(f"'{text}'" for text in answer["missing"])
+        raise ConfigError(f"{given}: pep517_torch needs {', '.join(answer['missing'])} for Python"
+                          f" {answer['python']}, which neither it nor {sys.executable} has"
+                          f" ({found} -m pip install {quoted})", "--python")
     problem = answer.get("problem")
     if problem == "no torch":
         raise ConfigError(f"{given}: torch is not installed there ({found} -m pip install torch)",
@@ -184,7 +246,17 @@ def probe(given: str, staging: Path) -> Interpreter:
     if Path(answer["pep517_torch"]).resolve() != PACKAGE:
         raise ConfigError(f"{given}: imports pep517_torch from {answer['pep517_torch']} (an editable"
                           f" install there?), not this one ({PACKAGE})", "--python")
-    return Interpreter(given, found, answer["python"], answer["torch"], answer["cuda"])
+    return Interpreter(given, found, answer["python"], answer["torch"], answer["cuda"],
+                       staged.folder)
+
+
+def _run(found: str, given: str, arguments: list[str], env: dict[str, str] | None = None) -> str:
+    """``found``'s stdout for ``arguments``; a ConfigError when it does not run as Python."""
+    try:
+        return subprocess.run([found, *arguments], capture_output=True, text=True, env=env,
+                              timeout=300, check=True, stdin=subprocess.DEVNULL).stdout
+    except (OSError, subprocess.SubprocessError, UnicodeDecodeError):
+        raise ConfigError(f"{given}: does not run as a Python interpreter", "--python") from None
 
 
 def _duplicates(interpreters: Sequence[Interpreter]) -> list[str]:
@@ -204,7 +276,7 @@ def _duplicates(interpreters: Sequence[Interpreter]) -> list[str]:
     return problems
 
 
-def _build_one(interpreter: Interpreter, root: Path, out: Path, scratch: Path, staging: Path,
+def _build_one(interpreter: Interpreter, root: Path, out: Path, scratch: Path,
                settings: Sequence[str], written: dict[str, Interpreter]) -> Built:
     own = Path(tempfile.mkdtemp(prefix="wheel-", dir=scratch))
     command = [interpreter.executable, "-m", "pep517_torch", "wheel", str(root), "-o", str(own)]
@@ -213,7 +285,7 @@ def _build_one(interpreter: Interpreter, root: Path, out: Path, scratch: Path, s
         sys.stdout)
     started = time.perf_counter()
     with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                          env=child_env(stage(staging, interpreter.python)), bufsize=1,
+                          env=child_env(interpreter.staged), bufsize=1,
                           stdin=subprocess.DEVNULL) as child:
         assert child.stdout is not None
         for line in child.stdout:
@@ -261,7 +333,7 @@ def build_matrix(root: Path, out: Path, pythons: Sequence[str], settings: Sequen
             return 2
         out.mkdir(parents=True, exist_ok=True)
         written: dict[str, Interpreter] = {}
-        results = [_build_one(interpreter, root, out, scratch, scratch / "staged", settings, written)
+        results = [_build_one(interpreter, root, out, scratch, settings, written)
                    for interpreter in interpreters]
     print(table(results), flush=True)
     return 0 if all(result.wheel for result in results) else 1

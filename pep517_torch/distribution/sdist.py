@@ -287,26 +287,3 @@ def _tar_info(name: str, kind: bytes, mode: int, size: int, mtime: int) -> tarfi
     info.uname = info.gname = ""
     return info
 
-
-def unpack_sdist(sdist: Path, into: Path) -> Path:
-    """Unpack ``sdist`` (``name-version.tar.gz``) into the folder ``into``, safely: no member
-    outside it, no link pointing out of it, no device or other special file (tarfile's ``data``
-    filter, PEP 706); the project folder it holds (its one top-level folder, with a
-    pyproject.toml). A file that is no such sdist is a ConfigError naming it."""
-    try:
-        with tarfile.open(sdist, "r:*") as archive:
-            members = archive.getmembers()
-            tops = {PurePosixPath(m.name).parts[0] for m in members if PurePosixPath(m.name).parts}
-            if len(tops) != 1:
-                raise ConfigError(f"{sdist}: not an sdist (its members are not in one top-level"
-                                  f" folder: {', '.join(sorted(tops)[:3]) or 'none'})")
-            archive.extractall(into, filter="data")
-    except tarfile.ReadError:
-        raise ConfigError(f"{sdist}: not a .tar.gz archive") from None
-    except (tarfile.TarError, OSError, EOFError) as exc:
-        reason = (str(exc).splitlines() or [type(exc).__name__])[0]
-        raise ConfigError(f"{sdist}: cannot be unpacked as an sdist ({reason})") from None
-    root = into / tops.pop()
-    if not (root / "pyproject.toml").is_file():
-        raise ConfigError(f"{sdist}: holds no pyproject.toml at {root.name}/pyproject.toml")
-    return root

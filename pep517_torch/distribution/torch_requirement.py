@@ -1,4 +1,5 @@
-"""Which torch requirement a build may write (PEP 621), and the local label naming its torch.
+"""Which torch requirement a build may write (PEP 621), when the import check stands in for
+the pin it cannot write, and the local label naming its torch.
 
 PEP 621: a backend fills in a field only when ``project.dynamic`` lists it. So the torch pin
 goes into ``Requires-Dist`` only with ``dynamic = ["dependencies"]``; the project's own
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
@@ -96,6 +98,22 @@ def _static_torch(static: object, torch_version: str | None) -> bool:
                 f" against a torch it allows, or {WAYS_OUT}", "project.dependencies"
             )
     return True
+
+
+def import_check_wanted(
+    setting: Literal["auto"] | bool, torch_requirement: str, static_torch: bool, needs_cuda: bool
+) -> bool:
+    """Whether a binary carries the import check (``torch-import-check``), whatever its kind.
+
+    An explicit setting wins. ``"auto"`` checks wherever the wheel's requirements cannot name
+    the torch it was built with: no torch requirement of ours (``torch-requirement = "none"``),
+    a static torch requirement kept as the user wrote it (PEP 621 forbids the pin; uv's
+    ``match-runtime`` needs such a list), and a binary that needs torch's CUDA (no requirement
+    names a CUDA variant).
+    """
+    if setting != "auto":
+        return bool(setting)
+    return torch_requirement == "none" or static_torch or needs_cuda
 
 
 def _requirement(text: str, key: str) -> Requirement:

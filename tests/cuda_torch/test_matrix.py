@@ -2,7 +2,8 @@
 torch 2.14.1+cu130 each build a wheel (`wheel --python A --python B`), `index` writes one
 find-links page per variant, and in each environment `pip install -f <its page>` installs its
 wheel, leaves torch alone, and the op computes. The CUDA wheel links c10_cuda (a tiny kernel in
-the extension's `cuda` table), so its import check compares the CUDA variant, for real.
+the extension's `cuda` table), so its import check compares the CUDA variant, for real. And the
+same matrix from pep517_torch as users install it (#34): its own wheel in a fresh venv.
 
 Runs in the CUDA-torch tier: sys.executable has torch 2.14.1+cu130, PEP517_TORCH_CPU_PYTHON
 names an interpreter with torch 2.13.0+cpu. Each environment pip installs into is a light venv
@@ -11,6 +12,7 @@ that sees that torch through a .pth file (torch itself is never installed or cha
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -24,6 +26,8 @@ import pytest
 
 from pep517_torch.core import cuda, toolchain
 from tests.conftest import FIXTURES, ROOT
+from tests.installed import installed_env, own_wheel
+from tests.tiny_project import write_project
 
 TORCH = toolchain.find_torch()
 CPU_PYTHON = os.environ.get("PEP517_TORCH_CPU_PYTHON")
@@ -112,3 +116,57 @@ def test_publishing_matrix_runs_as_written(tmp_path: Path) -> None:
         assert "'13.0')" in shim
     with zipfile.ZipFile(next(wheelhouse.glob("*pt213cpu*.whl"))) as archive:
         assert "lightops/_C.py" not in archive.namelist()  # CPU code: the pin is enough
+
+
+def test_an_installed_matrix_builds_each_wheel_with_its_own_torch(tmp_path: Path) -> None:
+    """pep517_torch's own wheel installed (not editable) beside torch 2.13.0+cpu, run from
+    outside the checkout: `--python` that venv and one seeing torch 2.14.1+cu130 give a
+    `+pt213cpu` and a `+pt214cu130` wheel, each recording its own torch and computing there; a
+    venv without torch and an interpreter named twice are refused first, one line each."""
+    assert CPU_PYTHON is not None
+    caller = installed_env(tmp_path / "cpu", own_wheel(tmp_path / "own"), CPU_PYTHON)
+    other = light_env(tmp_path / "cuda-env", sys.executable)
+    bare = tmp_path / "bare"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
+    root = write_project(tmp_path / "proj", "tinyops")
+    text = (root / "pyproject.toml").read_text()
+    (root / "pyproject.toml").write_text(
+        text.replace("[tool.torch-ext]\n", '[tool.torch-ext]\nlocal-version = "torch"\n', 1))
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    refused = subprocess.run(
+        [caller, "-m", "pep517_torch", "wheel", root, "--python", caller, "--python",
+         bare / "bin" / "python", "--python", other, "--python", other],
+        capture_output=True, text=True, cwd=tmp_path, env=env, timeout=600)
+    assert refused.returncode == 2 and refused.stdout == "", refused.stdout + refused.stderr
+    assert refused.stderr.splitlines() == [
+        f"pep517_torch: error: --python: {bare / 'bin' / 'python'}: torch is not installed there"
+        f" ({bare / 'bin' / 'python'} -m pip install torch)",
+        f"pep517_torch: error: --python: {other}: Python 3.{sys.version_info[1]} with torch"
+        f" {TORCH.version} again ({other} has them): it would build the same wheel",
+    ]
+    assert not (root / "build").exists()
+    done = subprocess.run(
+        [caller, "-m", "pep517_torch", "wheel", root, "--python", caller, "--python", other,
+         "-o", tmp_path / "wheelhouse"],
+        capture_output=True, text=True, cwd=tmp_path, env=env, timeout=900)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    wheels = sorted((tmp_path / "wheelhouse").glob("*.whl"))
+    assert [re.sub(r"-cp.*", "", w.name) for w in wheels] == ["tinyops-1.0+pt213cpu",
+                                                               "tinyops-1.0+pt214cu130"]
+    rows = {line.split()[0]: line.split() for line in done.stdout.splitlines()[-2:]}
+    assert rows[str(caller)][1:4] == ["2.13.0+cpu", "-", wheels[0].name]
+    assert rows[str(other)][1:4] == [TORCH.version, TORCH.cuda, wheels[1].name]
+    for wheel, python, torch_version, torch_cuda in (
+            (wheels[0], caller, "2.13.0+cpu", None), (wheels[1], other, TORCH.version, TORCH.cuda)):
+        with zipfile.ZipFile(wheel) as archive:
+            (record,) = [n for n in archive.namelist() if n.endswith(".dist-info/pep517_torch.json")]
+            built = json.loads(archive.read(record))
+        assert (built["torch"], built["torch_cuda"]) == (torch_version, torch_cuda)
+        site = tmp_path / f"site-{torch_version}"
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index",
+                        "--target", site, wheel], check=True, capture_output=True, timeout=300)
+        computed = subprocess.run(
+            [python, "-c", "import torch, tinyops; print(torch.__version__, tinyops.value())"],
+            capture_output=True, text=True, cwd=tmp_path, timeout=300,
+            env={**env, "PYTHONPATH": str(site)})
+        assert computed.stdout.split() == [torch_version, "0"], computed.stderr
