@@ -87,19 +87,16 @@ def _stable_abi_defines(spec: ExtensionSpec) -> list[str]:
     CUDA extension, USE_CUDA, which declares the C shim's CUDA stream functions."""
     if spec.stable_abi is None:
         return []
-    flags = (*spec.extra_cflags, *spec.extra_cuda_cflags)
-    defined = stable.user_defines(spec.define_macros, flags)
+    defined = spec.user_macros(stable.MACRO)
     out = [] if defined else [f"-D{stable.MACRO}={stable.macro_text(spec.stable_abi)}"]
-    user_cuda = any(name == "USE_CUDA" for name, _ in spec.define_macros) or "-DUSE_CUDA" in flags
-    if spec.uses_cuda and not user_cuda:
+    if spec.uses_cuda and not spec.user_macros("USE_CUDA"):
         out.append("-DUSE_CUDA")
     return out
 
 
 def _defines_limited_api(spec: ExtensionSpec) -> bool:
     """Whether the user already defines Py_LIMITED_API (the config layer checks it agrees)."""
-    flags = (*spec.extra_cflags, *spec.extra_cuda_cflags)
-    return bool(limited_api.user_defines(spec.define_macros, flags))
+    return bool(spec.user_macros(limited_api.MACRO))
 
 
 def prefix_map_flags(source_root: Path | None, torch: TorchInstall) -> list[str]:

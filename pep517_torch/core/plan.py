@@ -190,7 +190,7 @@ def prepare(
     env = options.env
     compiler = toolchain.find_compiler(env)
     torch = torch or toolchain.find_torch()
-    stable_audit.check_targets(specs, torch.version)
+    stable_audit.check_targets(specs, torch.version, tool_env(options), compiler.command)
     ninja = toolchain.find_ninja(env)
     launcher = launchers.find_launcher(options.compiler_launcher, compiler, env)
     launcher_name = launchers.launcher_name(launcher, compiler)
