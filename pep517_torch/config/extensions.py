@@ -9,7 +9,7 @@ from pathlib import Path
 from ..abi import limited_api
 from ..abi import stable_abi as stable
 from ..core import flag_syntax
-from ..core.ninja_syntax import unnameable_character
+from ..core.ninja_syntax import shown, unnameable_character
 from ..core.spec import BuildType, ExtensionSpec, Kind, first_duplicate, is_cuda_source
 from ..errors import ConfigError
 from .checks import split_list
@@ -92,7 +92,7 @@ def _sources(ctx: ExtensionContext, entries: list[tuple[str, str]]) -> dict[Path
             problem = unnameable_character(relative)
             if problem:
                 raise ConfigError(
-                    f"{pattern!r} matches {relative!r}, whose name contains {problem}: no"
+                    f"{pattern!r} matches {shown(relative)}, whose name contains {problem}: no"
                     " compiler command can name it; rename the file",
                     key,
                 )

@@ -16,6 +16,7 @@ from pathlib import Path
 from ..abi import stable_abi as stable
 from ..errors import ConfigError
 from . import flag_syntax
+from .ninja_syntax import shown, unnameable_character
 from .suffixes import (  # re-exported: spec users find the suffixes here too
     CUDA_HEADER_SUFFIXES,
     CUDA_SUFFIXES,
@@ -129,6 +130,12 @@ class ExtensionSpec:
             problem = source_problem(source, self.key_of("include_dirs"))
             if problem:
                 raise ConfigError(f"{source} is {problem}", self.key_of("sources", index))
+            unnameable = unnameable_character(str(source))
+            if unnameable:
+                raise ConfigError(
+                    f"{shown(str(source))} contains {unnameable}: no compiler command can name"
+                    " it; rename the file", self.key_of("sources", index),
+                )
         if self.with_cuda is False and any(map(is_cuda_source, self.sources)):
             raise ConfigError(
                 f"extension {self.name!r} has CUDA sources, but CUDA is off for it",

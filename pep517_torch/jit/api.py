@@ -8,7 +8,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-from ..core.ninja_syntax import unnameable_character, unwritable_character
+from ..core.ninja_syntax import shown, unnameable_character, unwritable_character
 from ..core.suffixes import CUDA_HEADER_SUFFIXES, is_header
 from ..errors import ConfigError
 from ..shipped_runtime.environment import TORCH_EXTENSIONS_DIR
@@ -32,7 +32,7 @@ def _nameable(paths: Iterable[str], argument: str) -> None:
     for path in paths:
         problem = unnameable_character(path)
         if problem:
-            raise ConfigError(f"{path!r} contains {problem}: rename or move it", argument)
+            raise ConfigError(f"{shown(path)} contains {problem}: rename or move it", argument)
 
 
 def _entries(value: object, argument: str, *, paths: bool = False) -> Sequence[str]:
@@ -44,10 +44,10 @@ def _entries(value: object, argument: str, *, paths: bool = False) -> Sequence[s
         return ()
     if type(value) is not list and type(value) is not tuple:
         if isinstance(value, str):
-            shown = ", ".join(repr(c) for c in value[:4]) + (", ..." if len(value) > 4 else "")
+            chars = ", ".join(repr(c) for c in value[:4]) + (", ..." if len(value) > 4 else "")
             raise ConfigError(
                 f"must be a list of strings, not the string {value!r}: torch's load() would"
-                f" read it as the entries {shown}; pass [{value!r}]", argument,
+                f" read it as the entries {chars}; pass [{value!r}]", argument,
             )
         if isinstance(value, bytes) or not hasattr(value, "__iter__") or hasattr(value, "keys"):
             raise ConfigError(f"must be a list of strings, not {type(value).__name__}", argument)
@@ -62,9 +62,9 @@ def _entries(value: object, argument: str, *, paths: bool = False) -> Sequence[s
                     f" str{' or a path' if paths else ''}", argument,
                 )
             entry = text
-        problem = unwritable_character(entry)
+        problem = None if paths else unwritable_character(entry)  # paths: the caller says "move it"
         if problem:
-            raise ConfigError(f"{entry!r} contains {problem}: it cannot reach a command line", argument)
+            raise ConfigError(f"{shown(entry)} contains {problem}: it cannot reach a command line", argument)
     return entries
 
 
