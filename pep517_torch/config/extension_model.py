@@ -14,7 +14,7 @@ from ..core.arch_list import arch_list_problem
 from .checks import (
     extension_name_problem,
     library_name,
-    no_keyword_parts,
+    shipped_name_problem,
     valid_specifier,
 )
 from .fields import IDENTIFIER_PATTERN, MODULE_NAME_PATTERN, setting
@@ -22,7 +22,7 @@ from .fields import IDENTIFIER_PATTERN, MODULE_NAME_PATTERN, setting
 MODULE_NAME = {
     "pattern": MODULE_NAME_PATTERN,
     "pattern_help": "is not a valid module name (dotted Python identifiers)",
-    "check": no_keyword_parts,
+    "check": shipped_name_problem,
 }
 EXTENSION_NAME = {**MODULE_NAME, "check": extension_name_problem}
 SPECIFIER = {"check": valid_specifier, "format": "pep508-versionspec"}
