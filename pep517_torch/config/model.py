@@ -135,7 +135,8 @@ class ProjectSettings:
         " and libgcc symbols it needs and its NEEDED libraries, by auditwheel's policies;"
         " torch's own libraries and the CUDA libraries torch brings count as supplied by the"
         " torch requirement); a NEEDED library outside both makes it `linux_<arch>` with a"
-        ' note. `"linux"`: always `linux_<arch>`. An explicit tag (`manylinux_2_28_x86_64`,'
+        ' note. `"linux"` (or this machine\'s `linux_<arch>` itself): always `linux_<arch>`,'
+        " whatever the binaries need. An explicit manylinux tag (`manylinux_2_28_x86_64`,"
         " `manylinux2014_x86_64`) is checked: binaries that need more are an error. Other"
         " platforms keep their interpreter's tag.",
         pattern=r"^(auto|linux|[a-z]+[0-9_]*_[a-z0-9_]+)$",
