@@ -27,6 +27,12 @@ def problem(target: str) -> str | None:
     return None
 
 
+def normalised(target: str) -> str:
+    """``"02.10"`` -> ``"2.10"``: the target as torch's versions spell it (what the pin, the
+    import check and messages show), as packaging normalises every other version."""
+    return "%d.%d" % parse(target)
+
+
 def parse(target: str) -> tuple[int, int]:
     """``"2.10"`` -> ``(2, 10)``."""
     major, minor = target.split(".")

@@ -255,6 +255,7 @@ def _stable_abi(
         target, key = ext.stable_abi, origins.of("stable_abi")
     else:
         target, key = ctx.project.stable_abi, ctx.project_origins.of("stable_abi")
+    target = stable.normalised(target) if target is not None else None
     if target is not None and ctx.facts.torch_version is not None:
         problem = stable.torch_problem(target, ctx.facts.torch_version)
         if problem:

@@ -164,7 +164,8 @@ class ProjectSettings:
         "none",
         help='`"torch"`: the wheel\'s version gains a local label naming the build torch and'
         " its CUDA, `1.0.0+pt213cpu` or `1.0.0+pt214cu130` (joined to an existing label with"
-        " `.`), for one find-links page per variant. An sdist never carries it.",
+        " `.`; a version that already holds it keeps one, one naming another torch is an"
+        " error), for one find-links page per variant. An sdist never carries it.",
         config_setting=True,
     )
     jobs: int | None = setting(

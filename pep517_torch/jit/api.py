@@ -168,7 +168,7 @@ def load(
     """
     del keep_intermediates
     _check_name(name)
-    _check_stable_abi(stable_abi)
+    stable_abi = _check_stable_abi(stable_abi)
     _refuse_sycl(None, extra_sycl_cflags, with_sycl)
     kind = _kind(is_python_module, is_standalone)
     # os.PathLike's test without the ABC machinery (tens of µs on a first call).
@@ -203,16 +203,18 @@ def load(
     return jit_load(request, _build_directory(name, build_directory), verbose=verbose, pch=use_pch)
 
 
-def _check_stable_abi(target: object) -> None:
+def _check_stable_abi(target: object) -> str | None:
+    """The target, normalised (``"02.10"`` -> ``"2.10"``), once it is one."""
     if target is None:
-        return
-    from ..abi.stable_abi import problem
+        return None
+    from ..abi.stable_abi import normalised, problem
 
     if not isinstance(target, str):
         raise ConfigError(f"must be a str such as '2.10', not {type(target).__name__}", "stable_abi")
     message = problem(target)
     if message:
         raise ConfigError(message, "stable_abi")
+    return normalised(target)
 
 
 def _texts(value: object, argument: str) -> list[str]:
@@ -287,7 +289,7 @@ def load_inline(
     written into torch's install folder, ours into a shared cache next to the JIT builds.
     """
     _check_name(name)
-    _check_stable_abi(stable_abi)
+    stable_abi = _check_stable_abi(stable_abi)
     _refuse_sycl(sycl_sources, extra_sycl_cflags, with_sycl)
     if stable_abi is not None and functions is not None:
         raise ConfigError("binds functions with pybind11, which the stable ABI excludes: register"
