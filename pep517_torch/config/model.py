@@ -94,7 +94,8 @@ class ProjectSettings:
     )
     sdist_include: list[str] = setting(
         factory=list,
-        help="Extra globs (relative to the root) to put in the sdist.",
+        help="Extra globs (relative to the root) to put in the sdist; a well-known credential"
+        " file (`.pypirc`, `.env`, `.ssh/`, ...) comes in only through a glob that names it.",
         check=relative_glob,
     )
     sdist_exclude: list[str] = setting(
