@@ -167,12 +167,13 @@ class ExtensionSpec:
         if problem:
             raise ConfigError(problem, self.key_of("stable_abi"))
         for key, macro in self.user_macros(stable.MACRO):
-            problem = (
-                stable.undefine_problem(target) if macro.undefine else stable.define_problem(macro.value, target)
-            )
+            problem = (stable.undefine_problem(target) if macro.undefine
+                       else stable.define_problem(macro.value, target))
             if problem:
                 raise ConfigError(problem, key)
-        for key, flag in self.option_files():
+        unread = self.option_files()
+        if unread:
+            key, flag = unread[0]
             raise ConfigError(
                 f"{flag!r} reads more flags from a file, which could define or undefine"
                 f" {stable.MACRO} unseen: a stable-ABI extension lists its flags", key,

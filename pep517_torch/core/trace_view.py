@@ -202,7 +202,10 @@ def read(build_dir: Path) -> Timeline:
     problem = _document_problem(document)
     if problem:
         raise ValueError(f"{path}: malformed trace ({problem})")
-    return Timeline.from_json(document)
+    try:
+        return Timeline.from_json(document)
+    except (KeyError, TypeError, ValueError, OverflowError) as exc:  # beyond what is checked above
+        raise ValueError(f"{path}: malformed event ({exc})") from None
 
 
 def _number(value: object, low: int, high: int) -> bool:
