@@ -56,7 +56,8 @@ BUILD_DIRS = [
     "build/{wheel_tag}-torch{torch_version}",
 ]
 
-text = st.text(st.characters(exclude_characters="\n\r\x00"), max_size=10)  # one line: see line_break
+# one line (see line_break), and UTF-8 text: no lone surrogate (an undecodable byte of a name)
+text = st.text(st.characters(exclude_characters="\n\r\x00", exclude_categories=("Cs",)), max_size=10)
 flags = st.lists(text, max_size=3)
 # an sdist glob: relative, inside the project (config.checks.relative_glob)
 sdist_globs = st.lists(text.filter(lambda s: not s.startswith("/") and "\\" not in s and ".." not in s.split("/")), max_size=3)

@@ -93,3 +93,37 @@ def test_an_unknown_explicit_tag_is_refused_before_compiling(tmp_path: Path) -> 
     with pytest.raises(ConfigError, match=r"tool\.torch-ext\.platform-tag: 'manylinux_2_99_x86_64' is no platform tag"):
         pipeline.load(root, None)
     assert not (root / "build").exists()
+
+
+def test_linux_arch_is_a_tag_every_binary_earns(tmp_path: Path) -> None:
+    """`-Cplatform-tag=linux_x86_64` means what `linux` means (issue 35 item 10): it allows every
+    library and symbol version: libstdc++, a foreign library, a new glibc symbol."""
+    from tests.conftest import count
+
+    cxx = write(tmp_path / "cxx.cpp", "#include <string>\nstd::string s() { return std::string(40, 'x'); }\n")
+    so = tmp_path / "libcxx.so"
+    subprocess.run(["g++", "-shared", "-fPIC", str(cxx), "-o", str(so)], check=True)
+    assert "libstdc++.so.6" in elf.read_dynamic(so).needed_libraries
+    foo, _ = library(tmp_path, "foo", "int foo(void) { return 1; }\n")
+    user, _ = library(tmp_path, "user", "int foo(void);\nint bar(void) { return foo(); }\n", f"-L{tmp_path}", "-lfoo")
+    single, _ = library(tmp_path, "single", "extern char __libc_single_threaded;\n"
+                        "int single(void) { return __libc_single_threaded; }\n")
+    for binary in (so, user, single):
+        for mode in (LINUX, "linux"):
+            decision = decide(mode, [Binary(binary, "ext")], set(), LINUX)
+            assert decision.tag == LINUX and mode in decision.note
+            count("item 10: linux_<arch> and linux accepted for any binary")
+    with pytest.raises(ConfigError, match="no platform tag of this machine"):
+        decide("linux_aarch64", [Binary(so, "ext")], set(), LINUX)  # another machine's: refused
+
+
+def test_a_wheel_built_with_linux_arch_is_tagged_so_and_computes(tmp_path: Path) -> None:
+    from tests.commands import run_cli
+    from tests.tiny_project import wheel_value, write_project
+
+    root = write_project(tmp_path / "p", "linuxtag")
+    result = run_cli("wheel", str(root), f"-Cplatform-tag={LINUX}")
+    assert result.returncode == 0, result.stderr
+    (wheel,) = (root / "dist").glob("*.whl")
+    assert wheel.name.endswith(f"-{LINUX}.whl") and f'platform tag platform-tag = "{LINUX}"' in result.stdout + result.stderr
+    assert wheel_value(wheel, tmp_path / "site", "linuxtag") == 0

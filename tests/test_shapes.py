@@ -586,7 +586,7 @@ def test_every_shape_has_a_docs_example() -> None:
         'if.env.FORCE_CUDA = "1"', "if.env.DEBUG = true", 'build-type = "debug"',  # 4
         "suffix-env", 'if.torch = "<2.10"', 'platform = "linux"',
         "openmp = true",  # 5
-        '"-std=c++17"', "-gencode=arch=", "strip = true",  # 6
+        '"-std=gnu++20"', "-gencode=arch=", "strip = true",  # 6
         'py-limited-api = "cp310"',  # 7
         'dynamic = ["version", "dependencies"]', "pattern = ",  # 8
         "sdist-include", "[tool.torch-ext.package-data]",  # 9

@@ -8,7 +8,7 @@ the macro, the distribution layer tags the wheel.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 
 DEFAULT = "cp310"  # torch's min_supported_cpython
 OLDEST_MINOR = 8  # cp38
@@ -49,13 +49,3 @@ def target_of_macro(value: object) -> str | None:
 def newest(targets: Iterable[str]) -> str:
     """The target a wheel holding extensions of each of ``targets`` needs: the newest."""
     return max(targets, key=python_minor)
-
-
-def user_defines(
-    macros: Iterable[tuple[str, str | None]], flags: Sequence[str]
-) -> list[str | None]:
-    """The value of each Py_LIMITED_API the user defines, as a macro or a ``-D`` flag (None:
-    defined without a value)."""
-    values = [value for name, value in macros if name == MACRO]
-    values += [f.partition("=")[2] or None for f in flags if f.split("=")[0] == f"-D{MACRO}"]
-    return values

@@ -9,7 +9,7 @@ the linked artifact, the distribution layer writes ``torch>=2.10`` and the impor
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 
 OLDEST = (2, 10)  # the first torch with torch/csrc/stable and TORCH_TARGET_VERSION
 PATTERN = r"^[0-9]+\.[0-9]+$"
@@ -25,6 +25,12 @@ def problem(target: str) -> str | None:
         oldest = ".".join(map(str, OLDEST))
         return f"{target!r} is older than torch {oldest}, the first with the stable ABI"
     return None
+
+
+def normalised(target: str) -> str:
+    """``"02.10"`` -> ``"2.10"``: the target as torch's versions spell it (what the pin, the
+    import check and messages show), as packaging normalises every other version."""
+    return "%d.%d" % parse(target)
 
 
 def parse(target: str) -> tuple[int, int]:
@@ -64,16 +70,6 @@ def torch_problem(target: str, torch_version: str) -> str | None:
     return None
 
 
-def user_defines(
-    macros: Iterable[tuple[str, str | None]], flags: Sequence[str]
-) -> list[str | None]:
-    """The value of each TORCH_TARGET_VERSION the user defines, as a macro or a ``-D`` flag
-    (None: defined without a value)."""
-    values = [value for name, value in macros if name == MACRO]
-    values += [f.partition("=")[2] or None for f in flags if f.split("=")[0] == f"-D{MACRO}"]
-    return values
-
-
 def target_of_macro(value: object) -> str | None:
     """A TORCH_TARGET_VERSION value (``0x020a000000000000``, ``TORCH_VERSION_2_10_0``) ->
     ``"2.10"``; None when it reads as no stable-ABI target."""
@@ -90,6 +86,14 @@ def target_of_macro(value: object) -> str | None:
         if number != packed(target):
             return None  # a patch or ABI tag we would not reproduce
     return target if problem(target) is None else None
+
+
+def undefine_problem(target: str) -> str:
+    """Why a user's undefine of TORCH_TARGET_VERSION is refused."""
+    return (
+        f"the extension undefines {MACRO}, which keeps the build to stable ABI {target} (without"
+        " it, torch's headers offer what the building torch has); remove that flag or stable-abi"
+    )
 
 
 def define_problem(value: str | None, target: str) -> str | None:

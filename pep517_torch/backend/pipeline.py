@@ -24,7 +24,7 @@ from ..distribution.import_guard import Guard
 from ..distribution.reproducible import source_date_epoch
 from .editable_install import add_editable_contents
 from .noop_record import Recording, recording
-from ..shipped_runtime.user_line import log, user_line
+from ..shipped_runtime.user_line import log, say, user_line
 from .stages import (
     Loaded,
     build_dir_lock,
@@ -199,6 +199,7 @@ def build_sdist(root: Path, out_dir: Path, config_settings: ConfigSettings) -> s
         build_dir=project.options.build_dir,
         out_dir=out_dir,
         artifacts=project.in_tree.values(),
+        warn=lambda message: say(f"warning: {message}"),
     )
     with writing(out_dir):
         out_dir.mkdir(parents=True, exist_ok=True)

@@ -33,6 +33,16 @@ def _config_settings(pairs: Sequence[str]) -> dict[str, str | list[str]]:
     return settings
 
 
+def _resolved(given: str | Path) -> Path:
+    """A path given on the command line, absolute and without links: a symbolic-link loop (or
+    a path the system cannot look up) is one error naming it, not a traceback."""
+    try:
+        return Path(given).resolve()
+    except (RuntimeError, OSError) as exc:  # Python 3.11/3.12: RuntimeError("Symlink loop")
+        reason = getattr(exc, "strerror", None) or "a symbolic link loop"
+        raise ConfigError(f"{given}: cannot be resolved ({reason})") from None
+
+
 OUR_BACKENDS = frozenset({"pep517_torch"})
 REQUIRES_KEY = "build-system.requires"
 
@@ -114,13 +124,13 @@ def _wheel(args: argparse.Namespace) -> int:
 
         from ..distribution.sdist_unpack import unpack_sdist
 
-        out = Path(args.outdir) if args.outdir else given.resolve().parent
+        out = Path(args.outdir) if args.outdir else _resolved(given).parent
         with tempfile.TemporaryDirectory(prefix="pep517_torch-sdist-") as scratch:
             say(f"building from {given}, unpacked into {scratch}", sys.stdout)
-            return _wheel_of(unpack_sdist(given, Path(scratch)), out.resolve(), args)
-    root = given.resolve()
+            return _wheel_of(unpack_sdist(given, Path(scratch)), _resolved(out), args)
+    root = _resolved(given)
     out = Path(args.outdir) if args.outdir else root / "dist"
-    return _wheel_of(root, out.resolve(), args)
+    return _wheel_of(root, _resolved(out), args)
 
 
 def _wheel_of(root: Path, out: Path, args: argparse.Namespace) -> int:
@@ -145,10 +155,10 @@ def _wheel_of(root: Path, out: Path, args: argparse.Namespace) -> int:
 def _sdist(args: argparse.Namespace) -> int:
     from ..backend import pipeline
 
-    root = Path(args.path).resolve()
+    root = _resolved(args.path)
     build_system(root)
     out = Path(args.outdir) if args.outdir else root / "dist"
-    name = pipeline.build_sdist(root, out.resolve(), _config_settings(args.config_setting))
+    name = pipeline.build_sdist(root, _resolved(out), _config_settings(args.config_setting))
     say(f"wrote {out / name}", sys.stdout)
     return 0
 
@@ -156,7 +166,7 @@ def _sdist(args: argparse.Namespace) -> int:
 def _index(args: argparse.Namespace) -> int:
     from ..distribution.index import page_name, write_index
 
-    directory = Path(args.directory).resolve()
+    directory = _resolved(args.directory)
     variants, unrecorded = write_index(directory)
     for variant, wheels in variants.items():
         say(f"{directory / page_name(variant)}: {len(wheels)} wheel"
@@ -184,7 +194,7 @@ def _write_variants_json(directory: Path) -> None:
 def _doctor(args: argparse.Namespace) -> int:
     from .doctor import run_checks
 
-    return run_checks(Path(args.path).resolve())
+    return run_checks(_resolved(args.path))
 
 
 def _cache(args: argparse.Namespace) -> int:
@@ -227,7 +237,7 @@ def _cache(args: argparse.Namespace) -> int:
 def _explain(args: argparse.Namespace) -> int:
     from .explain import explain
 
-    return explain(Path(args.path).resolve(), _config_settings(args.config_setting))
+    return explain(_resolved(args.path), _config_settings(args.config_setting))
 
 
 def _trace(args: argparse.Namespace) -> int:

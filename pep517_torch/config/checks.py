@@ -16,9 +16,43 @@ def no_keyword_parts(value: str) -> str | None:
     return f"{bad[0]!r} is a Python keyword and cannot name a module" if bad else None
 
 
+# Top-level names Python's `site` imports at every interpreter start of an environment: a
+# wheel that ships one runs its code in every process there (and a compiled one, which `site`
+# cannot import, prints an error at every start).
+STARTUP_MODULES = frozenset({"sitecustomize", "usercustomize"})
+
+
+def shipped_name_problem(value: str, *, compiled: bool = False) -> str | None:
+    """What breaks when a wheel ships a module, package or (``compiled``) extension of this
+    dotted name, or None: a keyword part, a part named ``__init__`` (it would be the package's
+    own module: ``import pkg`` loads it instead of ``pkg/__init__.py``) or ``__pycache__``
+    (installers and cleaners delete those folders), a top-level ``__main__`` (``import
+    __main__`` is always the running script), a startup module, and a compiled
+    ``pkg.__main__`` (``python -m pkg`` needs a code object, which an extension has not)."""
+    problem = no_keyword_parts(value)
+    if problem:
+        return problem
+    parts = value.split(".")
+    if "__init__" in parts:
+        package = ".".join(parts[:parts.index("__init__")]) or "its package"
+        return (f"a module named '__init__' would be the package {package} itself: `import"
+                f" {package}` loads it instead of {package.replace('.', '/')}/__init__.py; rename it")
+    if "__pycache__" in parts:
+        return "'__pycache__' folders are Python's bytecode caches, which installers and cleaners delete; rename it"
+    if parts[0] == "__main__":
+        return "`import __main__` is always the running script, never this module; rename it"
+    if parts[0] in STARTUP_MODULES:
+        return (f"Python imports {parts[0]!r} at every interpreter start of the environment it is"
+                " installed in: the wheel would run it in every process there; rename it")
+    if compiled and parts[-1] == "__main__":
+        return ("`python -m` runs a package's __main__ from its code, which a compiled module has"
+                " not; compile the extension under another name and import it from a __main__.py")
+    return None
+
+
 def extension_name_problem(value: str) -> str | None:
     """A module name Python can import as a compiled extension."""
-    problem = no_keyword_parts(value)
+    problem = shipped_name_problem(value, compiled=True)
     if problem:
         return problem
     parts = value.split(".")

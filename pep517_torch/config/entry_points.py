@@ -80,6 +80,11 @@ def _name_problem(name: str, script: bool) -> str | None:
             f"it starts with {name[0]!r}, which entry_points.txt readers take for a section or"
             " a comment"
         )
+    if script and set(name) == {"."}:
+        return (
+            f"a script's name is the file installers create in the environment's scripts"
+            f" folder, and {name!r} names a folder"
+        )
     if script and not RECOMMENDED_NAME.fullmatch(name):
         return (
             "a script's name (the command installers create) may hold letters, digits, '_', '.'"

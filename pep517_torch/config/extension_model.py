@@ -14,7 +14,7 @@ from ..core.arch_list import arch_list_problem
 from .checks import (
     extension_name_problem,
     library_name,
-    no_keyword_parts,
+    shipped_name_problem,
     valid_specifier,
 )
 from .fields import IDENTIFIER_PATTERN, MODULE_NAME_PATTERN, setting
@@ -22,7 +22,7 @@ from .fields import IDENTIFIER_PATTERN, MODULE_NAME_PATTERN, setting
 MODULE_NAME = {
     "pattern": MODULE_NAME_PATTERN,
     "pattern_help": "is not a valid module name (dotted Python identifiers)",
-    "check": no_keyword_parts,
+    "check": shipped_name_problem,
 }
 EXTENSION_NAME = {**MODULE_NAME, "check": extension_name_problem}
 SPECIFIER = {"check": valid_specifier, "format": "pep508-versionspec"}
@@ -33,7 +33,8 @@ STABLE_ABI_HELP = (
     " defines `TORCH_TARGET_VERSION` for the C++ compiler and nvcc, turns on the limited API"
     " (`py-limited-api` picks the CPython, default `cp310`), links no libtorch_python and"
     " precompiles no torch header; the wheel requires `torch>=MAJOR.MINOR` and is tagged"
-    " abi3. After linking, an undefined symbol of torch's C++ API fails the build."
+    " abi3 (`\"02.10\"` reads as 2.10). After linking, an undefined symbol of torch's C++ API"
+    " fails the build; a flag that defines or undefines `TORCH_TARGET_VERSION` is an error."
 )
 ARCH_LIST = {"check": arch_list_problem}  # the syntax only: what nvcc can build is core's check
 

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from ..abi import limited_api
 from ..abi import stable_abi as stable
-from ..core.ninja_syntax import unnameable_character
+from ..core import flag_syntax
+from ..core.ninja_syntax import shown, unnameable_character
 from ..core.spec import BuildType, ExtensionSpec, Kind, first_duplicate, is_cuda_source
 from ..errors import ConfigError
 from .checks import split_list
@@ -91,7 +92,7 @@ def _sources(ctx: ExtensionContext, entries: list[tuple[str, str]]) -> dict[Path
             problem = unnameable_character(relative)
             if problem:
                 raise ConfigError(
-                    f"{pattern!r} matches {relative!r}, whose name contains {problem}: no"
+                    f"{pattern!r} matches {shown(relative)}, whose name contains {problem}: no"
                     " compiler command can name it; rename the file",
                     key,
                 )
@@ -138,15 +139,25 @@ def _flags(ext: ExtensionSettings, variant: CudaVariant | None, name: str) -> tu
 
 
 def _check_limited_api(
-    macros: tuple[tuple[str, str | None], ...], flags: tuple[str, ...], minimum: str, key: str
+    macros: tuple[tuple[str, str | None], ...], cxx: tuple[str, ...], nvcc: tuple[str, ...],
+    minimum: str, key: str,
 ) -> None:
-    """A Py_LIMITED_API the user defines must be the one the wheel tag (``cp3X-abi3``) says."""
-    for value in limited_api.user_defines(macros, flags):
+    """A Py_LIMITED_API the user defines must be the one the wheel tag (``cp3X-abi3``) says, and
+    none may undefine it (in any spelling :mod:`..core.flag_syntax` reads)."""
+    read = [*flag_syntax.macros(cxx).named(limited_api.MACRO),
+            *flag_syntax.macros(nvcc, nvcc=True).named(limited_api.MACRO)]
+    needs = f"{minimum}-abi3 needs 0x{limited_api.macro_value(minimum):08X}"
+    if any(macro.undefine for macro in read):
+        raise ConfigError(
+            f"the extension undefines Py_LIMITED_API, but {needs}; remove that flag or"
+            " py-limited-api", key,
+        )
+    values = [value for name, value in macros if name == limited_api.MACRO]
+    for value in values + [macro.value for macro in read]:
         if value is None or limited_api.target_of_macro(value) != minimum:
             raise ConfigError(
                 f"the extension defines Py_LIMITED_API{'=' + value if value else ''}, but"
-                f" {minimum}-abi3 needs 0x{limited_api.macro_value(minimum):08X}; remove that"
-                " define (it is set for you) or change py-limited-api",
+                f" {needs}; remove that define (it is set for you) or change py-limited-api",
                 key,
             )
 
@@ -200,8 +211,9 @@ def build_spec(ctx: ExtensionContext, ext: ExtensionSettings, origins: Origins) 
     if stable_target is not None and target is None:
         target = limited_api.DEFAULT  # the stable ABI is one abi3 wheel for every CPython too
     if target:
-        flags = _flags(ext, variant, "extra_cflags") + _flags(ext, variant, "extra_cuda_cflags")
-        _check_limited_api(_macros(ext, variant), flags, target, origins.of("py_limited_api"))
+        _check_limited_api(_macros(ext, variant), _flags(ext, variant, "extra_cflags"),
+                           _flags(ext, variant, "extra_cuda_cflags"), target,
+                           origins.of("py_limited_api"))
     sources = _sources(ctx, _entries(ext, variant, origins, "sources"))
     dlink, dlink_libraries, extra_dlink_flags = _device_link(ext, variant, tuple(sources))
     return ExtensionSpec(
@@ -243,6 +255,7 @@ def _stable_abi(
         target, key = ext.stable_abi, origins.of("stable_abi")
     else:
         target, key = ctx.project.stable_abi, ctx.project_origins.of("stable_abi")
+    target = stable.normalised(target) if target is not None else None
     if target is not None and ctx.facts.torch_version is not None:
         problem = stable.torch_problem(target, ctx.facts.torch_version)
         if problem:
@@ -258,14 +271,15 @@ def _spec_keys(
     sources: dict[Path, str],
 ) -> tuple[tuple[str, str], ...]:
     """The TOML key of each spec field (the table's own, an override's or the `cuda` table's),
-    of each source (its glob's) and of each nvcc flag, for the core's errors."""
+    of each source (its glob's) and of each C++ and nvcc flag, for the core's errors."""
     spec_fields = {f.name for f in dataclasses.fields(ExtensionSpec)}
     keys = {f.name: origins.of(f.name) for f in dataclasses.fields(ext) if f.name in spec_fields}
     keys.update((name, _dlink_key(variant, origins, name)) for name in DLINK_FIELDS)
     keys["cuda_arch_list"] = arch_key
     keys.update((f"sources[{i}]", key) for i, key in enumerate(sources.values()))
-    flags = _entries(ext, variant, origins, "extra_cuda_cflags")
-    keys.update((f"extra_cuda_cflags[{i}]", key) for i, (_, key) in enumerate(flags))
+    for name in ("extra_cflags", "extra_cuda_cflags"):
+        flags = _entries(ext, variant, origins, name)
+        keys.update((f"{name}[{i}]", key) for i, (_, key) in enumerate(flags))
     return tuple(keys.items())
 
 

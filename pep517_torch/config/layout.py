@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ..shipped_runtime.input_audit import note
 from ..errors import ConfigError
+from .checks import shipped_name_problem
 from .fields import MODULE_NAME_PATTERN
 from .model import ProjectSettings
 from .overrides import Origins
@@ -147,6 +148,10 @@ def resolve_layout(
     else:
         packages = listed_packages(root, project.packages, dirs, origins, build_dir)
 
+    for name, path in packages.items():  # discovered ones and subpackages too
+        problem = shipped_name_problem(name)
+        if problem:
+            raise ConfigError(f"package {name!r} ({path}): {problem}", origins.of("packages"))
     py_modules: dict[str, Path] = {}
     for index, name in enumerate(project.py_modules):
         key = origins.of("py_modules", index)

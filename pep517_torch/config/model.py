@@ -94,7 +94,8 @@ class ProjectSettings:
     )
     sdist_include: list[str] = setting(
         factory=list,
-        help="Extra globs (relative to the root) to put in the sdist.",
+        help="Extra globs (relative to the root) to put in the sdist; a well-known credential"
+        " file (`.pypirc`, `.env`, `.ssh/`, ...) comes in only through a glob that names it.",
         check=relative_glob,
     )
     sdist_exclude: list[str] = setting(
@@ -135,7 +136,8 @@ class ProjectSettings:
         " and libgcc symbols it needs and its NEEDED libraries, by auditwheel's policies;"
         " torch's own libraries and the CUDA libraries torch brings count as supplied by the"
         " torch requirement); a NEEDED library outside both makes it `linux_<arch>` with a"
-        ' note. `"linux"`: always `linux_<arch>`. An explicit tag (`manylinux_2_28_x86_64`,'
+        ' note. `"linux"` (or this machine\'s `linux_<arch>` itself): always `linux_<arch>`,'
+        " whatever the binaries need. An explicit manylinux tag (`manylinux_2_28_x86_64`,"
         " `manylinux2014_x86_64`) is checked: binaries that need more are an error. Other"
         " platforms keep their interpreter's tag.",
         pattern=r"^(auto|linux|[a-z]+[0-9_]*_[a-z0-9_]+)$",
@@ -163,7 +165,8 @@ class ProjectSettings:
         "none",
         help='`"torch"`: the wheel\'s version gains a local label naming the build torch and'
         " its CUDA, `1.0.0+pt213cpu` or `1.0.0+pt214cu130` (joined to an existing label with"
-        " `.`), for one find-links page per variant. An sdist never carries it.",
+        " `.`; a version that already holds it keeps one, one naming another torch is an"
+        " error), for one find-links page per variant. An sdist never carries it.",
         config_setting=True,
     )
     variant: Literal["torch", "none"] = setting(

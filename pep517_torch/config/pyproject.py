@@ -45,6 +45,8 @@ def read_pyproject(root: Path) -> dict[str, Any]:
     except tomllib.TOMLDecodeError as exc:
         # tomllib's message ends with "(at line L, column C)"
         raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+    except RecursionError:  # tomllib reads nested arrays and inline tables recursively
+        raise ConfigError(f"{path}: invalid TOML: arrays or tables nested too deeply") from None
     return document
 
 

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..core.ninja_syntax import unnameable_character
+from ..core.ninja_syntax import shown, unnameable_character
 from ..core.spec import BuildOptions, BuildType
 from ..errors import ConfigError
 from .entry_points import check_entry_points
@@ -67,11 +67,11 @@ def resolve_build_dir(
     path = Path(text)
     path = path if path.is_absolute() else root / path
     path = Path(path.resolve() if ".." in path.parts else path)
-    shown = path.relative_to(root) if path.is_relative_to(root) else path  # the root: below
-    problem = unnameable_character(str(shown))
+    inside = path.relative_to(root) if path.is_relative_to(root) else path  # the root: below
+    problem = unnameable_character(str(inside))
     if problem:
         raise ConfigError(
-            f"the build directory {str(path)!r} contains {problem}: choose a name without it", key
+            f"the build directory {shown(str(path))} contains {problem}: choose a name without it", key
         )
     if root.is_relative_to(path):
         raise ConfigError(f"the build directory {path} must not contain the project root", key)
@@ -163,15 +163,21 @@ def resolve_project(
         project_origins=origins,
         build_type=build_type,
     )
-    specs, skipped, required_skipped = resolve_extensions(
-        context, applied.extensions, applied.extension_origins
+    problem = unnameable_character(str(root))
+    unnameable_root = ConfigError(
+        f"the project directory {shown(str(root))} contains {problem}: no compiler command can"
+        " name its files; move the project to a directory without one"
     )
-    problem = unnameable_character(str(root)) if specs else None
-    if problem:
-        raise ConfigError(
-            f"the project directory {str(root)!r} contains {problem}: no compiler command can"
-            " name its files; move the project to a directory without one"
+    try:
+        specs, skipped, required_skipped = resolve_extensions(
+            context, applied.extensions, applied.extension_origins
         )
+    except ConfigError:
+        if problem:  # a source's path names the root: say what to move
+            raise unnameable_root from None
+        raise
+    if problem and specs:
+        raise unnameable_root
     import_check = project.torch_import_check
     torch_import_check = (
         project.torch_requirement == "none" if import_check == "auto" else bool(import_check)

@@ -35,22 +35,8 @@ from ..errors import ConfigError
 from .arch_list import ArchEntry, format_arch_list, parse_arch_list
 from .cuda import CudaToolkit
 from .cuda_checks import visible_gpu_archs
+from .flag_syntax import ARCH_OPTIONS, options
 
-# nvcc options that choose architectures, and options whose separate next argument is a value
-# (so "-Xcompiler -arch" style values are not mistaken for options).
-_ARCH_OPTIONS = frozenset(
-    {"-gencode", "--generate-code", "-arch", "--gpu-architecture", "-code", "--gpu-code"}
-)
-_VALUE_OPTIONS = frozenset(
-    {
-        "-Xcompiler", "--compiler-options", "-Xlinker", "--linker-options", "-Xptxas",
-        "--ptxas-options", "-Xnvlink", "--nvlink-options", "-Xfatbin", "--fatbin-options",
-        "-Xarchive", "--archive-options", "-Xcudafe", "-ccbin", "--compiler-bindir", "-o",
-        "--output-file", "-I", "--include-path", "-isystem", "--system-include", "-include",
-        "--pre-include", "-D", "--define-macro", "-U", "--undefine-macro", "-L",
-        "--library-path", "-l", "--library", "-x", "--x", "-std", "--std",
-    }
-)
 _NVCC_ARCH_NAME = re.compile(r"(?:sm|compute|lto)_(\d+)(\d)([af]?)")
 
 
@@ -316,20 +302,11 @@ def _decision(entries: Sequence[ArchEntry], *, note: str | None) -> ArchDecision
 def arch_options(flags: Sequence[str]) -> list[tuple[int, str]]:
     """(index in ``flags``, the option as one ``-x=value`` string) for each option choosing GPU
     architectures."""
-    found: list[tuple[int, str]] = []
-    index = 0
-    while index < len(flags):
-        flag, start = flags[index], index
-        name, equals, _ = flag.partition("=")
-        if name in _ARCH_OPTIONS:
-            if not equals and index + 1 < len(flags):
-                index += 1
-                flag = f"{flag}={flags[index]}"
-            found.append((start, flag))
-        elif flag in _VALUE_OPTIONS:
-            index += 1  # skip the option's value
-        index += 1
-    return found
+    return [
+        (option.index, option.name if option.value is None else f"{option.name}={option.value}")
+        for option in options(flags)
+        if option.name in ARCH_OPTIONS
+    ]
 
 
 def user_arch_flags(flags: Sequence[str]) -> list[str]:

@@ -13,6 +13,7 @@ from packaging.version import Version
 
 from ..abi import limited_api
 from ..abi import stable_abi as stable
+from . import flag_syntax
 from .spec import BUILD_TYPE_FLAGS, BuildType, ExtensionSpec, Kind
 from .toolchain import Compiler, TorchInstall
 
@@ -68,7 +69,26 @@ def default_std(torch: TorchInstall) -> str:
 
 
 def has_std(flags: tuple[str, ...]) -> bool:
-    return any(f.startswith(("-std=", "--std=", "-std ")) for f in flags) or "-std" in flags
+    """Whether ``flags`` choose the standard themselves (an ``-Xcompiler -std`` is the host
+    compiler's alone: nvcc still gets ours)."""
+    return flag_syntax.requested_standard(flags) is not None
+
+
+def standard_problem(spec: ExtensionSpec, torch: TorchInstall, *, nvcc: bool) -> tuple[str, str] | None:
+    """(why, key) when the ``-std`` the user's C++ (or nvcc) flags ask for is older than the
+    standard torch's headers accept (they stop with an ``#error`` otherwise); else None."""
+    needs = torch.cxx_standard
+    name = "extra_cuda_cflags" if nvcc else "extra_cflags"
+    asked = flag_syntax.requested_standard(getattr(spec, name), nvcc=nvcc)
+    if needs is None or asked is None or asked.cplusplus is None or asked.cplusplus >= needs[0]:
+        return None
+    wanted = flag_syntax.standard_name(needs[0])
+    return (
+        f"{asked.flag} asks for {flag_syntax.standard_name(asked.cplusplus)}, older than"
+        f" {wanted}, which torch {torch.version} needs (its {needs[1]} stops with an #error"
+        f" below {wanted}): remove the flag or ask for {wanted.lower()} or newer",
+        spec.key_of(name, asked.index),
+    )
 
 
 def _defines(spec: ExtensionSpec) -> list[str]:
@@ -87,19 +107,16 @@ def _stable_abi_defines(spec: ExtensionSpec) -> list[str]:
     CUDA extension, USE_CUDA, which declares the C shim's CUDA stream functions."""
     if spec.stable_abi is None:
         return []
-    flags = (*spec.extra_cflags, *spec.extra_cuda_cflags)
-    defined = stable.user_defines(spec.define_macros, flags)
+    defined = spec.user_macros(stable.MACRO)
     out = [] if defined else [f"-D{stable.MACRO}={stable.macro_text(spec.stable_abi)}"]
-    user_cuda = any(name == "USE_CUDA" for name, _ in spec.define_macros) or "-DUSE_CUDA" in flags
-    if spec.uses_cuda and not user_cuda:
+    if spec.uses_cuda and not spec.user_macros("USE_CUDA"):
         out.append("-DUSE_CUDA")
     return out
 
 
 def _defines_limited_api(spec: ExtensionSpec) -> bool:
     """Whether the user already defines Py_LIMITED_API (the config layer checks it agrees)."""
-    flags = (*spec.extra_cflags, *spec.extra_cuda_cflags)
-    return bool(limited_api.user_defines(spec.define_macros, flags))
+    return bool(spec.user_macros(limited_api.MACRO))
 
 
 def prefix_map_flags(source_root: Path | None, torch: TorchInstall) -> list[str]:

@@ -12,6 +12,7 @@ line's implicit inputs) or of characters no line can hold, and its writer wraps 
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterable
 
@@ -22,10 +23,32 @@ _UNWRITABLE = {"\n": "a newline", "\r": "a carriage return", "\0": "a NUL charac
 def unwritable_character(text: str) -> str | None:
     """What in ``text`` no build.ninja line (and no command-line argument) can hold, as words
     for an error message; None when it can be written. The config layer and the JIT refuse
-    such values by name; :func:`_refuse_newline` is the writer's last-resort guard."""
+    such values by name; :func:`_refuse_newline` is the writer's last-resort guard. A name
+    that is not UTF-8 (Python keeps each undecodable byte as a lone surrogate) cannot be
+    written either: build.ninja, the compile database and the ledger are UTF-8 text."""
     if _SUSPECT.search(text) is None:  # one C call for the usual text (the JIT's warm path)
         return None
+    undecodable = _UNDECODABLE.search(text)
+    if undecodable is not None:
+        return f"{_as_bytes(undecodable[0])}, which is not UTF-8 (build files are UTF-8 text)"
     return next((name for char, name in _UNWRITABLE.items() if char in text), None)
+
+
+def shown(text: str) -> str:
+    """``text`` as an error message shows it: its repr, or its bytes' where it is not UTF-8."""
+    if _UNDECODABLE.search(text) is None:
+        return repr(text)
+    try:
+        return repr(os.fsencode(text))
+    except UnicodeError:  # a surrogate no file name decodes to
+        return ascii(text)
+
+
+def _as_bytes(surrogate: str) -> str:
+    try:
+        return f"the byte {os.fsencode(surrogate)!r}"
+    except UnicodeError:
+        return f"the character {ascii(surrogate)}"
 
 
 # ninja's build lines have no escape for "|" (it starts the implicit inputs): a path holding one
@@ -35,7 +58,8 @@ def unwritable_character(text: str) -> str | None:
 # printable characters in depfiles as well; those build correctly (tests/test_hardening.py builds
 # a project named with ' " ; &) and are recompiled on every build: see docs/guarantees.md.
 DEPFILE_REBUILDS = frozenset("&'*;<>?^`\"")
-_SUSPECT = re.compile("[\x00-\x1f\x7f|]")  # whatever either function below could object to
+_SUSPECT = re.compile("[\x00-\x1f\x7f|\ud800-\udfff]")  # whatever either function below could object to
+_UNDECODABLE = re.compile("[\ud800-\udfff]")
 
 
 def unnameable_character(path: str) -> str | None:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ..errors import BuildError
 from . import graph, pch, pch_cache
+from .ninja_report import failed_targets
 
 
 def check_entries(
@@ -52,25 +53,47 @@ def skip_unkeepable(
             notes.append(f"precompiled header {entry.header} not made: {reason}")
 
 
-# What a compile that fails on a .gch says: gcc names the file or the PCH when it can read
-# it, and crashes (an internal compiler error) when what it reads is damaged deep inside.
-_PCH_TROUBLE = ("precompiled header", "PCH file", ".gch", "internal compiler error",
-                "Segmentation fault", "confused by earlier errors, bailing out")
-# Or it reads damaged declarations and reports nonsense inside torch's headers: an error whose
-# include chain runs through a PCH stub (a user's own error is located in the user's file).
+# What gcc and clang say about a PCH itself: one they cannot read, write or use (gcc's words
+# from c-pch.cc and libcpp/pch.cc; clang's for its AST files), and a crash (an internal compiler
+# error) while one is in play. Not ".gch" or "precompiled header" anywhere: the failed
+# command line and the step's name say those for every error, the user's own too.
+_PCH_MESSAGES = (
+    "PCH file", "one or more PCH files were found", "while reading precompiled header",
+    "while writing precompiled header", "cannot create precompiled header", "not used because",
+    "had text segment at different address", "malformed or corrupted AST file",
+    "since the precompiled header",
+)
+_CRASHES = ("internal compiler error", "Segmentation fault", "confused by earlier errors, bailing out")
+# Or it read damaged declarations and reports nonsense inside the precompiled headers: an error
+# whose include chain runs through a PCH stub, in a compile that used the .gch.
 _THROUGH_STUB = re.compile(rf"^\s*(?:In file included )?from \S*/{re.escape(pch.STUB)}:\d+[:,]", re.M)
+_COMPILED = re.compile(r"\s-c\s+(?:'([^']*)'|(\S+))")
+
+
+def _damaged_declarations(output: str) -> bool:
+    """Errors only a damaged .gch explains: reached through a PCH stub in a compile that read
+    the .gch (not the step that makes one: a header that does not compile with these flags
+    fails the same without it), and pointing nowhere in the compiled source: a user's error,
+    even in a template of the header, says where (``a.cpp:2:48:   required from here``)."""
+    if not _THROUGH_STUB.search(output):
+        return False
+    if any(target.endswith(".gch") for target in failed_targets(output)):
+        return False
+    sources = [quoted or plain for quoted, plain in _COMPILED.findall(output)]
+    return not any(f"{source}:" in output for source in sources)
 
 
 def pch_failure(
     used: Iterable[pch.PchPlan], uses_pch: bool, error: BuildError
 ) -> str | None:
-    """Why a failed build may be a PCH's fault (None: it is not, or it used none, ``uses_pch``).
-    The machine-cache entries ``used`` that its commands name, or that are damaged, are
-    removed on the way."""
+    """Why a failed build may be a PCH's fault (None: it is not, or it used none, ``uses_pch``):
+    a compiler's words about a PCH, a crash, or damaged declarations. The machine-cache entries
+    ``used`` that its commands name, or that are damaged, are removed on the way."""
     if not uses_pch:
         return None
     output = error.output
-    if not any(marker in output for marker in _PCH_TROUBLE) and not _THROUGH_STUB.search(output):
+    about_pch = any(marker in output for marker in (*_PCH_MESSAGES, *_CRASHES))
+    if not about_pch and not _damaged_declarations(output):
         return None
     for entry in used:  # the entries the failed commands used
         if str(entry.directory) in output or pch_cache.damage(entry.directory) is not None:

@@ -88,6 +88,22 @@ def _check_torch_cuda_headers(
         )
 
 
+def _check_standard(
+    spec: ExtensionSpec, includes: dict[Path, list[scan.Include]], torch: toolchain.TorchInstall
+) -> None:
+    """A ``-std`` older than torch's headers accept, for a language whose sources include them,
+    fails here rather than in every compile (and is no PCH's fault). Stable-ABI sources
+    include only torch's stable headers, which say nothing of the standard."""
+    if spec.stable_abi is not None:
+        return
+    for nvcc in (False, True):
+        users = [s for s, found in includes.items()
+                 if (spec.uses_cuda and is_cuda_source(s)) == nvcc and scan.uses_torch_headers(found)]
+        problem = flags_mod.standard_problem(spec, torch, nvcc=nvcc) if users else None
+        if problem is not None:
+            raise ConfigError(*problem)
+
+
 def _with_cuda_headers(spec: ExtensionSpec) -> ExtensionSpec:
     """with-cuda = auto: a source that includes a ``.cuh`` header makes it a CUDA extension."""
     if spec.with_cuda is not None or spec.uses_cuda:
@@ -120,6 +136,7 @@ class _Planner:
                 )
         includes = {s: scan.walk_includes([s], spec.include_dirs) for s in spec.sources}
         _check_torch_cuda_headers(spec, [i for found in includes.values() for i in found], self.tools.torch)
+        _check_standard(spec, includes, self.tools.torch)
         arch_flags: tuple[str, ...] = ()
         gpu_targets = 0
         if spec.uses_cuda:
@@ -191,7 +208,7 @@ def prepare(
     env = options.env
     compiler = toolchain.find_compiler(env)
     torch = torch or toolchain.find_torch()
-    stable_audit.check_targets(specs, torch.version)
+    stable_audit.check_targets(specs, torch.version, tool_env(options), compiler.command)
     ninja = toolchain.find_ninja(env)
     launcher = launchers.find_launcher(options.compiler_launcher, compiler, env)
     launcher_name = launchers.launcher_name(launcher, compiler)

@@ -15,6 +15,8 @@ from pathlib import Path
 
 from ..abi import stable_abi as stable
 from ..errors import ConfigError
+from . import flag_syntax
+from .ninja_syntax import shown, unnameable_character
 from .suffixes import (  # re-exported: spec users find the suffixes here too
     CUDA_HEADER_SUFFIXES,
     CUDA_SUFFIXES,
@@ -128,6 +130,12 @@ class ExtensionSpec:
             problem = source_problem(source, self.key_of("include_dirs"))
             if problem:
                 raise ConfigError(f"{source} is {problem}", self.key_of("sources", index))
+            unnameable = unnameable_character(str(source))
+            if unnameable:
+                raise ConfigError(
+                    f"{shown(str(source))} contains {unnameable}: no compiler command can name"
+                    " it; rename the file", self.key_of("sources", index),
+                )
         if self.with_cuda is False and any(map(is_cuda_source, self.sources)):
             raise ConfigError(
                 f"extension {self.name!r} has CUDA sources, but CUDA is off for it",
@@ -156,16 +164,46 @@ class ExtensionSpec:
 
     def _check_stable_abi(self, target: str) -> None:
         problem = stable.problem(target)
-        flags = (*self.extra_cflags, *self.extra_cuda_cflags)
-        for value in stable.user_defines(self.define_macros, flags) if problem is None else ():
-            problem = problem or stable.define_problem(value, target)
         if problem:
             raise ConfigError(problem, self.key_of("stable_abi"))
+        for key, macro in self.user_macros(stable.MACRO):
+            problem = (stable.undefine_problem(target) if macro.undefine
+                       else stable.define_problem(macro.value, target))
+            if problem:
+                raise ConfigError(problem, key)
+        unread = self.option_files()
+        if unread:
+            key, flag = unread[0]
+            raise ConfigError(
+                f"{flag!r} reads more flags from a file, which could define or undefine"
+                f" {stable.MACRO} unseen: a stable-ABI extension lists its flags", key,
+            )
         if self.py_limited_api is None:
             raise ConfigError(
                 f"extension {self.name!r} targets the stable ABI but not the limited API",
                 self.key_of("py_limited_api"),
             )
+
+    def user_macros(self, name: str) -> list[tuple[str, flag_syntax.Macro]]:
+        """Each define or undefine of macro ``name`` in ``define_macros`` and the user's C++
+        and nvcc flags (in every spelling :mod:`.flag_syntax` reads), with its key."""
+        found = [
+            (self.key_of("define_macros"), flag_syntax.Macro(-1, macro, value))
+            for macro, value in self.define_macros if macro == name
+        ]
+        for field_name, nvcc in (("extra_cflags", False), ("extra_cuda_cflags", True)):
+            read = flag_syntax.macros(getattr(self, field_name), nvcc=nvcc)
+            found += [(self.key_of(field_name, m.index), m) for m in read.named(name)]
+        return found
+
+    def option_files(self) -> list[tuple[str, str]]:
+        """(key, flag) of each user flag that reads more flags from a file."""
+        found = []
+        for field_name, nvcc in (("extra_cflags", False), ("extra_cuda_cflags", True)):
+            flags = getattr(self, field_name)
+            found += [(self.key_of(field_name, i), flags[i])
+                      for i in flag_syntax.macros(flags, nvcc=nvcc).option_files]
+        return found
 
     def key_of(self, name: str, index: int | None = None) -> str:
         """Where field ``name`` (or its entry ``index``) was given, in the words of the face

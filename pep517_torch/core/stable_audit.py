@@ -11,13 +11,14 @@ symbol and the object file (and source) that needs it.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+import shlex
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..abi import elf, stable_abi
 from ..errors import BuildError, ConfigError
-from . import graph, naming
+from . import flag_syntax, graph, naming
 from .spec import ExtensionSpec
 
 TORCH_NAMESPACES = frozenset({"at", "c10", "torch", "caffe2"})
@@ -58,12 +59,38 @@ class StableArtifact:
     objects: tuple[tuple[Path, str], ...]  # each object file and the source it compiles (shown)
 
 
-def check_targets(specs: Sequence[ExtensionSpec], torch_version: str) -> None:
-    """Before anything compiles: no spec targets a stable ABI newer than the building torch."""
+def check_targets(
+    specs: Sequence[ExtensionSpec], torch_version: str, env: Mapping[str, str] | None = None,
+    compiler_command: Sequence[str] = (),
+) -> None:
+    """Before anything compiles: no spec targets a stable ABI newer than the building torch, and
+    none has TORCH_TARGET_VERSION changed behind its back by what the compilers read besides its
+    flags (the spec checked those): arguments in CXX or CC, nvcc's NVCC_*_FLAGS."""
     for spec in specs:
         problem = spec.stable_abi and stable_abi.torch_problem(spec.stable_abi, torch_version)
         if problem:
             raise ConfigError(problem, spec.key_of("stable_abi"))
+    stable = [spec for spec in specs if spec.stable_abi is not None]
+    if not stable:
+        return
+    sources: list[tuple[str, list[str], bool]] = [("CXX", list(compiler_command[1:]), False)]
+    if any(spec.uses_cuda for spec in stable):
+        for variable in ("CC", "NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS"):
+            try:
+                words = shlex.split((env or {}).get(variable, ""))
+            except ValueError:
+                words = []  # CC is checked where it is used; nvcc reads the others itself
+            sources.append((variable, words[1:] if variable == "CC" else words, variable != "CC"))
+    for variable, words, nvcc in sources:
+        read = flag_syntax.macros(words, nvcc=nvcc)
+        changed = read.named(stable_abi.MACRO)
+        if changed or read.option_files:
+            what = "reads flags from a file" if not changed else (
+                "undefines" if changed[0].undefine else "defines") + f" {stable_abi.MACRO}"
+            raise ConfigError(
+                f"{variable} {what}, which a stable-ABI build sets itself: remove that from"
+                f" {variable}", variable,
+            )
 
 
 def objects(

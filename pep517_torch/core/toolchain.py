@@ -93,6 +93,21 @@ class TorchInstall:
         return macros.is_file() and any(self.library_dir.glob("libc10_cuda.*"))
 
     @property
+    def cxx_standard(self) -> tuple[int, str] | None:
+        """The oldest C++ standard torch's headers accept, as ``__cplusplus`` and the header that
+        says so: ATen/ATen.h's ``#if __cplusplus < 202002L`` ``#error`` (torch 2.14: C++20;
+        2.13: C++17). None where no header says."""
+        for relative in ("ATen/ATen.h", "torch/csrc/api/include/torch/all.h"):
+            try:
+                text = (self.root / "include" / relative).read_text(errors="replace")[:4096]
+            except OSError:
+                continue
+            match = re.search(r"__cplusplus\s*<\s*(\d{6})L?\s*\n\s*#\s*error", text)
+            if match:
+                return int(match[1]), relative
+        return None
+
+    @property
     def openmp(self) -> bool:
         config = self.root / "include" / "ATen" / "Config.h"
         try:

@@ -182,20 +182,72 @@ def render(found: Timeline, title: str) -> str:
 """
 
 
+# What a build's own trace holds, as bounds a hostile file is held to: a week in microseconds,
+# ninja's job slots (MAX_JOBS' bound).
+_MAX_US = 7 * 24 * 3600 * 10**6
+_MAX_SLOTS = 4096
+
+
 def read(build_dir: Path) -> Timeline:
     """The timeline a build wrote into ``build_dir``: what benchmarks and ``trace`` read.
-    OSError when there is none, ValueError when it is not a trace."""
-    text = (build_dir / TRACE_NAME).read_text(encoding="utf-8", errors="replace")
+    OSError when there is none, ValueError when it is not a trace: not JSON (or nested too
+    deep for the reader), or an event that is not one a build writes (named below)."""
+    path = build_dir / TRACE_NAME
+    text = path.read_text(encoding="utf-8", errors="replace")
     try:
         document = json.loads(text)
+    except RecursionError:
+        raise ValueError(f"{path} is not a trace-event file (nested too deeply)") from None
     except ValueError as exc:
-        raise ValueError(f"{build_dir / TRACE_NAME} is not JSON ({exc})") from None
+        raise ValueError(f"{path} is not JSON ({exc})") from None
     if not isinstance(document, dict) or not isinstance(document.get("traceEvents"), list):
-        raise ValueError(f"{build_dir / TRACE_NAME} is not a trace-event file")
+        raise ValueError(f"{path} is not a trace-event file")
+    problem = _document_problem(document)
+    if problem:
+        raise ValueError(f"{path}: malformed trace ({problem})")
     try:
         return Timeline.from_json(document)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise ValueError(f"{build_dir / TRACE_NAME}: malformed event ({exc})") from None
+    except (KeyError, TypeError, ValueError, OverflowError) as exc:  # beyond what is checked above
+        raise ValueError(f"{path}: malformed event ({exc})") from None
+
+
+def _number(value: object, low: int, high: int) -> bool:
+    """A JSON number (not a bool, not NaN or infinite) from ``low`` to ``high``."""
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and low <= value <= high)  # NaN compares false, infinity is out of bounds
+
+
+def _document_problem(document: dict[str, object]) -> str | None:
+    other = document.get("otherData", {})
+    if not isinstance(other, dict) or not _number(other.get("jobs", 1), 1, _MAX_SLOTS):
+        return "otherData.jobs is not a job count"
+    for index, event in enumerate(document["traceEvents"]):  # type: ignore[arg-type]
+        problem = _event_problem(event)
+        if problem:
+            return f"event {index}: {problem}"
+    return None
+
+
+def _event_problem(event: object) -> str | None:
+    if not isinstance(event, dict):
+        return f"{type(event).__name__}, not an object"
+    if event.get("ph") != "X":
+        return None  # not a step: skipped
+    name = event.get("name")
+    if not isinstance(name, str) or not name.isprintable():
+        return "its name is not one line of printable text"
+    for field, low, high in (("ts", 0, _MAX_US), ("dur", 0, _MAX_US), ("tid", 1, _MAX_SLOTS)):
+        if not _number(event.get(field), low, high):
+            shown = repr(event.get(field))
+            shown = shown if len(shown) <= 24 else shown[:20] + "..."
+            return f"{field} {shown} is not a number from {low} to {high}"
+    args = event.get("args", {})
+    if not isinstance(args, dict):
+        return "args is not an object"
+    outputs = args.get("outputs", [])
+    if not isinstance(outputs, list) or not all(isinstance(o, str) for o in outputs):
+        return "args.outputs is not a list of strings"
+    return None
 
 
 def steps(build_dir: Path) -> list[Step]:

@@ -83,8 +83,8 @@ def _violations(policy, needs: Sequence[_Need]) -> list[_Need]:  # type: ignore[
 def decide(mode: str, binaries: Sequence[Binary], shipped_names: set[str], linux_tag: str) -> Decision:
     """The platform tag for ``binaries`` under ``platform-tag = mode`` (``auto``, ``linux`` or a
     tag); ``shipped_names`` are the file names of libraries the wheel itself holds."""
-    if mode == "linux":
-        return Decision(linux_tag, "platform-tag = \"linux\"")
+    if mode in ("linux", linux_tag):  # linux_<arch> promises nothing: every binary earns it
+        return Decision(linux_tag, f"platform-tag = \"{mode}\"")
     if platform.libc_ver()[0] != "glibc":
         if mode != "auto":
             raise ConfigError(f"{mode} needs a glibc system; this one is not",

@@ -9,7 +9,7 @@ import gzip
 import io
 import os
 import tarfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path, PurePosixPath
 
 from ..atomic import AtomicFile
@@ -17,7 +17,7 @@ from ..errors import ConfigError
 from ..project_tree import is_build_dir, is_inside, require_inside
 from .metadata import ProjectMetadata
 from .reproducible import archive_epoch
-from .sdist_sources import IgnoreFiles, is_leftover, is_never_shipped, tracked_files
+from .sdist_sources import IgnoreFiles, credential, is_leftover, is_never_shipped, names, tracked_files
 
 VCS_DIRS = frozenset({".git", ".hg", ".svn", ".bzr"})
 # Directories left out by default; include globs can bring their files back.
@@ -38,6 +38,7 @@ def sdist_files(
     build_dir: Path | None = None,
     out_dir: Path | None = None,
     artifacts: Iterable[Path] = (),
+    warn: Callable[[str], None] | None = None,
 ) -> list[Path]:
     """The files of ``root`` an sdist ships, relative to ``root``, sorted.
 
@@ -54,7 +55,9 @@ def sdist_files(
     ship as what they point to, directories included (a link back up the tree is not
     followed). ``include_globs`` add files the default rules left out (never one of the
     never-shipped); ``include`` (``pyproject.toml`` always, plus the readme and license files)
-    is shipped whatever the globs say.
+    is shipped whatever the globs say. Well-known credential files (``.pypirc``, ``.netrc``,
+    ``.env``, ``.ssh/``, ...) are left out unless an include glob names them; one git tracks
+    ships, and ``warn`` hears of it.
     """
     root = root.resolve()
     tracked = tracked_files(root)
@@ -65,6 +68,7 @@ def sdist_files(
         IgnoreFiles(root) if tracked is None else None,
         frozenset((Path(path).parent, Path(path).name.split(".")[0]) for path in artifacts),
     )
+    tracked_secrets: set[Path] = set()
     if tracked is None:
         chosen = {path for path in tree.walk(root, pruning=True) if tree.shippable(path)}
     else:
@@ -75,11 +79,13 @@ def sdist_files(
             for member in (tree.walk(path) if path.is_dir() else [path])
         )
         chosen = {path for path in candidates if tree.shippable(path, hard_rules_only=True)}
+        tracked_secrets = {path for path in chosen if credential(path.relative_to(root))}
     for pattern in include_globs:
         matches = tree.glob(pattern, INCLUDE_KEY)
         if not matches:
             raise ConfigError(f"{pattern!r} matches no file", INCLUDE_KEY)
-        chosen |= {path for path in matches if tree.shippable(path, hard_rules_only=True)}
+        chosen |= {path for path in matches if tree.shippable(path, hard_rules_only=True)
+                   and _named_if_secret(path.relative_to(root), pattern)}
     for pattern in exclude_globs:
         # `**` does not descend into symlinked directories: a file is also left out when the
         # file it resolves to is.
@@ -91,7 +97,17 @@ def sdist_files(
         if not path.is_file():
             raise ConfigError(f"{path} is part of every sdist but does not exist")
         chosen.add(require_inside(root, path, None, "file"))
+    if tracked is not None and warn is not None:
+        for path in sorted(tracked_secrets & chosen):
+            warn(f"{path.relative_to(root)} is a well-known credential file, and git tracks it:"
+                 " the sdist ships it (git rm --cached it, or add it to sdist-exclude)")
     return sorted(path.relative_to(root) for path in chosen)
+
+
+def _named_if_secret(relative: Path, pattern: str) -> bool:
+    """A credential file comes in through an include glob only when the glob names it."""
+    found = credential(relative)
+    return found is None or names(pattern, found)
 
 
 class _Tree:
@@ -176,7 +192,8 @@ class _Tree:
         if hard_rules_only:
             return True
         return not (
-            JUNK_DIRS.intersection(relative.parts)
+            credential(relative) is not None
+            or JUNK_DIRS.intersection(relative.parts)
             or any(part.startswith(".venv") for part in relative.parts[:-1])
             or (relative.parts[0] in TOP_OUTPUT_DIRS and len(relative.parts) > 1)
             or is_leftover(path, self.artifacts)

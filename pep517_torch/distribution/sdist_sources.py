@@ -21,6 +21,38 @@ from ..errors import ConfigError
 # Soft defaults of a tree walked without git (an include glob brings them back): what a build,
 # an editor or a crash leaves behind, and files that hold secrets.
 LEFTOVER_NAMES = re.compile(r"\.DS_Store|Thumbs\.db|\.env|\.env\..+|.*\.(o|obj)")
+# Well-known files that hold credentials (docs/configuration.md lists them): outside git they
+# never ship unless an sdist-include glob names them; a tracked one ships with a warning.
+# Certificates (*.pem) are left out: projects ship them as test data.
+CREDENTIAL_NAMES = frozenset({
+    ".pypirc", ".npmrc", ".netrc", "_netrc", ".git-credentials", ".env",  # package indexes, git, env
+    "id_rsa", "id_dsa", "id_ecdsa", "id_ed25519", "id_ecdsa_sk", "id_ed25519_sk",  # SSH keys
+})
+_ENV_FILE = re.compile(r"\.env\.(?!(?:example|sample|template|dist)$).+")  # .env.local, not .env.example
+CREDENTIAL_DIRS = frozenset({".ssh", ".gnupg", ".aws"})  # every file inside
+CREDENTIAL_FILES = frozenset({(".docker", "config.json"), (".kube", "config")})
+
+
+def credential(relative: Path) -> str | None:
+    """What makes ``relative`` (a path below the project) a well-known credential file, as the
+    name an sdist-include glob must say to ship it (``.pypirc``, ``.ssh``, ``credentials``);
+    None for any other file."""
+    parts = relative.parts
+    directory = next((part for part in parts[:-1] if part in CREDENTIAL_DIRS), None)
+    if directory is not None:
+        return directory
+    name = parts[-1]
+    if name in CREDENTIAL_NAMES or _ENV_FILE.fullmatch(name):
+        return name
+    if len(parts) > 1 and (parts[-2], name) in CREDENTIAL_FILES:
+        return name
+    return None
+
+
+def names(pattern: str, credential_name: str) -> bool:
+    """Whether an sdist-include glob names a credential file itself (``.env``,
+    ``deploy/.pypirc``, ``.ssh/*``), rather than matching it with wildcards (``**``)."""
+    return credential_name in pattern.split("/")
 _LIBRARY_SUFFIXES = (".so", ".pyd", ".dylib")
 _ELF_CORE = b"\x7fELF"  # an ELF file whose e_type (bytes 16-17) is ET_CORE, 4
 _SDIST_NAME = re.compile(r"[^/]+-[^-/]+\.tar\.gz")

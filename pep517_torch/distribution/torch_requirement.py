@@ -10,6 +10,7 @@ check then guards the exact build), or the project says ``torch-requirement = "n
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -132,11 +133,25 @@ def local_label(torch_version: str, torch_cuda: str | None) -> str:
     return f"pt{parsed.major}{parsed.minor}{variant}"
 
 
+_TORCH_LABEL = re.compile(r"pt\d+(?:cpu|cu\d+)")  # what local_label writes
+
+
 def with_local_label(version: str, label: str) -> str:
-    """``1.0.0`` -> ``1.0.0+pt213cpu``; ``1.0.0+abc`` -> ``1.0.0+abc.pt213cpu``."""
+    """``1.0.0`` -> ``1.0.0+pt213cpu``; ``1.0.0+abc`` -> ``1.0.0+abc.pt213cpu``; a version
+    that already holds the label (``1.0.0+pt213cpu``, a CI that stamped it) stays as it is,
+    and one that holds another torch's label is refused: the wheel would name two torches."""
     try:
         parsed = Version(version)
     except InvalidVersion:
         raise ConfigError(f"{version!r} is not a valid PEP 440 version", "project.version") from None
-    joined = f"{parsed.local}.{label}" if parsed.local else label
-    return str(Version(f"{parsed.public}+{joined}"))
+    parts = parsed.local.split(".") if parsed.local else []
+    if label in parts:
+        return str(parsed)
+    other = next((part for part in parts if _TORCH_LABEL.fullmatch(part)), None)
+    if other is not None:
+        raise ConfigError(
+            f"{version!r} already names the torch variant {other}, but this build's torch is"
+            f" {label} (local-version = \"torch\" adds it): drop {other} from the version",
+            "project.version",
+        )
+    return str(Version(f"{parsed.public}+{'.'.join([*parts, label])}"))

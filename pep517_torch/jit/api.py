@@ -8,7 +8,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-from ..core.ninja_syntax import unnameable_character
+from ..core.ninja_syntax import shown, unnameable_character, unwritable_character
 from ..core.suffixes import CUDA_HEADER_SUFFIXES, is_header
 from ..errors import ConfigError
 from ..shipped_runtime.environment import TORCH_EXTENSIONS_DIR
@@ -32,17 +32,51 @@ def _nameable(paths: Iterable[str], argument: str) -> None:
     for path in paths:
         problem = unnameable_character(path)
         if problem:
-            raise ConfigError(f"{path!r} contains {problem}: rename or move it", argument)
+            raise ConfigError(f"{shown(path)} contains {problem}: rename or move it", argument)
 
 
-def _split_flags(flags: Sequence[str] | None, what: str) -> tuple[str, ...]:
+def _entries(value: object, argument: str, *, paths: bool = False) -> Sequence[str]:
+    """A list argument's entries, each a one-line str (a path-like too, for ``paths``). torch
+    iterates these arguments: a str is read as its characters (``extra_cflags="-O2"`` passes
+    ``-``, ``O`` and ``2`` to the compiler), a number fails inside torch; both are refused here
+    naming the argument. A list or tuple costs one type test per entry (the warm path)."""
+    if value is None:
+        return ()
+    if type(value) is not list and type(value) is not tuple:
+        if isinstance(value, str):
+            chars = ", ".join(repr(c) for c in value[:4]) + (", ..." if len(value) > 4 else "")
+            raise ConfigError(
+                f"must be a list of strings, not the string {value!r}: torch's load() would"
+                f" read it as the entries {chars}; pass [{value!r}]", argument,
+            )
+        if isinstance(value, bytes) or not hasattr(value, "__iter__") or hasattr(value, "keys"):
+            raise ConfigError(f"must be a list of strings, not {type(value).__name__}", argument)
+        value = list(value)  # type: ignore[call-overload]
+    entries: list[str] = value  # type: ignore[assignment]
+    for index, entry in enumerate(entries):
+        if type(entry) is not str:
+            text = os.fspath(entry) if paths and hasattr(entry, "__fspath__") else None
+            if type(text) is not str:
+                raise ConfigError(
+                    f"entry {index} is {entry!r} ({type(entry).__name__}): every entry must be a"
+                    f" str{' or a path' if paths else ''}", argument,
+                )
+            entry = text
+        problem = None if paths else unwritable_character(entry)  # paths: the caller says "move it"
+        if problem:
+            raise ConfigError(f"{shown(entry)} contains {problem}: it cannot reach a command line", argument)
+    return entries
+
+
+def _split_flags(flags: object, what: str) -> tuple[str, ...]:
     """torch joins flag strings with spaces for a shell; we split them the same way, safely."""
-    if not flags:
+    entries = _entries(flags, what)
+    if not entries:
         return ()
     import shlex  # only when there are flags: the warm path of a flag-less load() stays light
 
     out: list[str] = []
-    for flag in flags:
+    for flag in entries:
         try:
             out += shlex.split(flag)
         except ValueError as exc:
@@ -51,8 +85,9 @@ def _split_flags(flags: Sequence[str] | None, what: str) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _include_dirs(paths: Sequence[str] | None) -> tuple[str, ...]:
-    dirs = tuple(os.path.abspath(os.path.expanduser(p)) for p in paths or ())
+def _include_dirs(paths: object) -> tuple[str, ...]:
+    dirs = tuple(os.path.abspath(os.path.expanduser(os.fspath(p)))
+                 for p in _entries(paths, "extra_include_paths", paths=True))
     one_line(dirs, "extra_include_paths")
     return dirs
 
@@ -133,12 +168,13 @@ def load(
     """
     del keep_intermediates
     _check_name(name)
-    _check_stable_abi(stable_abi)
+    stable_abi = _check_stable_abi(stable_abi)
     _refuse_sycl(None, extra_sycl_cflags, with_sycl)
     kind = _kind(is_python_module, is_standalone)
     # os.PathLike's test without the ABC machinery (tens of µs on a first call).
     if isinstance(sources, str) or hasattr(sources, "__fspath__"):
         sources = [sources]
+    sources = _entries(sources, "sources", paths=True)
     if not sources:
         raise ConfigError(f"extension {name!r}: sources is empty", "sources")
     # torch accepts headers among the sources (a .cuh even turns CUDA on); they are not
@@ -167,16 +203,29 @@ def load(
     return jit_load(request, _build_directory(name, build_directory), verbose=verbose, pch=use_pch)
 
 
-def _check_stable_abi(target: object) -> None:
+def _check_stable_abi(target: object) -> str | None:
+    """The target, normalised (``"02.10"`` -> ``"2.10"``), once it is one."""
     if target is None:
-        return
-    from ..abi.stable_abi import problem
+        return None
+    from ..abi.stable_abi import normalised, problem
 
     if not isinstance(target, str):
         raise ConfigError(f"must be a str such as '2.10', not {type(target).__name__}", "stable_abi")
     message = problem(target)
     if message:
         raise ConfigError(message, "stable_abi")
+    return normalised(target)
+
+
+def _texts(value: object, argument: str) -> list[str]:
+    """``cpp_sources``/``cuda_sources`` given as a list: source texts (lines of code may break)."""
+    if value is None or isinstance(value, bytes) or not hasattr(value, "__iter__") or hasattr(value, "keys"):
+        raise ConfigError(f"must be a str or a list of str, not {type(value).__name__}", argument)
+    texts = list(value)  # type: ignore[call-overload]
+    for index, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise ConfigError(f"entry {index} is {text!r} ({type(text).__name__}), not a str", argument)
+    return texts
 
 
 def _bindings(functions: str | Sequence[str] | Mapping[str, str], with_error_handling: bool) -> str:
@@ -188,7 +237,7 @@ def _bindings(functions: str | Sequence[str] | Mapping[str, str], with_error_han
         docs = {f: f for f in functions}
     else:
         raise ConfigError(
-            f"functions must be a str, list or dict, not {type(functions).__name__}", "functions"
+            f"must be a str, list or dict, not {type(functions).__name__}", "functions"
         )
     lines = ["PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {"]
     for function, doc in docs.items():
@@ -240,18 +289,21 @@ def load_inline(
     written into torch's install folder, ours into a shared cache next to the JIT builds.
     """
     _check_name(name)
-    _check_stable_abi(stable_abi)
+    stable_abi = _check_stable_abi(stable_abi)
     _refuse_sycl(sycl_sources, extra_sycl_cflags, with_sycl)
     if stable_abi is not None and functions is not None:
         raise ConfigError("binds functions with pybind11, which the stable ABI excludes: register"
                           " operators with STABLE_TORCH_LIBRARY instead", "functions")
     check_extensions_dir(os.environ)
+    cuda = None  # refused before anything is written, as every argument is
+    if cuda_sources is not None:
+        cuda = [cuda_sources] if isinstance(cuda_sources, str) else _texts(cuda_sources, "cuda_sources")
     build_dir = Path(_build_directory(name, build_directory))
     for flags, argument in ((extra_cflags, "extra_cflags"), (extra_cuda_cflags, "extra_cuda_cflags"),
                             (extra_ldflags, "extra_ldflags")):
         _split_flags(flags, argument)  # refused before the sources are written
     _include_dirs(extra_include_paths)
-    cpp = [cpp_sources] if isinstance(cpp_sources, str) else list(cpp_sources)
+    cpp = [cpp_sources] if isinstance(cpp_sources, str) else _texts(cpp_sources, "cpp_sources")
     if not no_implicit_headers:
         cpp.insert(0, "#include <torch/csrc/stable/library.h>" if stable_abi else "#include <torch/extension.h>")
     if functions is not None:
@@ -262,8 +314,7 @@ def load_inline(
     main = build_dir / "main.cpp"
     write_if_changed(main, "\n".join(cpp) + "\n")
     sources = [str(main)]
-    if cuda_sources:
-        cuda = [cuda_sources] if isinstance(cuda_sources, str) else list(cuda_sources)
+    if cuda_sources and cuda is not None:
         if not no_implicit_headers:
             torch_header = "<torch/csrc/stable/library.h>" if stable_abi else "<torch/types.h>"
             cuda[:0] = [f"#include {torch_header}", "#include <cuda.h>", "#include <cuda_runtime.h>"]

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..abi import limited_api
+from ..config.checks import shipped_name_problem
 from ..core.flags import torch_libraries
 from ..core.spec import BuildType, ExtensionSpec, is_cuda_source
 from ..core.toolchain import TorchInstall
@@ -173,6 +174,9 @@ def extension_spec(
     """The spec for one ``setuptools.Extension`` (``full_name``: with build_ext's package)."""
     arguments = _Arguments(extension, full_name)
     _unsupported(arguments)
+    problem = shipped_name_problem(full_name, compiled=True)
+    if problem:
+        raise arguments.error("name", problem)
     sources = tuple(_absolute(arguments.strings("sources"), root))
     cuda_dirs = cuda_directories() if any(map(is_cuda_source, sources)) else ([], [])
     compile_args = arguments.compile_args()

@@ -126,3 +126,30 @@ def test_another_cuda_minor_is_a_warning_as_torch_gives(tmp_path: Path) -> None:
     )
     minor = [n for n in plan.notes if "minor version" in n]
     assert len(minor) == 1 and "nvcc 13.2" in minor[0] and "CUDA 13.0" in minor[0], plan.notes
+
+
+@pytest.mark.parametrize(("cxx", "nvcc", "refused"), [
+    (["-std=c++17"], [], "extra_cflags[0]"), ([], ["-std=c++17"], "extra_cuda_cflags[0]"),
+    (["-std=gnu++17"], [], "extra_cflags[0]"), ([], ["--std", "c++17"], "extra_cuda_cflags[0]"),
+    (["-std=c++20"], ["-std=c++20"], None),
+])
+def test_a_std_older_than_torch_2_14_needs_is_refused_before_compiling(
+    tmp_path: Path, cxx: list[str], nvcc: list[str], refused: str | None
+) -> None:
+    """torch 2.14.1's headers need C++20 (issue 35 item 6): -std=c++17 fails here, naming both
+    standards, instead of in every compile (where it was taken for PCH trouble)."""
+    from pep517_torch.errors import ConfigError
+
+    (tmp_path / "a.cpp").write_text("#include <torch/extension.h>\nint f() { return 1; }\n")
+    (tmp_path / "k.cu").write_text("#include <torch/types.h>\n" + KERNEL)
+    spec = ExtensionSpec("stdcheck", (tmp_path / "a.cpp", tmp_path / "k.cu"),
+                         extra_cflags=tuple(cxx), extra_cuda_cflags=tuple(nvcc))
+    options = BuildOptions(build_dir=tmp_path / "build", env=env_without_gpu(), compiler_launcher="none")
+    if refused is None:
+        core_plan.check([spec], options)
+        return
+    with pytest.raises(ConfigError) as caught:
+        core_plan.check([spec], options)
+    assert caught.value.key == refused
+    assert "older than C++20, which torch 2.14.1" in str(caught.value)
+    assert not (tmp_path / "build").exists()
