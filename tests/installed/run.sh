@@ -5,7 +5,7 @@
 #  1. builds pep517_torch's own wheel from this repository (`pip wheel --no-deps -w DIR .`);
 #  2. makes two fresh venvs outside the checkout, one with torch 2.13.0 (this repository's .venv's
 #     copy) and one with torch 2.14.1, the CUDA 13.0 build (.venv-cuda's, which the CUDA-torch
-#     tier made, or CUDA_TORCH_SITE=<site-packages holding it>); each sees its torch and the
+#     tier makes, made here if absent; or CUDA_TORCH_SITE=<site-packages holding it>); each sees its torch and the
 #     packages torch needs through a .pth file naming a folder of links (tests/installed/layer.py:
 #     seconds, no 5.5 GB install), and gets pep517_torch's wheel with `pip install` (not
 #     editable), its dependencies resolved by pip from pip's usual sources;
@@ -32,13 +32,19 @@ cpu_site=$(torch_site "$TESTS_PY")
 [ -n "$cpu_site" ] || skip "$TESTS_PY has no torch (make venv)"
 if [ -n "${CUDA_TORCH_SITE:-}" ]; then
     cuda_site=$CUDA_TORCH_SITE
-elif [ -x "$CUDA_VENV/bin/python" ]; then
-    cuda_site=$(torch_site "$CUDA_VENV/bin/python")
 else
-    cuda_site=""
+    # the CUDA-torch tier's venv, made now if it is not yet (from pip's local sources only,
+    # as that tier makes it; it says so in one line where torch 2.14.1 is not on this disk)
+    made=""
+    if [ ! -f "$CUDA_VENV/.torch" ]; then  # what it said is shown after (a skip: in our line)
+        made=$(CUDA_VENV=$CUDA_VENV VENV_ONLY=1 PYTHON=$PYTHON tests/cuda_torch/run.sh 2>&1 || true)
+        [ -f "$CUDA_VENV/.torch" ] && echo "$made"
+        made=$(echo "$made" | tail -1)
+    fi
+    cuda_site=$([ -f "$CUDA_VENV/.torch" ] && torch_site "$CUDA_VENV/bin/python" || true)
 fi
 [ -n "$cuda_site" ] && [ -f "$cuda_site/torch/version.py" ] \
-    || skip "no torch 2.14.1 ($CUDA_VENV is made by make test-cuda-torch; or CUDA_TORCH_SITE=<its site-packages>)"
+    || skip "no torch 2.14.1: no $CUDA_VENV${made:+ (${made#test-cuda-torch: })}, no CUDA_TORCH_SITE=<site-packages holding it>"
 
 base=$(mktemp -d "${TMPDIR:-/tmp}/pep517_torch-installed.XXXXXX")
 if [ -z "${KEEP:-}" ]; then trap 'rm -rf "$base"' EXIT; else echo "test-installed: keeping $base"; fi

@@ -214,8 +214,9 @@ class Folder:
                     "folders": sorted(self.folders)}
         data = (json.dumps(manifest, indent=1) + "\n").encode()
         try:
-            unchanged = self.read(MANIFEST) == data
+            there = self.read(MANIFEST)
         except Refused:
-            unchanged = False
-        if not unchanged:  # a run that changes nothing touches nothing
+            there = b""
+        # a run that changes nothing touches nothing; one that wrote nothing leaves no manifest
+        if there != data and (there is not None or self.owned or self.folders):
             self.write(MANIFEST, data)
