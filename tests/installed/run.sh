@@ -69,7 +69,7 @@ for pair in "2.13.0=$cpu_site" "2.14.1=$cuda_site"; do
     "$env/bin/python" -m pip install -q "$wheel" >"$base/install-$want.log" 2>&1 \
         || { cat "$base/install-$want.log"; exit 1; }
     # installed, not this checkout: run from elsewhere, it must be the venv's own copy
-    (cd "$base" && "$env/bin/python" -c 'import sys, pep517_torch, torch
+    (cd "$base" && "$env/bin/python" -W ignore -c 'import sys, pep517_torch, torch
 where = pep517_torch.__file__
 assert where.startswith(sys.prefix), where
 print(f"test-installed: pep517_torch {pep517_torch.__version__} from {where}, torch {torch.__version__}")')
