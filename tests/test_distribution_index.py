@@ -22,7 +22,7 @@ import pytest
 
 from pep517_torch.cli import main
 from pep517_torch.distribution.index import (BUILD_RECORD, MANIFEST, BuildTorch, RecordError,
-                                             read_record, write_index)
+                                             read_record)
 from pep517_torch.distribution.metadata import build_metadata
 from pep517_torch.distribution.wheel import WheelWriter
 
