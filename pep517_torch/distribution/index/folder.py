@@ -1,0 +1,222 @@
+"""Writes that stay inside one folder and touch only what ``index`` wrote there.
+
+Every path is walked from the folder's descriptor one checked name at a time (no ``/``, never
+``.`` or ``..``), and no name is ever followed through a symlink (``O_NOFOLLOW``): a file is
+written under a fresh name (``O_EXCL``) and renamed over the old entry, so a symlink standing
+there is never written through. Which files are ours is a manifest of our own in the folder,
+``.pep517_torch-index.json``: each file we wrote with the hashes of what we wrote. A file is
+replaced or removed only while its content is one we wrote; anything else (a hand-written
+page, a symlink, a folder in the way) is left as it is and reported. The manifest lists every
+hash before the pages are written, so an interrupted run leaves nothing it would disown.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import hashlib
+import json
+import os
+import re
+import secrets
+import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ...atomic import writing
+from ...errors import OutputError
+
+MANIFEST = ".pep517_torch-index.json"
+GENERATOR = "pep517_torch index"
+_NAME = re.compile(r"\.?[A-Za-z0-9][A-Za-z0-9._+-]*")  # never '.', '..', a '/' or empty
+_PAGE_LIMIT = 64 * 1024 * 1024
+
+
+class Refused(Exception):
+    """An entry ``index`` will not read, replace or remove; the message says why."""
+
+
+def digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _parts(relative: str) -> list[str]:
+    parts = relative.split("/")
+    if not all(_NAME.fullmatch(part) for part in parts):
+        raise ValueError(f"not a name index writes: {relative!r}")
+    return parts
+
+
+def _open_flags(directory: bool) -> int:
+    return (os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+            | (os.O_DIRECTORY if directory else 0))
+
+
+@dataclass
+class Folder:
+    """An open folder (its descriptor, held and locked while ``index`` runs) and what of it
+    is ours (``owned``: relative path -> hashes of contents we wrote; ``folders`` we made)."""
+
+    fd: int
+    path: Path
+    owned: dict[str, set[str]] = field(default_factory=dict)
+    folders: set[str] = field(default_factory=set)
+    notes: list[str] = field(default_factory=list)
+
+    @classmethod
+    @contextmanager
+    def opened(cls, path: Path) -> Iterator[Folder]:
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError as error:
+            reason = "no such directory" if error.errno == errno.ENOENT else (
+                "not a directory" if error.errno == errno.ENOTDIR else error.strerror)
+            raise OutputError(f"{path}: {reason}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)  # two index runs on one folder take turns
+            folder = cls(fd, path)
+            folder._load_manifest()
+            yield folder
+        finally:
+            os.close(fd)
+
+    # -- reading -----------------------------------------------------------------------------
+
+    @contextmanager
+    def _parent(self, parts: list[str], create: bool) -> Iterator[int]:
+        """The descriptor of the folder holding ``parts[-1]`` (made when ``create``)."""
+        fds: list[int] = []
+        current = self.fd
+        try:
+            for depth, part in enumerate(parts[:-1]):
+                if create:
+                    try:
+                        os.mkdir(part, 0o755, dir_fd=current)
+                        self.folders.add("/".join(parts[:depth + 1]))
+                    except FileExistsError:
+                        pass
+                try:
+                    current = os.open(part, _open_flags(True), dir_fd=current)
+                except FileNotFoundError:
+                    if create:
+                        raise
+                    raise FileNotFoundError(part) from None
+                except OSError as error:
+                    raise Refused(self._why(error, "/".join(parts[:depth + 1]), current,
+                                            part)) from None
+                fds.append(current)
+            yield current
+        finally:
+            for fd in fds:
+                os.close(fd)
+
+    def _why(self, error: OSError, relative: str, parent: int, name: str) -> str:
+        """An entry we will not go through, in words: a symlink, or what it is instead."""
+        try:
+            link = stat.S_ISLNK(os.lstat(name, dir_fd=parent).st_mode)
+        except OSError:
+            link = False
+        if link or error.errno == errno.ELOOP:
+            return f"{self.path / relative}: a symlink (never written through)"
+        if error.errno == errno.ENOTDIR:
+            return f"{self.path / relative}: not a folder"
+        return f"{self.path / relative}: {error.strerror}"
+
+    def read(self, relative: str, limit: int = _PAGE_LIMIT) -> bytes | None:
+        """The file's content (None: there is none); Refused for a symlink, a folder or
+        anything but a regular file."""
+        parts = _parts(relative)
+        try:
+            with self._parent(parts, create=False) as parent:
+                try:
+                    fd = os.open(parts[-1], _open_flags(False), dir_fd=parent)
+                except FileNotFoundError:
+                    raise
+                except OSError as error:
+                    raise Refused(self._why(error, relative, parent, parts[-1])) from None
+        except FileNotFoundError:
+            return None
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            os.close(fd)
+            raise Refused(f"{self.path / relative}: "
+                          + ("a folder is in the way" if stat.S_ISDIR(mode) else "not a file"))
+        with os.fdopen(fd, "rb") as stream:
+            return stream.read(limit + 1)
+
+    def is_ours(self, relative: str) -> bool:
+        """Whether the file holds, now, a content we wrote (Refused: it is not a file)."""
+        content = self.read(relative)
+        return content is not None and digest(content) in self.owned.get(relative, set())
+
+    # -- writing -----------------------------------------------------------------------------
+
+    def write(self, relative: str, data: bytes) -> None:
+        """Put ``data`` at ``relative`` by rename (Refused: something not ours is in the way)."""
+        parts = _parts(relative)
+        with writing(self.path / relative), self._parent(parts, create=True) as parent:
+            temporary = f".{parts[-1]}.{os.getpid()}-{secrets.token_hex(4)}.tmp"
+            fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                         | os.O_CLOEXEC, 0o644, dir_fd=parent)
+            try:
+                with os.fdopen(fd, "wb") as stream:
+                    stream.write(data)
+                os.replace(temporary, parts[-1], src_dir_fd=parent, dst_dir_fd=parent)
+            except IsADirectoryError:
+                raise Refused(f"{self.path / relative}: a folder is in the way") from None
+            finally:
+                try:
+                    os.unlink(temporary, dir_fd=parent)
+                except FileNotFoundError:
+                    pass
+
+    def remove(self, relative: str) -> None:
+        parts = _parts(relative)
+        with writing(self.path / relative), self._parent(parts, create=False) as parent:
+            os.unlink(parts[-1], dir_fd=parent)
+
+    def remove_folder_if_empty(self, relative: str) -> bool:
+        parts = _parts(relative)
+        try:
+            with self._parent(parts, create=False) as parent:
+                os.rmdir(parts[-1], dir_fd=parent)
+        except (OSError, Refused):
+            return False  # not empty (a file of someone else's), gone, or not a folder
+        return True
+
+    # -- the manifest ------------------------------------------------------------------------
+
+    def _load_manifest(self) -> None:
+        try:
+            data = self.read(MANIFEST, 16 * 1024 * 1024)
+        except Refused as refused:
+            self.notes.append(f"{refused}: ignored, no file of this folder counted as ours")
+            return
+        if data is None:
+            return
+        try:
+            manifest = json.loads(data)
+            files = {str(k): {str(h) for h in v} for k, v in manifest["files"].items()}
+            folders = {str(f) for f in manifest["folders"]}
+            for relative in (*files, *folders):
+                _parts(relative)
+        except (ValueError, KeyError, TypeError, AttributeError):
+            self.notes.append(f"{self.path / MANIFEST}: not index's manifest: ignored, no file of"
+                              " this folder counted as ours")
+            return
+        self.owned, self.folders = files, folders
+
+    def save_manifest(self) -> None:
+        manifest = {"generator": GENERATOR,
+                    "files": {k: sorted(v) for k, v in sorted(self.owned.items())},
+                    "folders": sorted(self.folders)}
+        data = (json.dumps(manifest, indent=1) + "\n").encode()
+        try:
+            there = self.read(MANIFEST)
+        except Refused:
+            there = b""
+        # a run that changes nothing touches nothing; one that wrote nothing leaves no manifest
+        if there != data and (there is not None or self.owned or self.folders):
+            self.write(MANIFEST, data)

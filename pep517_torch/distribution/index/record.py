@@ -1,0 +1,76 @@
+"""The build record, ``.dist-info/pep517_torch.json``: the torch a wheel's binaries were built
+against. ``build_record`` writes its text; ``read_record`` is the one reading of it ``index``
+trusts, so a new field is one change here (its check, and its part in ``variant``)."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+
+from packaging.version import InvalidVersion, Version
+
+BUILD_RECORD = "pep517_torch.json"
+RECORD_LIMIT = 64 * 1024  # a record is a few dozen bytes: anything bigger is not one of ours
+
+_LOCAL_LABEL = re.compile(r"[a-z0-9]+(?:\.[a-z0-9]+)*")
+_CUDA = re.compile(r"[0-9]{1,3}\.[0-9]{1,3}")
+_VARIANT = re.compile(r"[0-9][0-9a-z.+]*")  # what a page or folder name may hold
+
+
+class RecordError(ValueError):
+    """A build record ``index`` will not use; the message names the field."""
+
+
+def build_record(torch_version: str, torch_cuda: str | None) -> bytes:
+    """The text of ``pep517_torch.json``: the torch a wheel's binaries were built against."""
+    return (json.dumps({"torch": torch_version, "torch_cuda": torch_cuda}, sort_keys=True)
+            + "\n").encode()
+
+
+def variant_name(torch_version: str, torch_cuda: str | None) -> str:
+    """``2.13.0+cpu``, ``2.14.1+cu130``: torch's own label, or one made from its CUDA."""
+    if "+" in torch_version:
+        return torch_version
+    return torch_version + (f"+cu{torch_cuda.replace('.', '')}" if torch_cuda else "+cpu")
+
+
+@dataclass(frozen=True)
+class BuildTorch:
+    """What a wheel's record says, checked: the torch (a normalised version) and its CUDA."""
+
+    torch: str
+    torch_cuda: str | None
+
+    @property
+    def variant(self) -> str:
+        """The torch variant the wheel serves: its page ``torch-<variant>.html`` and its simple
+        repository ``torch-<variant>/`` are named by it (only ``[0-9a-z.+]``, never a path)."""
+        return variant_name(self.torch, self.torch_cuda)
+
+
+def read_record(data: bytes) -> BuildTorch:
+    """The record's text, checked field by field (RecordError names the one at fault)."""
+    try:
+        record = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise RecordError(f"not JSON ({error})") from None
+    if not isinstance(record, dict):
+        raise RecordError(f"not a JSON object but {type(record).__name__}")
+    torch = record.get("torch")
+    if not isinstance(torch, str):
+        raise RecordError(f"'torch' must be a torch version string, got {torch!r}")
+    try:
+        version = Version(torch)
+    except InvalidVersion:
+        raise RecordError(f"'torch' is not a version: {torch!r}") from None
+    if version.epoch or (version.local is not None and not _LOCAL_LABEL.fullmatch(
+            torch.partition("+")[2])):
+        raise RecordError(f"'torch' is not a torch version (local label of [a-z0-9.]): {torch!r}")
+    cuda = record.get("torch_cuda")
+    if cuda is not None and not (isinstance(cuda, str) and _CUDA.fullmatch(cuda)):
+        raise RecordError(f"'torch_cuda' must be MAJOR.MINOR or null, got {cuda!r}")
+    checked = BuildTorch(str(version), cuda)
+    if not _VARIANT.fullmatch(checked.variant):  # a normalised version holds nothing else
+        raise RecordError(f"'torch' is not a torch version: {torch!r}")
+    return checked

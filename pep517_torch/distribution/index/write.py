@@ -1,0 +1,128 @@
+"""``write_index(DIR)``: what goes where. Per torch variant, the find-links page
+``torch-<variant>.html`` and the simple repository ``torch-<variant>/`` (its root ``index.html`` and
+one ``<project>/index.html`` per project, linking the wheels in DIR: no copies); then DIR's
+``index.html`` naming them. Pages of variants no longer present are removed when, and only
+when, they still hold what ``index`` wrote (``folder.py``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import pages
+from .folder import MANIFEST, Folder, Refused, digest
+from .wheels import IndexedWheel, Skipped, scan
+
+OVERVIEW = "index.html"
+
+
+@dataclass
+class IndexResult:
+    variants: dict[str, list[IndexedWheel]]  # variant -> its wheels
+    unrecorded: list[IndexedWheel]  # no build record: on no page
+    skipped: list[Skipped]  # not wheels index will list
+    pages: dict[str, Path] = field(default_factory=dict)  # variant -> its find-links page
+    repositories: dict[str, Path] = field(default_factory=dict)  # variant -> its simple repository
+    overview: Path | None = None
+    removed: list[Path] = field(default_factory=list)  # stale pages of ours
+    left: list[str] = field(default_factory=list)  # one line each: what was in the way, kept
+
+
+def write_index(directory: Path) -> IndexResult:
+    with Folder.opened(directory) as folder:
+        wheels, skipped = scan(folder.fd, directory)
+        variants: dict[str, list[IndexedWheel]] = {}
+        for wheel in wheels:
+            if wheel.variant is not None:
+                variants.setdefault(wheel.variant, []).append(wheel)
+        result = IndexResult(dict(sorted(variants.items())),
+                             [w for w in wheels if w.variant is None], skipped,
+                             left=list(folder.notes))
+        writes = _Writes(folder, result, previous=set(folder.owned))
+        for variant, listed in result.variants.items():
+            _write_variant(writes, variant, listed)
+        overview = pages.overview(result.variants, {p.name for p in result.pages.values()},
+                                  set(result.repositories))
+        if writes.put(OVERVIEW, overview):
+            result.overview = directory / OVERVIEW
+        writes.remove_stale()
+        folder.owned = {relative: {hashed} for relative, hashed in writes.current.items()}
+        folder.save_manifest()
+        return result
+
+
+def _write_variant(writes: _Writes, variant: str, listed: Sequence[IndexedWheel]) -> None:
+    result, folder = writes.result, writes.folder
+    page = pages.find_links_page_name(variant)
+    if writes.put(page, pages.find_links_page(variant, listed)):
+        result.pages[variant] = folder.path / page
+    projects: dict[str, list[IndexedWheel]] = {}
+    for wheel in listed:
+        projects.setdefault(wheel.project, []).append(wheel)
+    repository = pages.repository_name(variant)
+    written = [project for project, of_project in sorted(projects.items())
+               if writes.put(f"{repository}/{project}/index.html",
+                             pages.simple_project(project, of_project))]
+    if written and writes.put(f"{repository}/index.html", pages.simple_root(variant, written)):
+        result.repositories[variant] = folder.path / repository
+
+
+@dataclass
+class _Writes:
+    folder: Folder
+    result: IndexResult
+    previous: set[str]  # the files the manifest counted as ours
+    current: dict[str, str] = field(default_factory=dict)  # file -> digest: ours, as it is now
+    attempted: set[str] = field(default_factory=set)  # every file this run meant to write
+
+    def put(self, relative: str, data: bytes) -> bool:
+        """Write ``data`` at ``relative`` unless something not ours is there (one line in
+        ``result.left``); whether the file now holds it."""
+        self.attempted.add(relative)
+        folder = self.folder
+        try:
+            there = folder.read(relative)
+            if there != data:
+                if there is not None and not folder.is_ours(relative):
+                    self.result.left.append(
+                        f"{folder.path / relative}: not written by index (or changed since):"
+                        " left as it is; remove it to have it written")
+                    return False
+                folder.owned.setdefault(relative, set()).add(digest(data))
+                folder.save_manifest()  # first: an interrupted run still knows the file is ours
+                folder.write(relative, data)
+        except Refused as refused:
+            line = f"{refused}: left as it is"
+            if line not in self.result.left:  # a folder in the way of several pages: one line
+                self.result.left.append(line)
+            return False
+        self.current[relative] = digest(data)
+        return True
+
+    def remove_stale(self) -> None:
+        """Files of ours this run did not write again, while they hold what we wrote; then
+        the folders we made that are left empty."""
+        folder = self.folder
+        for relative in sorted(self.previous - self.attempted - {MANIFEST}):
+            try:
+                ours = folder.is_ours(relative)
+            except Refused:
+                ours = False
+            if ours:
+                folder.remove(relative)
+                self.result.removed.append(folder.path / relative)
+            elif _exists(folder, relative):
+                self.result.left.append(f"{folder.path / relative}: changed since index wrote"
+                                        " it: left as it is")
+        for made in sorted(folder.folders, key=lambda f: -f.count("/")):
+            if not any(relative.startswith(made + "/") for relative in self.current) and \
+                    folder.remove_folder_if_empty(made):
+                folder.folders.discard(made)
+
+
+def _exists(folder: Folder, relative: str) -> bool:
+    try:
+        return folder.read(relative, 0) is not None
+    except Refused:
+        return True
