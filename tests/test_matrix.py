@@ -23,7 +23,7 @@ from pep517_torch.core import toolchain
 from pep517_torch.config.pyproject import tomllib
 from pep517_torch.distribution.index import write_index
 from tests.conftest import ROOT
-from tests.installed import installed_env, own_wheel, site_packages
+from tests.installed.venvs import installed_env, own_wheel, site_packages
 from tests.tiny_project import wheel_value, write_project
 
 TORCH = toolchain.find_torch()

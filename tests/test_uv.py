@@ -28,7 +28,7 @@ from packaging.utils import canonicalize_name, parse_wheel_filename
 from pep517_torch.config.pyproject import tomllib
 from pep517_torch.core import toolchain
 from tests.conftest import ROOT
-from tests.installed import installed_env, own_wheel
+from tests.installed.venvs import installed_env, own_wheel
 from tests.tiny_project import write_project
 
 TORCH = toolchain.find_torch()

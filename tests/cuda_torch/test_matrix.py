@@ -26,7 +26,7 @@ import pytest
 
 from pep517_torch.core import cuda, toolchain
 from tests.conftest import FIXTURES, ROOT
-from tests.installed import installed_env, own_wheel
+from tests.installed.venvs import installed_env, own_wheel
 from tests.tiny_project import write_project
 
 TORCH = toolchain.find_torch()
