@@ -23,7 +23,6 @@ from pep517_torch.core import flags
 from pep517_torch.core.spec import ExtensionSpec
 from pep517_torch.core.stable_audit import is_torch_cxx
 from pep517_torch.core.toolchain import find_torch
-from pep517_torch.distribution.import_guard import render_import_guard
 from pep517_torch.errors import ConfigError
 from tests.conftest import FIXTURES, write, write_tree
 from tests.test_core_flags import CUDA, cuda_spec, tools_for
@@ -125,7 +124,7 @@ def test_flags_define_the_target_for_cxx_and_nvcc_and_link_no_torch_python(tmp_p
     assert "-ltorch_python" not in computed.ld
     # the shim's CUDA functions come with libtorch_cuda through libtorch.so: it stays NEEDED
     at = computed.ld.index("-ltorch")
-    assert computed.ld[at - 1:at + 2] == ("-Wl,--no-as-needed", "-ltorch", "-Wl,--as-needed")
+    assert computed.ld[at - 1:at + 2] == ("-Wl,--push-state,--no-as-needed", "-ltorch", "-Wl,--pop-state")
 
 
 def test_a_stable_spec_needs_the_limited_api() -> None:
@@ -145,19 +144,6 @@ def test_a_stable_spec_needs_the_limited_api() -> None:
 ])
 def test_the_audit_knows_torchs_cxx_api_from_its_c_shim(symbol: str, torch_cxx: bool) -> None:
     assert is_torch_cxx(symbol) is torch_cxx
-
-
-@pytest.mark.parametrize(("running", "passes"), [("2.9.1", False), ("2.10.0", True), ("2.14.1+cu130", True), ("3.0.0", True)])
-def test_the_import_check_accepts_every_torch_from_the_target(tmp_path: Path, running: str, passes: bool) -> None:
-    write(tmp_path / "torch" / "__init__.py", f"__version__ = {running!r}\n")
-    write(tmp_path / "pkg" / "__init__.py")
-    (tmp_path / "pkg" / "_C.py").write_bytes(render_import_guard("pkg._C", "_C_native.abi3.so", "2.13.0+cpu", "2.10"))
-    result = subprocess.run([sys.executable, "-c", "import pkg._C"], cwd=tmp_path, capture_output=True, text=True)
-    assert result.returncode != 0  # no library behind the shim: it fails in both cases
-    version_error = "needs torch>=2.10" in result.stderr
-    assert version_error is not passes, result.stderr
-    if not passes:
-        assert f"torch {running} is installed" in result.stderr
 
 
 # Builds (stable TUs only: seconds each).

@@ -19,7 +19,7 @@ from ..errors import ConfigError, ToolchainError
 from ..project_tree import mark_build_dir
 from . import flags as flags_mod
 from . import compile_record, graph, jobs, pch, pch_cache, pch_health, pch_seal, scan, stable_audit
-from . import compdb, toolchain, unity
+from . import compdb, guard_patch, import_guard, toolchain, unity
 from . import launcher as launchers
 from .naming import artifact_name, display_base, object_name
 from .spec import BuildOptions, ExtensionSpec, first_duplicate, is_cuda_source
@@ -54,6 +54,7 @@ class BuildPlan:
     uses_pch: bool = False  # some compile uses a precompiled header, or some edge makes one
     unity: dict[str, tuple[Path, ...]] = dataclasses.field(default_factory=dict)  # object -> members
     root: Path | None = None  # the project the build folder belongs to (None: the JIT's)
+    cuda_version: str | None = None  # the toolkit's ("13.0") when some extension uses CUDA
     facts: dict[str, object] = dataclasses.field(default_factory=dict)  # compile_record.facts
     # what changed since the last build beyond ninja's mtimes (outputs already deleted)
     changes: compile_record.Changes = dataclasses.field(default_factory=compile_record.Changes)
@@ -143,7 +144,11 @@ class _Planner:
                 build_dir=self.build_dir,
             )
         output = self.output_dir / artifact_name(spec)
-        plan = graph.ExtensionPlan(spec, ext_flags, os.path.relpath(output, self.build_dir))
+        guard = import_guard.plan(
+            spec, self.tools.torch, self.toolkit.version_str if self.toolkit else None,
+            self.build_dir, self.tools.cuda_library_dirs,
+        )
+        plan = graph.ExtensionPlan(spec, ext_flags, os.path.relpath(output, self.build_dir), guard=guard)
         base = display_base(spec, self.options.source_root)
         for source in spec.sources:
             plan.units.append(graph.CompileUnit(
@@ -244,8 +249,9 @@ def prepare(
                          tuple(notes), compiler, torch, tuple(launcher), {})
     # Every check passed (tools, flags, arch lists nvcc can build): only now write anything.
     _check_build_dir(build_dir)
+    generated = {**unity_sources, **{p.guard.source: p.guard.text for p in plans if p.guard}}
     with writing(build_dir):
-        for path, content in unity_sources.items():
+        for path, content in generated.items():
             path.parent.mkdir(parents=True, exist_ok=True)
             write_if_changed(path, content)
     if shared_pch:
@@ -269,6 +275,7 @@ def prepare(
         arguments=launchers.command_arguments(launcher_name, options.source_root, build_dir),
         nvcc_dlink=[str(cuda.toolkit.nvcc)] if cuda else None,
         pch_seal=[sys.executable, pch_seal.__file__] if shared_pch else (),
+        guard_patch=[sys.executable, guard_patch.__file__],
     )
     objects = stable_audit.objects(plans, build_dir, options.source_root)
     ninja_file = build_dir / "build.ninja"
@@ -305,6 +312,7 @@ def prepare(
         root=options.source_root,
         facts=facts,
         changes=changes,
+        cuda_version=cuda.toolkit.version_str if cuda else None,
     )
 
 
@@ -317,6 +325,8 @@ def _descriptions(plans: Sequence[graph.ExtensionPlan], source_root: Path | None
         described[plan.output] = f"linking {plan.spec.name}"
         if plan.dlink_object:
             described[plan.dlink_object] = f"device-linking {plan.spec.name}"
+        if plan.guard is not None:
+            described[plan.guard.object] = f"compiling the import check of {plan.spec.name}"
     return described
 
 

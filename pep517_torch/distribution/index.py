@@ -28,14 +28,18 @@ PAGE = "<!DOCTYPE html>\n<html>\n<head><meta name=\"pypi:repository-version\" co
        "<title>{title}</title></head>\n<body>\n<h1>{title}</h1>\n{links}</body>\n</html>\n"
 
 
-def build_record(torch_version: str, torch_cuda: str | None) -> bytes:
-    """The text of ``pep517_torch.json``: the torch a wheel's binaries were built against."""
-    return (json.dumps({"torch": torch_version, "torch_cuda": torch_cuda}, sort_keys=True)
-            + "\n").encode()
+def build_record(torch_version: str, torch_cuda: str | None, cuda: str | None = None) -> bytes:
+    """The text of ``pep517_torch.json``: the torch a wheel's binaries were built against and,
+    when they need CUDA, its major (``"cuda": "13"``)."""
+    record = {"torch": torch_version, "torch_cuda": torch_cuda, **({"cuda": cuda} if cuda else {})}
+    return (json.dumps(record, sort_keys=True) + "\n").encode()
 
 
-def variant_name(torch_version: str, torch_cuda: str | None) -> str:
-    """``2.13.0+cpu``, ``2.14.1+cu130``: torch's own label, or one made from its CUDA."""
+def variant_name(torch_version: str, torch_cuda: str | None, cuda: str | None = None) -> str:
+    """``2.13.0+cpu``, ``2.14.1+cu130``: torch's own label, or one made from its CUDA; binaries
+    that need CUDA (``cuda``, its major) built beside a CPU torch: ``2.13.0+cu13``."""
+    if cuda and not torch_cuda:
+        return f"{torch_version.split('+')[0]}+cu{cuda}"
     if "+" in torch_version:
         return torch_version
     return torch_version + (f"+cu{torch_cuda.replace('.', '')}" if torch_cuda else "+cpu")
@@ -63,7 +67,8 @@ def read_wheel(path: Path) -> IndexedWheel:
             names = [n for n in archive.namelist() if re.fullmatch(
                 r"[^/]+\.dist-info/" + re.escape(BUILD_RECORD), n)]
             record = json.loads(archive.read(names[0])) if names else None
-        variant = variant_name(str(record["torch"]), record.get("torch_cuda")) if record else None
+        variant = variant_name(str(record["torch"]), record.get("torch_cuda"),
+                               record.get("cuda")) if record else None
     except (zipfile.BadZipFile, OSError, ValueError, KeyError, TypeError) as error:
         raise OutputError(f"{path}: not a readable wheel ({error!r})") from None
     return IndexedWheel(path, variant, digest)

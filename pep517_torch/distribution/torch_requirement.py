@@ -114,6 +114,13 @@ def local_label(torch_version: str, torch_cuda: str | None) -> str:
     return f"pt{parsed.major}{parsed.minor}{variant}"
 
 
+def variant_cuda(torch_cuda: str | None, binaries_cuda: str | None) -> str | None:
+    """The CUDA a wheel's variant names (its local label, its index page): its torch's
+    (``13.0``), or, for CUDA kernels built beside a CPU torch, the CUDA major its binaries
+    need (``13``): such a wheel is no CPU wheel."""
+    return torch_cuda or binaries_cuda
+
+
 def with_local_label(version: str, label: str) -> str:
     """``1.0.0`` -> ``1.0.0+pt213cpu``; ``1.0.0+abc`` -> ``1.0.0+abc.pt213cpu``."""
     try:
