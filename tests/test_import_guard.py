@@ -105,7 +105,8 @@ def stand_in(base: Path, version: str, cuda: str | None) -> Path:
 
 def build(base: Path, torches: dict[str, Path], *, kind: Kind = Kind.MODULE, built_torch: str = "2.13.0+cpu",
           built_cuda: str | None = None, cuda: bool = False, stable: str | None = None,
-          missing: bool = False, patch: bool = True, python: bool = True) -> Path:
+          missing: bool = False, patch: bool = True, python: bool = True,
+          link_flags: tuple[str, ...] = ()) -> Path:
     """``pkg/_C<suffix>`` in ``base/site``, linked against the stand-in torch (the CUDA one when
     ``cuda``) with its import check for ``built_torch``; ``patch``: the post-link step too."""
     base.mkdir(parents=True, exist_ok=True)
@@ -133,8 +134,8 @@ def build(base: Path, torches: dict[str, Path], *, kind: Kind = Kind.MODULE, bui
     output = base / "site" / "pkg" / f"_C{SUFFIX}"
     output.parent.mkdir(parents=True, exist_ok=True)
     (output.parent / "__init__.py").write_text("")
-    gcc("-shared", ext_object, guard_object, "-Wl,--no-as-needed", *cuda_links, f"-L{libraries}",
-        "-ltorch", "-o", output)
+    gcc("-shared", *link_flags, ext_object, guard_object, "-Wl,--no-as-needed", *cuda_links,
+        f"-L{libraries}", "-ltorch", "-o", output)
     if patch:
         assert guard_patch.main([str(output), *plan.patch_arguments]) == 0
     return output
@@ -293,6 +294,27 @@ def test_a_stable_cuda_library_under_a_cpu_torch_names_the_cuda_it_needs(
         " install a torch built with CUDA 13 (`pip install 'torch>=2.10' --index-url"
         " https://download.pytorch.org/whl/cu130`).")
     assert "undefined symbol" not in result.stderr and "cannot open" not in result.stderr
+
+
+LINKERS = {
+    "gold": ("-fuse-ld=gold",),
+    "bfd with packed relative relocations": ("-Wl,-z,pack-relative-relocs",),
+    "bfd with -z now and gc-sections": ("-Wl,-z,now", "-Wl,--gc-sections"),
+}
+
+
+@pytest.mark.parametrize("linker", LINKERS)
+def test_what_other_links_produce_is_patched_alike(tmp_path: Path, torches: dict[str, Path], linker: str) -> None:
+    flags = LINKERS[linker]
+    if "gold" in linker and shutil.which("ld.gold") is None:
+        pytest.skip("needs ld.gold")
+    built = build(tmp_path, torches, built_torch="2.14.1+cu130", built_cuda="13.0", cuda=True, link_flags=flags)
+    ran = load(built.parents[1], stand_in(tmp_path, "2.14.1+cu130", "13.0"), torches["cuda"],
+               "import pkg._C as c; print(c.answer())")
+    assert (ran.stdout, ran.stderr) == ("1142\n", "library constructor ran\n")
+    refused = load(built.parents[1], stand_in(tmp_path, "2.14.1+cpu", None), torches["cpu"], "import pkg._C")
+    (said,) = exception_lines(refused.stderr)
+    assert said.startswith("ImportError: pkg._C was built for torch 2.14.1+cu130, this is torch 2.14.1+cpu:")
 
 
 HOST = r"""
@@ -463,3 +485,63 @@ def test_metadata_without_torch_installed_equals_the_wheels(
     with zipfile.ZipFile(wheel) as archive:
         in_wheel = archive.read(f"{dist_info}/METADATA")
     assert in_wheel == (tmp_path / "md" / dist_info / "METADATA").read_bytes()
+
+
+# -- which artifacts carry the check (backend/stages.py: import_check_torch) -----------------
+
+POLICY_PYPROJECT = """\
+[build-system]
+requires = ["pep517_torch", "torch"]
+build-backend = "pep517_torch"
+
+[project]
+name = "policy"
+version = "1.0"
+{dependencies}
+
+[tool.torch-ext]
+packages = ["ppkg"]
+{settings}
+
+[[tool.torch-ext.extension]]
+name = "ppkg._cpu"
+sources = ["csrc/cpu.cpp"]
+
+[[tool.torch-ext.extension]]
+name = "ppkg._kernels"
+sources = ["csrc/k.cu"]
+
+[[tool.torch-ext.extension]]
+name = "ppkg._headers"
+sources = ["csrc/uses_cuh.cpp"]
+
+[[tool.torch-ext.extension]]
+name = "ppkg._ops"
+sources = ["csrc/cpu.cpp"]
+kind = "library"
+"""
+
+
+@pytest.mark.parametrize(("dependencies", "settings", "checked"), [
+    ('dynamic = ["dependencies"]', "", {"_kernels", "_headers"}),  # the pin says the rest
+    ('dynamic = ["dependencies"]', 'torch-requirement = "none"', {"_cpu", "_kernels", "_headers", "_ops"}),
+    ('dependencies = ["torch>=2.0"]', "", {"_cpu", "_kernels", "_headers", "_ops"}),  # a static one
+    ('dynamic = ["dependencies"]', "torch-import-check = true", {"_cpu", "_kernels", "_headers", "_ops"}),
+    ('dynamic = ["dependencies"]', "torch-import-check = false", set()),
+])
+def test_which_artifacts_carry_the_check(tmp_path: Path, dependencies: str, settings: str,
+                                         checked: set[str]) -> None:
+    from pep517_torch.backend import stages
+
+    root = write_tree(tmp_path / "p", {
+        "pyproject.toml": POLICY_PYPROJECT.format(dependencies=dependencies, settings=settings),
+        "ppkg/__init__.py": "", "csrc/cpu.cpp": "int f() { return 1; }\n",
+        "csrc/k.cu": "__global__ void k() {}\n", "csrc/kernels.cuh": "#pragma once\n",
+        "csrc/uses_cuh.cpp": '#include "kernels.cuh"\nint g() { return 2; }\n',
+    })
+    loaded = stages.load(root, {"cuda": "true"})
+    carried = {spec.name.split(".")[1]: spec.import_check_torch for spec in loaded.project.extensions}
+    assert {name for name, torch in carried.items() if torch} == checked
+    assert set(carried.values()) <= {TORCH.version, None}
+    # a .cuh include makes an extension CUDA (as the build would): it needs CUDA, so "auto" checks it
+    assert {s.name for s in loaded.project.extensions if s.uses_cuda} == {"ppkg._kernels", "ppkg._headers"}

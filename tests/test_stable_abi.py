@@ -181,6 +181,52 @@ def test_the_stable_wheel_is_abi3_requires_the_target_and_computes(stable_wheel:
 
 
 @pytest.mark.compile
+@pytest.mark.cuda
+def test_cuda_kernels_built_beside_a_cpu_torch_make_no_cpu_wheel(tmp_path: Path) -> None:
+    """Issue 34 item 3: fixtures/stable with -Ccuda=true against the CPU torch. Its binaries need
+    CUDA 13: the build record says so, the local label and the index page follow, and under the
+    CPU torch the import fails in one line naming both torches, never `undefined symbol`."""
+    from pep517_torch.core import cuda
+
+    toolkit = cuda.find_cuda(os.environ)
+    torch = find_torch()
+    if toolkit is None or torch.cuda is not None:
+        pytest.skip("needs nvcc beside a CPU torch")
+    major = str(toolkit.version[0])
+    root = tmp_path / "stable"
+    shutil.copytree(FIXTURE, root)
+    out = tmp_path / "wheelhouse"
+    built = subprocess.run([sys.executable, "-m", "pep517_torch", "wheel", "-o", str(out), "-Ccuda=true",
+                            "-Clocal-version=torch", "-Ccuda-arch-list=8.0", str(root)],
+                           capture_output=True, text=True, timeout=1500)
+    assert built.returncode == 0, built.stdout + built.stderr
+    (wheel,) = out.glob("*.whl")
+    label = f"pt{''.join(torch.version.split('.')[:2])}cu{major}"
+    assert wheel.name.startswith(f"stableops-1.0.0+{label}-cp310-abi3-"), wheel.name
+    with zipfile.ZipFile(wheel) as archive:
+        record = archive.read(f"stableops-1.0.0+{label}.dist-info/pep517_torch.json").decode()
+    assert record == f'{{"cuda": "{major}", "torch": "{torch.version}", "torch_cuda": null}}\n'
+    indexed = subprocess.run([sys.executable, "-m", "pep517_torch", "index", str(out)],
+                             capture_output=True, text=True, timeout=300)
+    assert indexed.returncode == 0, indexed.stderr
+    variant = f"{torch.version.split('+')[0]}+cu{major}"
+    pages = "".join(p.read_text() for p in out.rglob("*.html"))
+    assert variant in pages and torch.version not in pages  # not on the CPU torch's page
+    target = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), str(wheel)],
+                   check=True, capture_output=True, text=True)
+    result = subprocess.run([sys.executable, "-c", "import stableops"], capture_output=True, text=True,
+                            env={**os.environ, "PYTHONPATH": str(target)}, cwd=tmp_path, timeout=300)
+    assert result.returncode == 1
+    said = [line for line in result.stderr.splitlines() if line and not line.startswith((" ", "Traceback"))]
+    assert said[0] == (
+        f"ImportError: stableops._C was built for torch>=2.10 with CUDA {major}, this is torch"
+        f" {torch.version}: install a torch built with CUDA {major} (`pip install 'torch>=2.10'"
+        f" --index-url https://download.pytorch.org/whl/cu{major}{toolkit.version[1]}`).")
+    assert "undefined symbol" not in result.stderr and "cannot open shared object" not in result.stderr
+
+
+@pytest.mark.compile
 def test_a_torch_cxx_symbol_fails_the_build_naming_it_and_its_object(tmp_path: Path) -> None:
     source = """#include <string>
 namespace c10 { namespace detail {

@@ -65,8 +65,11 @@ def load(
         version=config.version_string(project, env), dependencies=plan.dependencies,
     )
     if build_torch is not None:
+        from ..core.plan import with_cuda_headers  # a .cuh include makes it CUDA, as the build does
+
         checked = [dataclasses.replace(spec, import_check_torch=import_check_torch(
-            project, spec, build_torch.version, plan.static_torch)) for spec in project.extensions]
+            project, spec, build_torch.version, plan.static_torch))
+            for spec in map(with_cuda_headers, project.extensions)]
         project = dataclasses.replace(project, extensions=tuple(checked))
     if build_torch is not None and project.local_version == "torch":
         _add_local_label(metadata, build_torch, binaries_cuda(project, build_torch, found))

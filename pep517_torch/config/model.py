@@ -144,11 +144,13 @@ class ProjectSettings:
     )
     torch_import_check: Literal["auto"] | bool = setting(
         "auto",
-        help="Check at import time that the running torch matches the build (its major.minor,"
-        ' and its CUDA variant: none or CUDA, and the CUDA major); `"auto"`: when'
-        ' `torch-requirement = "none"`, when a static `project.dependencies` holds the torch'
-        " requirement, and for every module built against a CUDA torch that links torch's CUDA"
-        " libraries or the CUDA runtime (no requirement can name the variant).",
+        help="Check, inside each module and library, that the running torch is one it runs under"
+        " (the build's major.minor, a stable-ABI target or newer; and for one that needs CUDA, a"
+        " CUDA torch of the same CUDA major) before any code of it runs, on `import` and"
+        " `torch.ops.load_library` alike: otherwise one ImportError names both torches. The"
+        " file keeps its name and place. `\"auto\"`: when `torch-requirement = \"none\"`, when a"
+        " static `project.dependencies` holds the torch requirement, and for every extension"
+        " that needs CUDA (no requirement can name torch's CUDA variant).",
         config_setting=True,
     )
     dependencies: list[str] | None = setting(

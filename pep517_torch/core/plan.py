@@ -88,7 +88,7 @@ def _check_torch_cuda_headers(
         )
 
 
-def _with_cuda_headers(spec: ExtensionSpec) -> ExtensionSpec:
+def with_cuda_headers(spec: ExtensionSpec) -> ExtensionSpec:
     """with-cuda = auto: a source that includes a ``.cuh`` header makes it a CUDA extension."""
     if spec.with_cuda is not None or spec.uses_cuda:
         return spec
@@ -183,7 +183,7 @@ def prepare(
     are what the caller found already; None: found here."""
     if not specs:
         raise ConfigError("nothing to build: no extensions")
-    specs = [_with_cuda_headers(spec) for spec in specs]
+    specs = [with_cuda_headers(spec) for spec in specs]
     duplicate = first_duplicate([s.name for s in specs])
     if duplicate is not None:
         first, second = (specs[i] for i in duplicate)
