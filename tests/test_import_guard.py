@@ -519,14 +519,24 @@ sources = ["csrc/uses_cuh.cpp"]
 name = "ppkg._ops"
 sources = ["csrc/cpu.cpp"]
 kind = "library"
+
+[[tool.torch-ext.extension]]
+name = "ppkg._stable"
+sources = ["csrc/cpu.cpp", "csrc/k.cu"]
+kind = "library"
+stable-abi = "2.10"
 """
+EVERY = {"_cpu", "_kernels", "_headers", "_ops", "_stable"}
 
 
 @pytest.mark.parametrize(("dependencies", "settings", "checked"), [
-    ('dynamic = ["dependencies"]', "", {"_kernels", "_headers"}),  # the pin says the rest
-    ('dynamic = ["dependencies"]', 'torch-requirement = "none"', {"_cpu", "_kernels", "_headers", "_ops"}),
-    ('dependencies = ["torch>=2.0"]', "", {"_cpu", "_kernels", "_headers", "_ops"}),  # a static one
-    ('dynamic = ["dependencies"]', "torch-import-check = true", {"_cpu", "_kernels", "_headers", "_ops"}),
+    # beside this CPU torch only the stable-ABI CUDA library needs a CUDA torch (the C shim's
+    # CUDA functions live in libtorch_cuda); kernels on raw pointers need a CUDA runtime alone,
+    # and the pin says the rest
+    ('dynamic = ["dependencies"]', "", {"_stable"}),
+    ('dynamic = ["dependencies"]', 'torch-requirement = "none"', EVERY),
+    ('dependencies = ["torch>=2.0"]', "", EVERY),  # a static requirement: no pin of this torch
+    ('dynamic = ["dependencies"]', "torch-import-check = true", EVERY),
     ('dynamic = ["dependencies"]', "torch-import-check = false", set()),
 ])
 def test_which_artifacts_carry_the_check(tmp_path: Path, dependencies: str, settings: str,
@@ -543,5 +553,17 @@ def test_which_artifacts_carry_the_check(tmp_path: Path, dependencies: str, sett
     carried = {spec.name.split(".")[1]: spec.import_check_torch for spec in loaded.project.extensions}
     assert {name for name, torch in carried.items() if torch} == checked
     assert set(carried.values()) <= {TORCH.version, None}
-    # a .cuh include makes an extension CUDA (as the build would): it needs CUDA, so "auto" checks it
-    assert {s.name for s in loaded.project.extensions if s.uses_cuda} == {"ppkg._kernels", "ppkg._headers"}
+    # a .cuh include makes an extension CUDA (as the build would): under a CUDA torch it needs
+    # that torch's CUDA, and "auto" checks it
+    assert {s.name for s in loaded.project.extensions if s.uses_cuda} == {
+        "ppkg._kernels", "ppkg._headers", "ppkg._stable"}
+    if settings == "":
+        cuda_root = tmp_path / "cuda-torch"
+        (cuda_root / "include" / "c10" / "cuda" / "impl").mkdir(parents=True)
+        (cuda_root / "include" / "c10" / "cuda" / "impl" / "cuda_cmake_macros.h").write_text("")
+        (cuda_root / "lib").mkdir()
+        (cuda_root / "lib" / "libc10_cuda.so").write_bytes(b"")
+        cuda_torch = TorchInstall(cuda_root, "2.14.1+cu130", "13.0", None)
+        under_cuda = {spec.name.split(".")[1] for spec in loaded.project.extensions
+                      if stages.import_check_torch(loaded.project, spec, cuda_torch, False)}
+        assert under_cuda == {"_kernels", "_headers", "_stable"}

@@ -93,13 +93,13 @@ def _build_wheel(
 
 
 def _record_build_torch(loaded: Loaded, result: BuildResult | None) -> None:
-    """A wheel with binaries names the torch they were built against and the CUDA major they
-    need, from what was built (``index`` sorts wheels into find-links pages by them)."""
+    """A wheel with binaries names the torch they were built against and the CUDA major of the
+    torch they need, from what was built (``index`` sorts wheels into find-links pages by them)."""
     from ..distribution.index import BUILD_RECORD, build_record
 
     if loaded.project.extensions and loaded.torch is not None:
-        built = result.plan.cuda_version if result else None
-        record = build_record(loaded.torch.version, loaded.torch.cuda, built and built.split(".")[0])
+        needed = result.plan.cuda_needed if result else None
+        record = build_record(loaded.torch.version, loaded.torch.cuda, needed)
         loaded.metadata.extra_dist_info[BUILD_RECORD] = record
 
 

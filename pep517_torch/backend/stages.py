@@ -68,7 +68,7 @@ def load(
         from ..core.plan import with_cuda_headers  # a .cuh include makes it CUDA, as the build does
 
         checked = [dataclasses.replace(spec, import_check_torch=import_check_torch(
-            project, spec, build_torch.version, plan.static_torch))
+            project, spec, build_torch, plan.static_torch))
             for spec in map(with_cuda_headers, project.extensions)]
         project = dataclasses.replace(project, extensions=tuple(checked))
     if build_torch is not None and project.local_version == "torch":
@@ -77,25 +77,30 @@ def load(
 
 
 def import_check_torch(
-    project: config.ResolvedProject, spec: ExtensionSpec, torch_version: str, static_torch: bool
+    project: config.ResolvedProject, spec: ExtensionSpec, torch: toolchain.TorchInstall,
+    static_torch: bool,
 ) -> str | None:
     """The torch ``spec``'s artifact checks at import (``torch-import-check``; the check lives
     in the artifact, core/import_guard.py), or None. true: every module and library; "auto":
     where the wheel's requirement cannot say which torch it needs: a static torch requirement
-    kept as written (no pin of the build torch), and an extension that needs CUDA (no
+    kept as written (no pin of the build torch), and an extension that needs a CUDA torch (no
     requirement names torch's CUDA variant)."""
+    from ..core.import_guard import needs_cuda_torch
+
     if spec.kind is Kind.EXECUTABLE:
         return None
     wanted = project.torch_import_check or (
-        project.torch_import_check_auto and (static_torch or spec.uses_cuda)
+        project.torch_import_check_auto and (static_torch or needs_cuda_torch(spec, torch))
     )
-    return torch_version if wanted else None
+    return torch.version if wanted else None
 
 
 def binaries_cuda(project: config.ResolvedProject, torch: toolchain.TorchInstall, found: object) -> str | None:
-    """The CUDA major (``"13"``) the extensions' binaries will need, or None: torch's own when it
-    has CUDA, else (CUDA kernels built beside a CPU torch) nvcc's."""
-    if not any(spec.uses_cuda for spec in project.extensions):
+    """The CUDA major (``"13"``) of the torch the extensions' binaries will need, or None:
+    torch's own when it has CUDA, else (stable-ABI CUDA kernels beside a CPU torch) nvcc's."""
+    from ..core.import_guard import needs_cuda_torch
+
+    if not any(needs_cuda_torch(spec, torch) for spec in project.extensions):
         return None
     if torch.cuda:
         return torch.cuda.split(".")[0]

@@ -23,6 +23,7 @@ link edge then fails, and no half-patched file is ever renamed into place.
 
 from __future__ import annotations
 
+import mmap
 import struct
 import sys
 from collections.abc import Iterable, Sequence
@@ -65,7 +66,7 @@ class Report:
 class _Elf:
     """A linked ELF64 little-endian file in memory, read and written in place."""
 
-    def __init__(self, data: bytearray) -> None:
+    def __init__(self, data: bytearray | mmap.mmap) -> None:
         if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
             raise PatchError("not a 64-bit little-endian ELF file")
         self.data = data
@@ -127,7 +128,10 @@ class _Elf:
 
     def string(self, offset: int) -> str:
         start = self.offset(self.tag(DT_STRTAB) or 0) + offset
-        return self.data[start:self.data.index(b"\0", start)].decode("utf-8", "replace")
+        end = self.data.find(b"\0", start)
+        if end < 0:
+            raise PatchError("a dynamic string runs past the end of the file")
+        return self.data[start:end].decode("utf-8", "replace")
 
     def relocations(self) -> tuple[tuple[int, int], tuple[int, int]]:
         """(address, count) of DT_RELA and of DT_JMPREL (Elf64_Rela, 24 bytes each)."""
@@ -205,10 +209,18 @@ def _drop_version_needs(elf: _Elf, dropped: set[str]) -> None:
 
 
 def _find_block(elf: _Elf) -> int:
-    first = elf.data.find(MAGIC)
-    if first < 0 or elf.data.find(MAGIC, first + 1) >= 0:
+    """The block's file offset: its magic, once, in the writable data (a search of the data
+    sections alone: CUDA libraries run to hundreds of MB of device code)."""
+    found = []
+    for _, kind, flags, _, offset, size, *_ in elf.sections:
+        if kind == 1 and flags & 0x1:  # SHT_PROGBITS, SHF_WRITE
+            at = elf.data.find(MAGIC, offset, offset + size)
+            while at >= 0:
+                found.append(at)
+                at = elf.data.find(MAGIC, at + 1, offset + size)
+    if len(found) != 1:
         raise PatchError("the import check's block is missing or not unique")
-    return first
+    return found[0]
 
 
 def _dynsym_count(elf: _Elf) -> int:
@@ -276,7 +288,8 @@ def _wrap_pyinit(elf: _Elf, name: str, wrapper: int, count: int) -> int:
     return 0
 
 
-def patch(data: bytearray, drop: Iterable[str], pyinit: str | None, bringer: str = "libtorch.so") -> Report:
+def patch(data: bytearray | mmap.mmap, drop: Iterable[str], pyinit: str | None,
+          bringer: str = "libtorch.so") -> Report:
     """Rewire ``data`` (a linked shared library) in place; ``drop``: NEEDED names only a CUDA
     torch has, which ``bringer`` (NEEDED, it stays) brings under such a torch; ``pyinit``: the
     module's init function to wrap."""
@@ -311,11 +324,11 @@ def patch(data: bytearray, drop: Iterable[str], pyinit: str | None, bringer: str
 
 
 def patch_file(path: str, drop: Sequence[str], pyinit: str | None) -> Report:
-    with open(path, "rb") as file:
-        data = bytearray(file.read())
-    report = patch(data, drop, pyinit)
-    with open(path, "r+b") as file:
-        file.write(data)
+    """Patch ``path`` in place, through a mapping: only the pages it changes are touched (the
+    link edge patches a file of its own, renamed into place once patched)."""
+    with open(path, "r+b") as file, mmap.mmap(file.fileno(), 0) as data:
+        report = patch(data, drop, pyinit)  # type: ignore[arg-type]
+        data.flush()
     return report
 
 
@@ -339,5 +352,6 @@ if __name__ == "__main__":
     try:
         sys.exit(main(sys.argv[1:]))
     except (PatchError, OSError, struct.error, IndexError, ValueError) as exc:
-        sys.stderr.write(f"pep517_torch: error: cannot add the import check to {sys.argv[1:2]}: {exc}\n")
+        target = sys.argv[1] if len(sys.argv) > 1 else "(no file given)"
+        sys.stderr.write(f"pep517_torch: error: cannot add the import check to {target}: {exc}\n")
         sys.exit(1)

@@ -51,10 +51,18 @@ def cuda_major(cuda_version: str) -> str:
     return cuda_version.split(".")[0]
 
 
+def needs_cuda_torch(spec: ExtensionSpec, torch: TorchInstall) -> bool:
+    """Whether ``spec``'s artifact needs a CUDA build of torch (of its CUDA major) to run: CUDA
+    code built against a CUDA torch (it links torch's CUDA libraries or the CUDA runtime such a
+    torch brings), or stable-ABI CUDA code (the C shim's CUDA functions live in libtorch_cuda).
+    Kernels on raw pointers built beside a CPU torch need a CUDA runtime, not a CUDA torch."""
+    return spec.uses_cuda and (torch.has_cuda_runtime or spec.stable_abi is not None)
+
+
 def built_for(spec: ExtensionSpec, torch: TorchInstall, cuda_version: str | None) -> str:
     """How the one line names what ``spec``'s artifact was built for: ``torch 2.14.1+cu130``,
     ``torch 2.13.0+cpu with CUDA 13``, ``torch>=2.10 with CUDA 13``."""
-    needs = cuda_version if spec.uses_cuda else None
+    needs = cuda_version if needs_cuda_torch(spec, torch) else None
     if spec.stable_abi is not None:
         return f"torch>={spec.stable_abi}" + (f" with CUDA {cuda_major(needs)}" if needs else "")
     if needs is None or (torch.cuda and cuda_major(torch.cuda) == cuda_major(needs)):
@@ -106,7 +114,7 @@ def plan(
     """The import check of ``spec``'s artifact (None: its spec names no torch to check)."""
     if spec.import_check_torch is None or spec.kind is Kind.EXECUTABLE:
         return None
-    needs_cuda = cuda_version if spec.uses_cuda else None
+    needs_cuda = cuda_version if needs_cuda_torch(spec, torch) else None
     defines = {
         "GUARD_MODULE": spec.name,
         "GUARD_TORCH": spec.import_check_torch,
@@ -121,7 +129,7 @@ def plan(
         SOURCE.read_text(encoding="utf-8"),
     )
     arguments: list[str] = []
-    for name in dropped_libraries(torch, cuda_runtime_names(cuda_library_dirs)):
+    for name in dropped_libraries(torch, cuda_runtime_names(cuda_library_dirs)) if needs_cuda else ():
         arguments += ["--drop", name]
     if spec.kind is Kind.MODULE:
         arguments += ["--pyinit", f"PyInit_{spec.name.rpartition('.')[2]}"]

@@ -54,7 +54,9 @@ class BuildPlan:
     uses_pch: bool = False  # some compile uses a precompiled header, or some edge makes one
     unity: dict[str, tuple[Path, ...]] = dataclasses.field(default_factory=dict)  # object -> members
     root: Path | None = None  # the project the build folder belongs to (None: the JIT's)
-    cuda_version: str | None = None  # the toolkit's ("13.0") when some extension uses CUDA
+    # the CUDA major ("13", nvcc's) a torch needs to run these artifacts (import_guard.py's
+    # needs_cuda_torch), or None
+    cuda_needed: str | None = None
     facts: dict[str, object] = dataclasses.field(default_factory=dict)  # compile_record.facts
     # what changed since the last build beyond ninja's mtimes (outputs already deleted)
     changes: compile_record.Changes = dataclasses.field(default_factory=compile_record.Changes)
@@ -312,7 +314,8 @@ def prepare(
         root=options.source_root,
         facts=facts,
         changes=changes,
-        cuda_version=cuda.toolkit.version_str if cuda else None,
+        cuda_needed=str(cuda.toolkit.version[0]) if cuda and any(
+            import_guard.needs_cuda_torch(spec, torch) for spec in specs) else None,
     )
 
 

@@ -30,7 +30,7 @@ PAGE = "<!DOCTYPE html>\n<html>\n<head><meta name=\"pypi:repository-version\" co
 
 def build_record(torch_version: str, torch_cuda: str | None, cuda: str | None = None) -> bytes:
     """The text of ``pep517_torch.json``: the torch a wheel's binaries were built against and,
-    when they need CUDA, its major (``"cuda": "13"``)."""
+    when they need a CUDA torch, its CUDA major (``"cuda": "13"``)."""
     record = {"torch": torch_version, "torch_cuda": torch_cuda, **({"cuda": cuda} if cuda else {})}
     return (json.dumps(record, sort_keys=True) + "\n").encode()
 
