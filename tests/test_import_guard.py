@@ -567,3 +567,12 @@ def test_which_artifacts_carry_the_check(tmp_path: Path, dependencies: str, sett
         under_cuda = {spec.name.split(".")[1] for spec in loaded.project.extensions
                       if stages.import_check_torch(loaded.project, spec, cuda_torch, False)}
         assert under_cuda == {"_kernels", "_headers", "_stable"}
+
+
+def test_where_no_elf_patch_exists_no_check_is_planned(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = ExtensionSpec("pkg._C", (tmp_path / "c.cpp",), import_check_torch="2.13.0+cpu")
+    torch = TorchInstall(tmp_path, "2.13.0+cpu", None, None)
+    assert import_guard.plan(spec, torch, None, tmp_path) is not None
+    monkeypatch.setattr(import_guard.platform, "machine", lambda: "ppc64le")
+    assert import_guard.plan(spec, torch, None, tmp_path) is None
+    assert import_guard.unsupported() == "torch-import-check: linux ppc64le artifacts carry no import check"

@@ -152,7 +152,8 @@ class ProjectSettings:
         " built against a CUDA torch, or stable-ABI CUDA code (kernels on raw pointers built"
         " beside a CPU torch need a CUDA runtime only). `\"auto\"`: when `torch-requirement ="
         ' \"none\"`, when a static `project.dependencies` holds the torch requirement, and for'
-        " every extension that needs a CUDA torch (no requirement can name torch's CUDA variant).",
+        " every extension that needs a CUDA torch (no requirement can name torch's CUDA variant)."
+        " Linux x86_64 and aarch64 (elsewhere a note says no check is built).",
         config_setting=True,
     )
     dependencies: list[str] | None = setting(

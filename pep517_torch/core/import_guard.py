@@ -12,7 +12,9 @@ its ``find_spec(...).origin``: the check is part of the library itself, for ``im
 from __future__ import annotations
 
 import functools
+import platform
 import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,6 +31,15 @@ _CUDA_ONLY = re.compile(r"^lib(c10_cuda|torch_cuda(_\w+)?|caffe2_nvrtc|torch_nvs
 _SYSTEM = re.compile(r"^(libc|libm|libdl|librt|libpthread|libstdc\+\+|libgcc_s|ld-linux[-\w.]*)\.so")
 # The guard's own flags: C, position-independent, its symbols hidden.
 GUARD_FLAGS = ("-x", "c", "-O2", "-fPIC", "-fvisibility=hidden", "-w")
+
+
+def unsupported() -> str | None:
+    """Why this machine's artifacts cannot carry the check (it patches ELF files for x86_64
+    and aarch64, guard_patch.py), or None."""
+    machine = platform.machine()
+    if not sys.platform.startswith("linux") or machine not in ("x86_64", "aarch64"):
+        return f"torch-import-check: {sys.platform} {machine} artifacts carry no import check"
+    return None
 
 
 @dataclass(frozen=True)
@@ -111,8 +122,9 @@ def plan(
     spec: ExtensionSpec, torch: TorchInstall, cuda_version: str | None, build_dir: Path,
     cuda_library_dirs: tuple[Path, ...] = (),
 ) -> GuardPlan | None:
-    """The import check of ``spec``'s artifact (None: its spec names no torch to check)."""
-    if spec.import_check_torch is None or spec.kind is Kind.EXECUTABLE:
+    """The import check of ``spec``'s artifact (None: its spec names no torch to check, or
+    this machine's artifacts cannot carry one: :func:`unsupported`)."""
+    if spec.import_check_torch is None or spec.kind is Kind.EXECUTABLE or unsupported():
         return None
     needs_cuda = cuda_version if needs_cuda_torch(spec, torch) else None
     defines = {

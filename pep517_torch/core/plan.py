@@ -238,6 +238,9 @@ def prepare(
         notes,
     )
     plans = [planner.plan(spec) for spec in specs]
+    unsupported = import_guard.unsupported()
+    if unsupported and any(spec.import_check_torch for spec in specs):
+        notes.append(unsupported)
     unity_sources: dict[Path, str] = {}
     if options.unity:
         unity_sources, unity_notes = unity.apply(plans, job_plan.heavy, build_dir, planner.pch_plans.values())
