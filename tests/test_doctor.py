@@ -123,11 +123,6 @@ def test_doctor_reports_an_arch_flag_nvcc_cannot_build(
         # a shipped .py file of the extension's name
         (lambda root: (root / "demo" / "_C.py").write_text(""),
          "tool.torch-ext.extension[0].name", "are both the module demo._C"),
-        # torch-import-check's library name taken by a shipped module
-        (lambda root: ((root / "demo" / "_C_native.py").write_text(""), (root / "pyproject.toml")
-                       .write_text(PYPROJECT.replace("[tool.torch-ext]\n",
-                                                     "[tool.torch-ext]\ntorch-import-check = true\n"))),
-         "tool.torch-ext.extension[0].name", "ships its library as the module demo._C_native"),
     ],
 )
 def test_shipping_problems_are_config_errors_before_any_compile(

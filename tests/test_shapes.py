@@ -205,19 +205,23 @@ def test_op_libraries_load_with_torch_ops_load_library_and_compute(oplib: Built)
     assert result == "[0.0, 2.0, 4.0] [3.0, -4.0] 2"
 
 
-def test_op_libraries_are_never_import_checked(oplib: Built, tmp_path: Path) -> None:
-    """With the import guard on, modules get a shim; libraries stay as they are."""
+def test_op_libraries_carry_the_import_check_too(oplib: Built, tmp_path: Path) -> None:
+    """With the import check on, every artifact carries it inside (its constructor, for
+    torch.ops.load_library): the same files, the same names, no .py beside them."""
     guarded = cli_wheel(oplib.project, tmp_path / "out", "-Ctorch-import-check=true")
-    assert "0 compiled" in guarded.log  # same flags: the build directory is reused
-    members = guarded.members()
-    assert {"oplibpkg/_ops.so", "oplibpkg/legacy/legacy_ops.so", "oplibpkg/_info.py"} <= members
-    assert f"oplibpkg/_info_native{EXT_SUFFIX}" in members
-    assert not {"oplibpkg/_ops.py", "oplibpkg/legacy/legacy_ops.py"} & members
+    assert "3 compiled" in guarded.log  # the checks only: the sources' objects are reused
+    assert guarded.members() == oplib.members()
     result = guarded.python(
         "import torch, oplibpkg, oplibpkg._info as info;"
         "print(oplibpkg.scale(torch.ones(2), 3.0).tolist(), info.libraries())"
     )
     assert result == "[3.0, 3.0] 2"
+    refused = run_python("import torch; torch.__version__ = '2.12.0+cpu'; import oplibpkg",
+                         env={"PYTHONPATH": str(guarded.site)}, cwd=guarded.site, check=False)
+    assert refused.returncode == 1
+    assert ("ImportError: oplibpkg._ops was built against torch 2.13.0+cpu, but torch 2.12.0+cpu is"
+            " installed.") in refused.stderr
+    assert "undefined symbol" not in refused.stderr
 
 
 # --------------------------------------------------------------------------- 3. CUDA variants

@@ -30,7 +30,7 @@ class Needed:
 class DynamicInfo:
     path: Path
     needed_libraries: tuple[str, ...]  # DT_NEEDED, in order
-    undefined: tuple[Needed, ...]  # undefined, non-weak dynamic symbols
+    undefined: tuple[Needed, ...]  # undefined dynamic symbols (weak ones too when asked)
 
 
 def is_elf(path: Path) -> bool:
@@ -41,8 +41,9 @@ def is_elf(path: Path) -> bool:
         return False
 
 
-def read_dynamic(path: Path) -> DynamicInfo:
-    """The NEEDED libraries and undefined dynamic symbols of ``path``."""
+def read_dynamic(path: Path, *, weak: bool = False) -> DynamicInfo:
+    """The NEEDED libraries and undefined dynamic symbols of ``path``; ``weak``: the weak ones
+    too (an import check makes torch's weak: core/guard_patch.py)."""
     from elftools.common.exceptions import ELFError
     from elftools.elf.dynamic import DynamicSection
     from elftools.elf.elffile import ELFFile
@@ -69,7 +70,7 @@ def read_dynamic(path: Path) -> DynamicInfo:
             for index, symbol in enumerate(dynsym.iter_symbols() if dynsym is not None else ()):
                 if not symbol.name or symbol.entry.st_shndx != "SHN_UNDEF":
                     continue
-                if symbol.entry.st_info.bind == "STB_WEAK":
+                if symbol.entry.st_info.bind == "STB_WEAK" and not weak:
                     continue  # __gmon_start__, _ITM_*: optional, absent is fine
                 version = library = None
                 if versym is not None:
@@ -82,11 +83,6 @@ def read_dynamic(path: Path) -> DynamicInfo:
         raise BuildError(f"cannot read {path} as an ELF file: {exc}") from None
 
 
-# torch's CUDA libraries and the CUDA runtime: a module linking one needs a CUDA torch of the
-# same CUDA major (the variant no version pin can name).
-_CUDA_LIBRARY = re.compile(r"^lib(c10_cuda|torch_cuda(_[a-z]+)?|cudart)\.so")
-
-
 def needed_libraries(path: Path) -> list[str]:
     """The DT_NEEDED names of ``path``; [] for anything that is not a readable ELF file."""
     if not is_elf(path):
@@ -95,11 +91,6 @@ def needed_libraries(path: Path) -> list[str]:
         return list(read_dynamic(path).needed_libraries)
     except BuildError:
         return []
-
-
-def links_cuda(path: Path) -> bool:
-    """Whether ``path`` links libc10_cuda, libtorch_cuda or the CUDA runtime."""
-    return any(_CUDA_LIBRARY.match(name) for name in needed_libraries(path))
 
 
 def object_undefined(path: Path) -> frozenset[str]:

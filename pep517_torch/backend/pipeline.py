@@ -15,12 +15,10 @@ from typing import TYPE_CHECKING
 from .. import config
 from ..atomic import writing
 from ..core.naming import artifact_name
-from ..core.spec import ExtensionSpec, Kind
 from ..config import ConfigSettings
 from .discovery import resolve
 from ..distribution import metadata as dist_metadata
 from ..distribution import tags
-from ..distribution.import_guard import Guard
 from ..distribution.reproducible import source_date_epoch
 from .editable_install import add_editable_contents
 from .noop_record import Recording, recording
@@ -60,7 +58,6 @@ def build_wheel(root: Path, out_dir: Path, config_settings: ConfigSettings, *, e
 def _build_wheel(
     root: Path, out_dir: Path, config_settings: ConfigSettings, editable: bool, record: Recording | None
 ) -> str:
-    from ..distribution.import_guard import add_artifact
     from ..distribution.wheel import WheelWriter
 
     started = time.perf_counter()
@@ -88,11 +85,9 @@ def _build_wheel(
             else:
                 for arcname, path in files:
                     wheel.add_file(arcname, path)
-                for spec in project.extensions:
-                    guard = _guard_torch(loaded, spec, artifacts[spec.name])
-                    add_artifact(wheel, artifact_name(spec), spec.name, artifacts[spec.name], guard,
-                                 spec.stable_abi)
-                _record_build_torch(loaded)
+                for spec in project.extensions:  # each carries its own import check, if any
+                    wheel.add_file(artifact_name(spec), artifacts[spec.name])
+                _record_build_torch(loaded, result)
             wheel.finish(meta)
         if record is not None:
             record.wheel(loaded, wheel.path, artifacts.values(), notes, platform and platform.note)
@@ -125,13 +120,14 @@ def _budget(loaded: Loaded, result: BuildResult | None) -> Budget | None:
     return Budget(limit, notes=device_code_notes(result))
 
 
-def _record_build_torch(loaded: Loaded) -> None:
-    """A wheel with binaries names the torch they were built against (``index`` sorts wheels
-    into find-links pages by it)."""
+def _record_build_torch(loaded: Loaded, result: BuildResult | None) -> None:
+    """A wheel with binaries names the torch they were built against and the CUDA major of the
+    torch they need, from what was built (``index`` sorts wheels into find-links pages by them)."""
     from ..distribution.index import BUILD_RECORD, build_record
 
     if loaded.project.extensions and loaded.torch is not None:
-        record = build_record(loaded.torch.version, loaded.torch.cuda)
+        needed = result.plan.cuda_needed if result else None
+        record = build_record(loaded.torch.version, loaded.torch.cuda, needed)
         loaded.metadata.extra_dist_info[BUILD_RECORD] = record
 
 
@@ -156,25 +152,6 @@ def _platform_tag(project: config.ResolvedProject, result: BuildResult | None) -
     if decision is not None:
         log(user_line(f"platform tag {decision.note}"))
     return decision
-
-
-def _guard_torch(loaded: Loaded, spec: ExtensionSpec, built: Path) -> Guard | None:
-    """The torch a module's import guard checks, or None; when: ``import_check_wanted``."""
-    from ..abi.elf import links_cuda
-    from ..distribution.torch_requirement import import_check_wanted
-
-    project, torch = loaded.project, loaded.torch
-    if spec.kind is not Kind.MODULE:
-        return None  # the shim can stand only for a module (issue 35 moves the check inside)
-    assert torch is not None
-    # the variant to protect is torch's: against a CPU torch, a module's own CUDA is no torch ABI
-    cuda_variant = torch.cuda is not None and links_cuda(built)
-    setting = "auto" if project.torch_import_check_auto else project.torch_import_check
-    wanted = import_check_wanted(setting, project.torch_requirement, loaded.static_torch,
-                                 cuda_variant)
-    if not wanted:
-        return None
-    return Guard(torch.version, torch.cuda if cuda_variant else None)
 
 
 def build_sdist(root: Path, out_dir: Path, config_settings: ConfigSettings) -> str:

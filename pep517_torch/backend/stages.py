@@ -16,6 +16,7 @@ from packaging.requirements import Requirement
 
 from .. import config
 from ..core import isolation, toolchain
+from ..core.spec import ExtensionSpec, Kind
 from ..config import ConfigSettings
 from .discovery import resolve
 from ..distribution import metadata as dist_metadata
@@ -66,9 +67,50 @@ def load(
         {"project": project.project_table}, project.root,
         version=config.version_string(project, env), dependencies=plan.dependencies,
     )
+    if build_torch is not None:
+        from ..core.plan import with_cuda_headers  # a .cuh include makes it CUDA, as the build does
+
+        checked = [dataclasses.replace(spec, import_check_torch=import_check_torch(
+            project, spec, build_torch, plan.static_torch))
+            for spec in map(with_cuda_headers, project.extensions)]
+        project = dataclasses.replace(project, extensions=tuple(checked))
     if build_torch is not None and project.local_version == "torch":
-        _add_local_label(metadata, build_torch)
+        _add_local_label(metadata, build_torch, binaries_cuda(project, build_torch, found))
     return Loaded(project, torch, metadata, env, found.toolkit, plan.static_torch)
+
+
+def import_check_torch(
+    project: config.ResolvedProject, spec: ExtensionSpec, torch: toolchain.TorchInstall,
+    static_torch: bool,
+) -> str | None:
+    """The torch ``spec``'s artifact checks at import (``torch-import-check``; the check lives
+    in the artifact, core/import_guard.py), or None. true: every module and library; "auto":
+    where the wheel's requirement cannot say which torch it needs: a static torch requirement
+    kept as written (no pin of the build torch), and an extension that needs a CUDA torch (no
+    requirement names torch's CUDA variant)."""
+    from ..core.import_guard import needs_cuda_torch
+
+    if spec.kind is Kind.EXECUTABLE:
+        return None
+    wanted = project.torch_import_check or (
+        project.torch_import_check_auto and (static_torch or needs_cuda_torch(spec, torch))
+    )
+    return torch.version if wanted else None
+
+
+def binaries_cuda(project: config.ResolvedProject, torch: toolchain.TorchInstall, found: object) -> str | None:
+    """The CUDA major (``"13"``) of the torch the extensions' binaries will need, or None:
+    torch's own when it has CUDA, else (stable-ABI CUDA kernels beside a CPU torch) nvcc's."""
+    from ..core.import_guard import needs_cuda_torch
+
+    if not any(needs_cuda_torch(spec, torch) for spec in project.extensions):
+        return None
+    if torch.cuda:
+        return torch.cuda.split(".")[0]
+    from ..core import cuda
+
+    toolkit = getattr(found, "toolkit", None) or cuda.find_cuda(getattr(found, "env", os.environ))
+    return str(toolkit.version[0]) if toolkit is not None else None
 
 
 def _read_only(env: Mapping[str, str] | None) -> bool:
@@ -87,13 +129,16 @@ def dependency_plan(
     )
 
 
-def _add_local_label(metadata: dist_metadata.ProjectMetadata, torch: toolchain.TorchInstall) -> None:
-    """local-version = "torch": the wheel's version names its torch (``+pt213cpu``)."""
+def _add_local_label(
+    metadata: dist_metadata.ProjectMetadata, torch: toolchain.TorchInstall, cuda: str | None
+) -> None:
+    """local-version = "torch": the wheel's version names its torch (``+pt213cpu``), and the
+    CUDA its binaries need (``+pt213cu13``: CUDA kernels built beside a CPU torch)."""
     from packaging.version import Version
 
-    from ..distribution.torch_requirement import local_label, with_local_label
+    from ..distribution.torch_requirement import local_label, variant_cuda, with_local_label
 
-    label = local_label(torch.version, torch.cuda)
+    label = local_label(torch.version, variant_cuda(torch.cuda, cuda))
     metadata.standard.version = Version(with_local_label(metadata.version, label))
 
 

@@ -146,11 +146,16 @@ class ProjectSettings:
     )
     torch_import_check: Literal["auto"] | bool = setting(
         "auto",
-        help="Check at import time that the running torch matches the build (its major.minor,"
-        ' and its CUDA variant: none or CUDA, and the CUDA major); `"auto"`: when'
-        ' `torch-requirement = "none"`, when a static `project.dependencies` holds the torch'
-        " requirement, and for every module built against a CUDA torch that links torch's CUDA"
-        " libraries or the CUDA runtime (no requirement can name the variant).",
+        help="Check, inside each module and library, that the running torch is one it runs under"
+        " (the build's major.minor, a stable-ABI target or newer; and for one that needs a CUDA"
+        " torch, one of the same CUDA major) before any code of it runs, on `import` and"
+        " `torch.ops.load_library` alike: otherwise one ImportError names both torches. The"
+        " file keeps its name and place. An extension needs a CUDA torch when it is CUDA code"
+        " built against a CUDA torch, or stable-ABI CUDA code (kernels on raw pointers built"
+        " beside a CPU torch need a CUDA runtime only). `\"auto\"`: when `torch-requirement ="
+        ' \"none\"`, when a static `project.dependencies` holds the torch requirement, and for'
+        " every extension that needs a CUDA torch (no requirement can name torch's CUDA variant)."
+        " Linux x86_64 and aarch64 (elsewhere a note says no check is built).",
         config_setting=True,
     )
     dependencies: list[str] | None = setting(

@@ -189,7 +189,7 @@ def resolve_project(
         root, layout.packages, layout.py_modules, layout.package_data,
         exclude=set(in_tree.values()),
     )
-    check_module_collisions(specs, files, torch_import_check or import_check == "auto")
+    check_module_collisions(specs, files)
     version = resolve_version(root, pyproject, project, origins)
     return ResolvedProject(
         root=root,

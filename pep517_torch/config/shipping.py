@@ -12,7 +12,6 @@ from pathlib import Path
 from ..core.naming import artifact_name
 from ..core.spec import ExtensionSpec, Kind
 from ..errors import ConfigError
-from ..abi.guard_names import native_module
 from ..project_tree import require_inside
 from .product import PackageLayout
 
@@ -104,37 +103,20 @@ def in_tree_path(root: Path, layout: PackageLayout, spec: ExtensionSpec, key: st
     return base / filename
 
 
-def check_module_collisions(
-    specs: Sequence[ExtensionSpec], files: Iterable[tuple[str, Path]], import_check: bool
-) -> None:
+def check_module_collisions(specs: Sequence[ExtensionSpec], files: Iterable[tuple[str, Path]]) -> None:
     """An extension module and a shipped ``.py`` file or package of the same dotted name would
-    shadow each other (and collide with the import-guard shim), as would the library behind a
-    shim (``pkg._C_native``) and a module of that name: refuse them, naming the extension's
-    own key."""
+    shadow each other: refuse them, naming the extension's own key."""
     shipped: dict[str, Path] = {}
     for arcname, path in files:
         module = _module_of(arcname)
         if module is not None:
             shipped[module] = path
-    extensions = {spec.name for spec in specs}
     for spec in specs:
-        if spec.kind is not Kind.MODULE:
-            continue
-        key = spec.key_of("name")
-        if spec.name in shipped:
+        if spec.kind is Kind.MODULE and spec.name in shipped:
             raise ConfigError(
                 f"extension {spec.name!r} and {shipped[spec.name]} are both the module"
                 f" {spec.name}: only one of them could be imported; rename one",
-                key,
-            )
-        native = native_module(spec.name)
-        if import_check and (native in shipped or native in extensions):
-            other = f"extension {native!r}" if native in extensions else str(shipped[native])
-            raise ConfigError(
-                f"extension {spec.name!r} ships its library as the module {native}, behind"
-                f" its torch version check (torch-import-check), and {other} is that module"
-                " too; rename one",
-                key,
+                spec.key_of("name"),
             )
 
 

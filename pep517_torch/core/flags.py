@@ -249,14 +249,15 @@ def torch_libraries(spec: ExtensionSpec, torch: TorchInstall) -> list[str]:
 
 
 def _torch_link(spec: ExtensionSpec, torch: TorchInstall) -> list[str]:
-    """``-l`` flags for torch's libraries. A stable-ABI CUDA artifact keeps libtorch.so among
-    its NEEDED even where the linker drops unused libraries: the C shim's CUDA functions
-    (``aoti_torch_get_current_cuda_stream``) live in libtorch_cuda, which libtorch.so of a CUDA
-    torch brings in at load time, whichever torch (even a CPU one) it was linked against."""
+    """``-l`` flags for torch's libraries. A stable-ABI or import-checked CUDA artifact keeps
+    libtorch.so among its NEEDED even where the linker drops unused libraries: libtorch.so of a
+    CUDA torch brings in libtorch_cuda (the C shim's ``aoti_torch_get_current_cuda_stream``)
+    and the CUDA libraries at load time, whichever torch (even a CPU one) it was linked
+    against, and an import check (core/import_guard.py) drops them from NEEDED."""
     flags = [f"-l{lib}" for lib in torch_libraries(spec, torch)]
-    if spec.stable_abi is not None and spec.uses_cuda:
+    if spec.uses_cuda and (spec.stable_abi is not None or spec.import_check_torch is not None):
         index = flags.index("-ltorch")
-        flags[index:index + 1] = ["-Wl,--no-as-needed", "-ltorch", "-Wl,--as-needed"]
+        flags[index:index + 1] = ["-Wl,--push-state,--no-as-needed", "-ltorch", "-Wl,--pop-state"]
     return flags
 
 

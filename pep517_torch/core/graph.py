@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .flags import ExtensionFlags
+from .import_guard import GUARD_FLAGS, GuardPlan
 from .ninja_syntax import NinjaWriter, escape_value, shell_args
 from .naming import display_base, display_path
 from .pch import PchPlan
@@ -52,6 +53,7 @@ class ExtensionPlan:
     flags: ExtensionFlags
     output: str  # relative to the build directory
     units: list[CompileUnit] = field(default_factory=list)
+    guard: GuardPlan | None = None  # the artifact's own import check (import_guard.py)
 
     @property
     def dlink_object(self) -> str | None:
@@ -72,6 +74,7 @@ class _Edges:
     launcher_name: str | None
     local_pool: str  # torch-heavy work that always runs here (PCH builds, nvcc)
     arguments: Callable[[Sequence[str]], Sequence[str]]
+    guard_patch: Sequence[str] = ()  # the post-link step of a guarded artifact
 
     def path(self, path: Path) -> str:
         return _relative_or_absolute(path, self.build_dir)
@@ -92,6 +95,7 @@ def render(
     local_heavy_depth: int | None = None,
     arguments: Callable[[Sequence[str]], Sequence[str]] = list,
     pch_seal: Sequence[str] = (),
+    guard_patch: Sequence[str] = (),
 ) -> str:
     """``heavy_flags`` go to TUs that include torch and to PCH builds (compile-speed tuning);
     ``nvcc_dlink`` is nvcc without a compiler cache in front (caches cannot run -dlink).
@@ -101,13 +105,16 @@ def render(
     ``arguments`` rewrites compile arguments (path-independent command lines behind a cache).
     ``pch_seal``: the command that seals a shared PCH before it is renamed into place
     (``pch_seal.py``: a cache entry is never visible without the checksum it is verified by).
+    ``guard_patch``: the command that rewires a guarded artifact after its link
+    (``guard_patch.py``; needed when an extension plan has a ``guard``).
     """
     w = NinjaWriter()
     dlinking = any(ext.dlink_object for ext in extensions)
     dlink_tool = (nvcc_dlink or nvcc or ["nvcc"]) if dlinking else None
     local_pool = _variables_and_pools(w, cxx, nvcc, dlink_tool, heavy_depth, local_heavy_depth, heavy_flags)
-    _rules(w, pch_seal, dlinking)
-    edges = _Edges(build_dir, source_root, launcher_name, local_pool, arguments)
+    guarding = any(ext.guard for ext in extensions)
+    _rules(w, pch_seal, dlinking, guard_patch if guarding else ())
+    edges = _Edges(build_dir, source_root, launcher_name, local_pool, arguments, guard_patch)
     _pch_edges(w, pchs, edges)
     # Compile edges are written after every extension's variables and links, slowest first:
     # ninja starts ready edges of equal priority in the order the file lists them.
@@ -151,8 +158,9 @@ def _variables_and_pools(
     return local_pool
 
 
-def _rules(w: NinjaWriter, pch_seal: Sequence[str], dlinking: bool) -> None:
-    """How each kind of step runs: compile (C++, nvcc), precompile, stub, link, device-link."""
+def _rules(w: NinjaWriter, pch_seal: Sequence[str], dlinking: bool, guard_patch: Sequence[str]) -> None:
+    """How each kind of step runs: compile (C++, nvcc), precompile, stub, link, device-link,
+    and for guarded artifacts the import check's compile and a link followed by its patch."""
     w.rule(
         "cxx",
         command="$cxx -MMD -MF $out.d $pchflags $cflags $tuning -c $in_q -o $out",
@@ -197,6 +205,21 @@ def _rules(w: NinjaWriter, pch_seal: Sequence[str], dlinking: bool) -> None:
         command="$cxx $in $ldflags -o $out.$$$$.tmp && mv -f $out.$$$$.tmp $out",
         description="linking $desc",
     )
+    if guard_patch:
+        w.rule(
+            "guard_cc",
+            command="$cxx -MMD -MF $out.d $guardflags -c $in_q -o $out",
+            depfile="$out.d",
+            deps="gcc",
+            description="compiling $desc",
+        )
+        w.variable("guardflags", shell_args(GUARD_FLAGS))
+        w.rule(
+            "link_guarded",
+            command=(f"$cxx $in $ldflags -o $out.$$$$.tmp && {shell_args(guard_patch)} $out.$$$$.tmp"
+                     " $patchflags && mv -f $out.$$$$.tmp $out"),
+            description="linking $desc",
+        )
     if dlinking:
         w.rule(
             "dlink",
@@ -257,12 +280,23 @@ def _extension_edges(w: NinjaWriter, index: int, ext: ExtensionPlan, edges: _Edg
                        "desc": escape_value(ext.spec.name)},
         )
         objects.append(ext.dlink_object)
+    variables = {"ldflags": f"$ldflags_{index}", "desc": escape_value(ext.spec.name)}
+    implicit: list[str] = []
+    if ext.guard is not None:
+        w.build([ext.guard.object], "guard_cc", [edges.path(ext.guard.source)], variables={
+            "in_q": shell_args([edges.path(ext.guard.source)]),
+            "desc": escape_value(f"the import check of {ext.spec.name}"),
+        })
+        objects.append(ext.guard.object)
+        variables["patchflags"] = shell_args(ext.guard.patch_arguments)
+        implicit = [edges.guard_patch[-1]]  # a new pep517_torch patches again
     w.build(
         [ext.output],
-        "link",
+        "link_guarded" if ext.guard is not None else "link",
         objects,
+        implicit=implicit,
         order_only=pch_outputs,
-        variables={"ldflags": f"$ldflags_{index}", "desc": escape_value(ext.spec.name)},
+        variables=variables,
     )
     w.newline()
 
@@ -336,5 +370,7 @@ def step_details(
             details[unit.object] = entry
         if ext.dlink_object:
             details[ext.dlink_object] = {"kind": "device-link", "archs": archs}
+        if ext.guard is not None:
+            details[ext.guard.object] = {"kind": "compile", "source": str(ext.guard.source)}
         details[ext.output] = {"kind": "link"}
     return details

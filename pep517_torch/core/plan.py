@@ -19,7 +19,7 @@ from ..errors import ConfigError, ToolchainError
 from ..project_tree import mark_build_dir
 from . import flags as flags_mod
 from . import compile_record, graph, jobs, pch, pch_cache, pch_health, pch_seal, scan, stable_audit
-from . import compdb, toolchain, unity
+from . import compdb, guard_patch, import_guard, toolchain, unity
 from . import launcher as launchers
 from .naming import artifact_name, display_base, object_name
 from .spec import BuildOptions, ExtensionSpec, first_duplicate, is_cuda_source
@@ -54,6 +54,9 @@ class BuildPlan:
     uses_pch: bool = False  # some compile uses a precompiled header, or some edge makes one
     unity: dict[str, tuple[Path, ...]] = dataclasses.field(default_factory=dict)  # object -> members
     root: Path | None = None  # the project the build folder belongs to (None: the JIT's)
+    # the CUDA major ("13", nvcc's) a torch needs to run these artifacts (import_guard.py's
+    # needs_cuda_torch), or None
+    cuda_needed: str | None = None
     facts: dict[str, object] = dataclasses.field(default_factory=dict)  # compile_record.facts
     cuda_version: str | None = None  # the nvcc that compiled CUDA sources ("13.0"), if any
     # what changed since the last build beyond ninja's mtimes (outputs already deleted)
@@ -104,7 +107,7 @@ def _check_standard(
             raise ConfigError(*problem)
 
 
-def _with_cuda_headers(spec: ExtensionSpec) -> ExtensionSpec:
+def with_cuda_headers(spec: ExtensionSpec) -> ExtensionSpec:
     """with-cuda = auto: a source that includes a ``.cuh`` header makes it a CUDA extension."""
     if spec.with_cuda is not None or spec.uses_cuda:
         return spec
@@ -161,7 +164,11 @@ class _Planner:
                 build_dir=self.build_dir,
             )
         output = self.output_dir / artifact_name(spec)
-        plan = graph.ExtensionPlan(spec, ext_flags, os.path.relpath(output, self.build_dir))
+        guard = import_guard.plan(
+            spec, self.tools.torch, self.toolkit.version_str if self.toolkit else None,
+            self.build_dir, self.tools.cuda_library_dirs,
+        )
+        plan = graph.ExtensionPlan(spec, ext_flags, os.path.relpath(output, self.build_dir), guard=guard)
         base = display_base(spec, self.options.source_root)
         for source in spec.sources:
             plan.units.append(graph.CompileUnit(
@@ -196,7 +203,7 @@ def prepare(
     are what the caller found already; None: found here."""
     if not specs:
         raise ConfigError("nothing to build: no extensions")
-    specs = [_with_cuda_headers(spec) for spec in specs]
+    specs = [with_cuda_headers(spec) for spec in specs]
     duplicate = first_duplicate([s.name for s in specs])
     if duplicate is not None:
         first, second = (specs[i] for i in duplicate)
@@ -249,6 +256,9 @@ def prepare(
         notes,
     )
     plans = [planner.plan(spec) for spec in specs]
+    unsupported = import_guard.unsupported()
+    if unsupported and any(spec.import_check_torch for spec in specs):
+        notes.append(unsupported)
     unity_sources: dict[Path, str] = {}
     if options.unity:
         unity_sources, unity_notes = unity.apply(plans, job_plan.heavy, build_dir, planner.pch_plans.values())
@@ -262,8 +272,9 @@ def prepare(
                          tuple(notes), compiler, torch, tuple(launcher), {})
     # Every check passed (tools, flags, arch lists nvcc can build): only now write anything.
     _check_build_dir(build_dir)
+    generated = {**unity_sources, **{p.guard.source: p.guard.text for p in plans if p.guard}}
     with writing(build_dir):
-        for path, content in unity_sources.items():
+        for path, content in generated.items():
             path.parent.mkdir(parents=True, exist_ok=True)
             write_if_changed(path, content)
     if shared_pch:
@@ -287,6 +298,7 @@ def prepare(
         arguments=launchers.command_arguments(launcher_name, options.source_root, build_dir),
         nvcc_dlink=[str(cuda.toolkit.nvcc)] if cuda else None,
         pch_seal=[sys.executable, pch_seal.__file__] if shared_pch else (),
+        guard_patch=[sys.executable, guard_patch.__file__],
     )
     objects = stable_audit.objects(plans, build_dir, options.source_root)
     ninja_file = build_dir / "build.ninja"
@@ -324,6 +336,8 @@ def prepare(
         facts=facts,
         changes=changes,
         cuda_version=cuda.toolkit.version_str if cuda else None,
+        cuda_needed=str(cuda.toolkit.version[0]) if cuda and any(
+            import_guard.needs_cuda_torch(spec, torch) for spec in specs) else None,
     )
 
 
@@ -336,6 +350,8 @@ def _descriptions(plans: Sequence[graph.ExtensionPlan], source_root: Path | None
         described[plan.output] = f"linking {plan.spec.name}"
         if plan.dlink_object:
             described[plan.dlink_object] = f"device-linking {plan.spec.name}"
+        if plan.guard is not None:
+            described[plan.guard.object] = f"compiling the import check of {plan.spec.name}"
     return described
 
 

@@ -113,6 +113,9 @@ class ExtensionSpec:
     dlink: bool = False
     dlink_libraries: tuple[str, ...] = ()
     extra_dlink_flags: tuple[str, ...] = ()
+    # The torch (torch.__version__) the artifact's own import check compares the running one
+    # with (core/import_guard.py); None: no check (the JIT's, an editable rebuild's choice).
+    import_check_torch: str | None = None
     # Where values came from, for error messages: ("field" or "field[index]", the face's name
     # for it: a TOML key path, an argument name). Not part of what is built.
     keys: tuple[tuple[str, str], ...] = field(default=(), compare=False)
@@ -143,6 +146,8 @@ class ExtensionSpec:
             )
         if self.stable_abi is not None:
             self._check_stable_abi(self.stable_abi)
+        if self.import_check_torch is not None and self.kind is Kind.EXECUTABLE:
+            raise ConfigError(f"executable {self.name!r} cannot carry an import check", self.key_of("name"))
         if self.device_link:
             field_name = "dlink" if self.dlink else "dlink_libraries"
             if self.with_cuda is False:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
@@ -101,22 +100,6 @@ def _static_torch(static: object, torch_version: str | None) -> bool:
     return True
 
 
-def import_check_wanted(
-    setting: Literal["auto"] | bool, torch_requirement: str, static_torch: bool, needs_cuda: bool
-) -> bool:
-    """Whether a binary carries the import check (``torch-import-check``), whatever its kind.
-
-    An explicit setting wins. ``"auto"`` checks wherever the wheel's requirements cannot name
-    the torch it was built with: no torch requirement of ours (``torch-requirement = "none"``),
-    a static torch requirement kept as the user wrote it (PEP 621 forbids the pin; uv's
-    ``match-runtime`` needs such a list), and a binary that needs torch's CUDA (no requirement
-    names a CUDA variant).
-    """
-    if setting != "auto":
-        return bool(setting)
-    return torch_requirement == "none" or static_torch or needs_cuda
-
-
 def _requirement(text: str, key: str) -> Requirement:
     try:
         return Requirement(text)
@@ -131,6 +114,13 @@ def local_label(torch_version: str, torch_cuda: str | None) -> str:
     parsed = Version(torch_version)
     variant = f"cu{torch_cuda.replace('.', '')}" if torch_cuda else "cpu"
     return f"pt{parsed.major}{parsed.minor}{variant}"
+
+
+def variant_cuda(torch_cuda: str | None, binaries_cuda: str | None) -> str | None:
+    """The CUDA a wheel's variant names (its local label, its index page): its torch's
+    (``13.0``), or, for CUDA kernels built beside a CPU torch, the CUDA major its binaries
+    need (``13``): such a wheel is no CPU wheel."""
+    return torch_cuda or binaries_cuda
 
 
 _TORCH_LABEL = re.compile(r"pt\d+(?:cpu|cu\d+)")  # what local_label writes

@@ -9,6 +9,7 @@ as with any ``build_ext``.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -16,6 +17,7 @@ from setuptools.command.build_ext import build_ext
 from setuptools.errors import CompileError, ExecError, SetupError
 
 from ..atomic import copy_atomic
+from ..core.spec import Kind
 from ..errors import BuildError, ConfigError, Pep517TorchError
 from ..shipped_runtime.torch_release import major_minor
 from ..shipped_runtime.user_line import log, user_line
@@ -59,7 +61,6 @@ class BuildExtension(build_ext):
     """
 
     torch_ext_options: ClassVar[dict[str, Any]] = {}
-    _guarded: dict[str, list[str]]  # extension name -> (shim, library) it is shipped as
 
     @classmethod
     def with_options(cls, **options: Any) -> type[BuildExtension]:
@@ -74,16 +75,10 @@ class BuildExtension(build_ext):
         super().__init__(*args, **kwargs)
         self.torch_ext_options = {**type(self).torch_ext_options, **own}
         self.no_python_abi_suffix = bool(self.torch_ext_options.get("no_python_abi_suffix"))
-        self._guarded = {}
 
     def run(self) -> None:
         self._in_place = bool(self.inplace)  # setuptools' run() clears it while building
         super().run()
-
-    def get_outputs(self) -> list[str]:
-        outputs: list[str] = super().get_outputs()
-        guarded = {self.get_ext_fullpath(name): files for name, files in self._guarded.items()}
-        return [f for output in outputs for f in guarded.get(output, [output])]
 
     def get_ext_filename(self, fullname: str) -> str:
         filename: str = super().get_ext_filename(fullname)
@@ -112,10 +107,14 @@ class BuildExtension(build_ext):
         torch = find_torch()
         command = command_options(self)
         root = Path.cwd()
+        guard = self._guard_torch(torch.version)
         specs = [
-            extension_spec(ext, self.get_ext_fullname(ext.name), root=root, command=command,
-                           torch=torch)
-            for ext in self.extensions
+            dataclasses.replace(spec, import_check_torch=guard if spec.kind is not Kind.EXECUTABLE else None)
+            for spec in (
+                extension_spec(ext, self.get_ext_fullname(ext.name), root=root, command=command,
+                               torch=torch)
+                for ext in self.extensions
+            )
         ]
         build_dir = persistent_build_dir(self, torch)
         what = f"setup.py build_ext of {self.distribution.get_name()}"
@@ -125,16 +124,10 @@ class BuildExtension(build_ext):
                                       by="setup.py's build_ext")
             for line in result.summary().splitlines():
                 log(user_line(line))
-            guard = self._guard_torch(torch.version)
             for ext, spec in zip(self.extensions, specs, strict=True):
                 target = Path(self.get_ext_fullpath(ext.name))
-                if guard is None:
-                    _unguard(target, spec.name)
-                    _place(result.artifacts[spec.name], target)
-                else:
-                    self._guarded[ext.name] = _place_guarded(
-                        result.artifacts[spec.name], target, spec.name, guard
-                    )
+                _remove_old_shim(target, spec.name)
+                _place(result.artifacts[spec.name], target)  # its import check inside, if any
         pinned = getattr(self.distribution, APPLIED, None)
         log(user_line(pinned) if pinned else _NO_PLUGIN)
         if guard is not None and self.extensions:
@@ -159,27 +152,9 @@ _NO_PLUGIN = user_line(
 )
 
 
-def _place_guarded(built: Path, target: Path, module: str, torch_version: str) -> list[str]:
-    """The library as ``_C_native<suffix>`` behind the shim ``_C.py`` that checks torch's
-    version (a stale ``_C<suffix>`` would shadow the shim: removed); the two paths."""
-    from ..atomic import write_atomic
-    from ..distribution.import_guard import render_import_guard
-    from ..abi.guard_names import native_filename
-
-    short = module.rpartition(".")[2]
-    native = target.with_name(native_filename(module, target.name[len(short):]))
-    shim = target.with_name(f"{short}.py")
-    _place(built, native)
-    write_atomic(shim, render_import_guard(module, native.name, torch_version))
-    target.unlink(missing_ok=True)
-    return [str(shim), str(native)]
-
-
-def _unguard(target: Path, module: str) -> None:
-    """Remove what an earlier guarded build left beside ``target`` (never a file of the
-    project's own: only a shim we generated, and its library)."""
-    from ..abi.guard_names import native_filename
-
+def _remove_old_shim(target: Path, module: str) -> None:
+    """Remove what an older pep517_torch's guarded build left beside ``target``: the ``.py``
+    shim it generated (never a file of the project's own) and its ``_native`` library."""
     short = module.rpartition(".")[2]
     shim = target.with_name(f"{short}.py")
     try:
@@ -188,7 +163,7 @@ def _unguard(target: Path, module: str) -> None:
         return
     if ours:
         shim.unlink(missing_ok=True)
-        target.with_name(native_filename(module, target.name[len(short):])).unlink(missing_ok=True)
+        target.with_name(f"{short}_native{target.name[len(short):]}").unlink(missing_ok=True)
 
 
 def _place(built: Path, target: Path) -> None:

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from pep517_torch.core import pch_cache, toolchain
+from pep517_torch.core import guard_patch, pch_cache, toolchain
 from tests.conftest import FIXTURES
 from tests.cuda_tools import fatbin_contents, find_cuobjdump, require_cuda_torch
 
@@ -104,8 +104,19 @@ def soname_stems(libs: set[str]) -> set[str]:
     return {lib.split(".so")[0] for lib in libs}
 
 
-def check_cuda_libs(so: Path, *, torch_cuda: bool) -> None:
+def check_cuda_libs(so: Path, *, torch_cuda: bool, checked: bool = False) -> None:
+    """What ``so`` links: with its import check (``checked``), torch's CUDA libraries leave
+    NEEDED for libtorch.so, and their symbols (weak now) show what it uses."""
     stems = soname_stems(needed(so))
+    if checked:
+        assert guard_patch.MAGIC in so.read_bytes()
+        assert {"libc10", "libtorch"} <= stems and not {"libc10_cuda", "libcudart", "libtorch_cuda"} & stems, stems
+        symbols = subprocess.run(["readelf", "--dyn-syms", "-W", so], capture_output=True, text=True).stdout
+        weak = [line.split()[-1] for line in symbols.splitlines() if " WEAK " in line and " UND " in line]
+        assert any(name.startswith(("cuda", "__cuda")) for name in weak), weak  # the CUDA runtime
+        assert any("N3c104cuda" in name for name in weak), weak  # c10::cuda
+        assert any("N2at4cuda" in name for name in weak) == torch_cuda, weak  # at::cuda: libtorch_cuda
+        return
     assert {"libc10", "libc10_cuda", "libcudart"} <= stems, stems
     assert ("libtorch_cuda" in stems) == torch_cuda, stems  # only where torch_cuda's API is used
 
@@ -323,17 +334,16 @@ def sos(site: Path) -> dict[str, Path]:
 
 
 def test_pyproject_face_wheel(pyproject_wheel: Wheel) -> None:
-    # Binaries that link torch's CUDA libraries carry the import check by default (no pin can
-    # say the CUDA variant): each module is its guard, the library beside it.
+    # CUDA extensions carry the import check inside by default (no pin can say the CUDA
+    # variant): the same files, torch's CUDA libraries brought by libtorch.so (weak symbols).
     built = sos(pyproject_wheel.site)
-    assert set(built) == {"_C_native", "_dlink_native"}
-    for guard in ("_C.py", "_dlink.py"):
-        assert "13.0" in (pyproject_wheel.site / "cudatorchops" / guard).read_text()
-    check_cuda_libs(built["_C_native"], torch_cuda=True)  # at::cuda::getDeviceProperties
-    check_cuda_libs(built["_dlink_native"], torch_cuda=False)
-    check_archs(built["_C_native"], {"sm_80", "sm_90"}, {"compute_90"})
+    assert set(built) == {"_C", "_dlink"}
+    assert not {"_C.py", "_dlink.py"} & {p.name for p in (pyproject_wheel.site / "cudatorchops").iterdir()}
+    check_cuda_libs(built["_C"], torch_cuda=True, checked=True)  # at::cuda::getDeviceProperties
+    check_cuda_libs(built["_dlink"], torch_cuda=False, checked=True)
+    check_archs(built["_C"], {"sm_80", "sm_90"}, {"compute_90"})
     # nvcc -dlink links SASS only: the device-linked code carries no PTX.
-    check_archs(built["_dlink_native"], {"sm_80", "sm_90"}, set())
+    check_archs(built["_dlink"], {"sm_80", "sm_90"}, set())
     graph = (pyproject_wheel.build_dir / "build.ninja").read_text()
     assert "-rdc=true" in graph and " -dlink " in graph
     assert "is a CPU build" not in pyproject_wheel.log and "does not match" not in pyproject_wheel.log

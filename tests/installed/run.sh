@@ -8,7 +8,8 @@
 #     tier makes, made here if absent; or CUDA_TORCH_SITE=<site-packages holding it>); each sees its torch and the
 #     packages torch needs through a .pth file naming a folder of links (tests/installed/layer.py:
 #     seconds, no 5.5 GB install), and gets pep517_torch's wheel with `pip install` (not
-#     editable), its dependencies resolved by pip from pip's usual sources;
+#     editable), its dependencies resolved by pip from pip's usual sources, and uv (the docs'
+#     uv blocks run the uv a user installs; this checkout's .venv is never on PATH);
 #  3. runs tests/installed/test_docs.py: each doc's blocks in a working folder of its own under
 #     a temporary folder (conventions: tests/installed/doc_blocks.py).
 # Where torch 2.14.1 is absent it says so in one line and exits 0, as the CUDA-torch tier does.
@@ -66,7 +67,7 @@ for pair in "2.13.0=$cpu_site" "2.14.1=$cuda_site"; do
     # the venv's bundled setuptools (Python 3.11's) would hide the one torch requires (>= 77)
     "$env/bin/python" -m pip uninstall -q -y setuptools
     step "torch $got in $env; pip install $(basename "$wheel")"
-    "$env/bin/python" -m pip install -q "$wheel" >"$base/install-$want.log" 2>&1 \
+    "$env/bin/python" -m pip install -q "$wheel" "uv>=0.13,<0.14" >"$base/install-$want.log" 2>&1 \
         || { cat "$base/install-$want.log"; exit 1; }
     # installed, not this checkout: run from elsewhere, it must be the venv's own copy
     (cd "$base" && "$env/bin/python" -W ignore -c 'import sys, pep517_torch, torch

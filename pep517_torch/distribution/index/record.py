@@ -15,6 +15,7 @@ RECORD_LIMIT = 64 * 1024  # a record is a few dozen bytes: anything bigger is no
 
 _LOCAL_LABEL = re.compile(r"[a-z0-9]+(?:\.[a-z0-9]+)*")
 _CUDA = re.compile(r"[0-9]{1,3}\.[0-9]{1,3}")
+_CUDA_MAJOR = re.compile(r"[0-9]{1,3}")
 _VARIANT = re.compile(r"[0-9][0-9a-z.+]*")  # what a page or folder name may hold
 
 
@@ -22,14 +23,18 @@ class RecordError(ValueError):
     """A build record ``index`` will not use; the message names the field."""
 
 
-def build_record(torch_version: str, torch_cuda: str | None) -> bytes:
-    """The text of ``pep517_torch.json``: the torch a wheel's binaries were built against."""
-    return (json.dumps({"torch": torch_version, "torch_cuda": torch_cuda}, sort_keys=True)
-            + "\n").encode()
+def build_record(torch_version: str, torch_cuda: str | None, cuda: str | None = None) -> bytes:
+    """The text of ``pep517_torch.json``: the torch a wheel's binaries were built against and,
+    when they need a CUDA torch, its CUDA major (``"cuda": "13"``)."""
+    record = {"torch": torch_version, "torch_cuda": torch_cuda, **({"cuda": cuda} if cuda else {})}
+    return (json.dumps(record, sort_keys=True) + "\n").encode()
 
 
-def variant_name(torch_version: str, torch_cuda: str | None) -> str:
-    """``2.13.0+cpu``, ``2.14.1+cu130``: torch's own label, or one made from its CUDA."""
+def variant_name(torch_version: str, torch_cuda: str | None, cuda: str | None = None) -> str:
+    """``2.13.0+cpu``, ``2.14.1+cu130``: torch's own label, or one made from its CUDA; binaries
+    that need CUDA (``cuda``, its major) built beside a CPU torch: ``2.13.0+cu13``."""
+    if cuda and not torch_cuda:
+        return f"{torch_version.split('+')[0]}+cu{cuda}"
     if "+" in torch_version:
         return torch_version
     return torch_version + (f"+cu{torch_cuda.replace('.', '')}" if torch_cuda else "+cpu")
@@ -37,16 +42,18 @@ def variant_name(torch_version: str, torch_cuda: str | None) -> str:
 
 @dataclass(frozen=True)
 class BuildTorch:
-    """What a wheel's record says, checked: the torch (a normalised version) and its CUDA."""
+    """What a wheel's record says, checked: the torch (a normalised version), its CUDA, and the
+    CUDA major the binaries need of a torch (None: none, or any)."""
 
     torch: str
     torch_cuda: str | None
+    cuda: str | None = None
 
     @property
     def variant(self) -> str:
         """The torch variant the wheel serves: its page ``torch-<variant>.html`` and its simple
         repository ``torch-<variant>/`` are named by it (only ``[0-9a-z.+]``, never a path)."""
-        return variant_name(self.torch, self.torch_cuda)
+        return variant_name(self.torch, self.torch_cuda, self.cuda)
 
 
 def read_record(data: bytes) -> BuildTorch:
@@ -70,7 +77,10 @@ def read_record(data: bytes) -> BuildTorch:
     cuda = record.get("torch_cuda")
     if cuda is not None and not (isinstance(cuda, str) and _CUDA.fullmatch(cuda)):
         raise RecordError(f"'torch_cuda' must be MAJOR.MINOR or null, got {cuda!r}")
-    checked = BuildTorch(str(version), cuda)
+    needed = record.get("cuda")
+    if needed is not None and not (isinstance(needed, str) and _CUDA_MAJOR.fullmatch(needed)):
+        raise RecordError(f"'cuda' must be a CUDA major (\"13\") or absent, got {needed!r}")
+    checked = BuildTorch(str(version), cuda, needed)
     if not _VARIANT.fullmatch(checked.variant):  # a normalised version holds nothing else
         raise RecordError(f"'torch' is not a torch version: {torch!r}")
     return checked
