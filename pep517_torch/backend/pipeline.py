@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from .. import config
 from ..atomic import writing
 from ..core.naming import artifact_name
-from ..core.spec import ExtensionSpec, Kind
+from ..core.spec import BuildOptions, ExtensionSpec, Kind
 from ..config import ConfigSettings
 from .discovery import resolve
 from ..distribution import metadata as dist_metadata
@@ -91,10 +91,20 @@ def _build_wheel(
             wheel.finish(meta)
         if record is not None:
             record.wheel(loaded, wheel.path, artifacts.values(), notes, platform and platform.note)
+    if result is not None:  # the wheel is written: the PCH its TUs did without, for the next
+        _leave_pch_behind(result, project.options)
     ninja = result.run.seconds if result else 0.0
     overhead = time.perf_counter() - started - ninja
     log(user_line(f"wrote {wheel.path} (ninja {ninja:.2f} s, pep517_torch {overhead:.2f} s)"))
     return wheel.filename
+
+
+def _leave_pch_behind(result: BuildResult, options: BuildOptions) -> None:
+    from ..core import pch_background
+
+    note = pch_background.start(result.plan, options)
+    if note is not None:
+        log(user_line(note))
 
 
 def _record_build_torch(loaded: Loaded) -> None:

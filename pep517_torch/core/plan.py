@@ -231,10 +231,11 @@ def prepare(
         notes,
     )
     plans = [planner.plan(spec) for spec in specs]
-    unity_sources: dict[Path, str] = {}
+    unity_plan = unity.UnityPlan({}, [], {})
     if options.unity:
-        unity_sources, unity_notes = unity.apply(plans, job_plan.heavy, build_dir, planner.pch_plans.values())
-        notes.extend(unity_notes)
+        stale = None if check_only else compile_record.stale_outputs(build_dir, options.source_root, environment)
+        unity_plan = unity.apply(plans, job_plan.heavy, build_dir, planner.pch_plans.values(), stale)
+        notes.extend(unity_plan.notes)
     if cuda is not None:
         from .cuda_setup import set_nvcc_threads
 
@@ -245,9 +246,11 @@ def prepare(
     # Every check passed (tools, flags, arch lists nvcc can build): only now write anything.
     _check_build_dir(build_dir)
     with writing(build_dir):
-        for path, content in unity_sources.items():
+        for path, content in unity_plan.sources.items():
             path.parent.mkdir(parents=True, exist_ok=True)
             write_if_changed(path, content)
+        if options.unity:
+            unity.record_groups(build_dir, options.source_root, unity_plan)
     if shared_pch:
         pch_health.check_entries(plans, planner.pch_plans, notes)
     for entry in planner.pch_plans.values():
