@@ -72,6 +72,7 @@ class _Edges:
     launcher_name: str | None
     local_pool: str  # torch-heavy work that always runs here (PCH builds, nvcc)
     arguments: Callable[[Sequence[str]], Sequence[str]]
+    nvcc_tuned: bool = False  # $nvcc_heavy_tuning is defined
 
     def path(self, path: Path) -> str:
         return _relative_or_absolute(path, self.build_dir)
@@ -92,8 +93,10 @@ def render(
     local_heavy_depth: int | None = None,
     arguments: Callable[[Sequence[str]], Sequence[str]] = list,
     pch_seal: Sequence[str] = (),
+    nvcc_heavy_flags: Sequence[str] = (),
 ) -> str:
-    """``heavy_flags`` go to TUs that include torch and to PCH builds (compile-speed tuning);
+    """``heavy_flags`` go to TUs that include torch and to PCH builds (compile-speed tuning),
+    ``nvcc_heavy_flags`` to nvcc for .cu files that include torch (its host compiler's);
     ``nvcc_dlink`` is nvcc without a compiler cache in front (caches cannot run -dlink).
 
     ``local_heavy_depth``: a separate pool for torch-heavy work that always runs on this
@@ -105,9 +108,11 @@ def render(
     w = NinjaWriter()
     dlinking = any(ext.dlink_object for ext in extensions)
     dlink_tool = (nvcc_dlink or nvcc or ["nvcc"]) if dlinking else None
-    local_pool = _variables_and_pools(w, cxx, nvcc, dlink_tool, heavy_depth, local_heavy_depth, heavy_flags)
+    local_pool = _variables_and_pools(w, cxx, nvcc, dlink_tool, heavy_depth, local_heavy_depth,
+                                      heavy_flags, nvcc_heavy_flags)
     _rules(w, pch_seal, dlinking)
-    edges = _Edges(build_dir, source_root, launcher_name, local_pool, arguments)
+    edges = _Edges(build_dir, source_root, launcher_name, local_pool, arguments,
+                   bool(nvcc_heavy_flags))
     _pch_edges(w, pchs, edges)
     # Compile edges are written after every extension's variables and links, slowest first:
     # ninja starts ready edges of equal priority in the order the file lists them.
@@ -131,6 +136,7 @@ def _variables_and_pools(
     heavy_depth: int,
     local_heavy_depth: int | None,
     heavy_flags: Sequence[str],
+    nvcc_heavy_flags: Sequence[str] = (),
 ) -> str:
     """The tools, the job pools and the heavy TUs' tuning; the pool of heavy work that stays
     on this machine. ``nvcc_dlink``: only when some extension device-links."""
@@ -147,6 +153,8 @@ def _variables_and_pools(
         local_pool = "local_heavy"
         w.pool(local_pool, local_heavy_depth)
     w.variable("heavy_tuning", shell_args(heavy_flags))
+    if nvcc_heavy_flags:
+        w.variable("nvcc_heavy_tuning", shell_args(nvcc_heavy_flags))
     w.newline()
     return local_pool
 
@@ -162,7 +170,7 @@ def _rules(w: NinjaWriter, pch_seal: Sequence[str], dlinking: bool) -> None:
     )
     w.rule(
         "nvcc",
-        command="$nvcc -MMD -MF $out.d $cuflags $threads -c $in_q -o $out",
+        command="$nvcc -MMD -MF $out.d $cuflags $tuning $threads -c $in_q -o $out",
         depfile="$out.d",
         deps="gcc",
         description="compiling $desc",
@@ -291,6 +299,8 @@ def _compile_edge(w: NinjaWriter, index: int, unit: CompileUnit, base: Path, edg
         variables["pool"] = edges.local_pool if unit.nvcc else "heavy"
         if not unit.nvcc:
             variables["tuning"] = "$heavy_tuning"
+        elif edges.nvcc_tuned:
+            variables["tuning"] = "$nvcc_heavy_tuning"
     rule = "nvcc" if unit.nvcc else "cxx"
     w.build([unit.object], rule, [str(unit.source)], implicit=implicit, order_only=order_only,
             variables=variables)

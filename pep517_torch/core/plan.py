@@ -272,6 +272,7 @@ def prepare(
         arguments=launchers.command_arguments(launcher_name, options.source_root, build_dir),
         nvcc_dlink=[str(cuda.toolkit.nvcc)] if cuda else None,
         pch_seal=[sys.executable, pch_seal.__file__] if shared_pch else (),
+        nvcc_heavy_flags=flags_mod.nvcc_heavy_tuning(cuda.host_family) if cuda else (),
     )
     objects = stable_audit.objects(plans, build_dir, options.source_root)
     ninja_file = build_dir / "build.ninja"
