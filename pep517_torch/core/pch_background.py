@@ -179,7 +179,7 @@ def _compile(argv: Sequence[str]) -> str | None:
     """Run the PCH compile within the time limit; why it failed (None: it did not)."""
     try:
         process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                   stderr=subprocess.STDOUT, process_group=0)
+                                   stderr=subprocess.STDOUT, start_new_session=True)
     except OSError as exc:
         return f"cannot run {argv[0]}: {exc.strerror or exc}"
     try:
