@@ -47,7 +47,8 @@ def project(root: Path) -> Path:
 
 
 def environment(cache: Path, **extra: str) -> dict[str, str]:
-    return {**os.environ, "PEP517_TORCH_CACHE_DIR": str(cache),
+    """A cache of the test's own, the background maker on (conftest.py turns it off)."""
+    return {**os.environ, "PEP517_TORCH_CACHE_DIR": str(cache), "PEP517_TORCH_PCH_BACKGROUND": "1",
             "PEP517_TORCH_COMPILER_LAUNCHER": "none", **extra}
 
 
@@ -118,6 +119,7 @@ def test_no_maker_where_one_runs_the_cache_cannot_keep_it_or_it_is_turned_off(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     cache = tmp_path / "cache"
+    monkeypatch.setenv("PEP517_TORCH_PCH_BACKGROUND", "1")
     plan, options = planned(tmp_path, cache)
     started: list[list[str]] = []
     monkeypatch.setattr(pch_background, "_spawn", lambda argv, root, env: started.append(argv))
@@ -129,7 +131,7 @@ def test_no_maker_where_one_runs_the_cache_cannot_keep_it_or_it_is_turned_off(
         lock.release()
     monkeypatch.setenv("PEP517_TORCH_PCH_BACKGROUND", "0")
     assert pch_background.start(plan, options) is None
-    monkeypatch.delenv("PEP517_TORCH_PCH_BACKGROUND")
+    monkeypatch.setenv("PEP517_TORCH_PCH_BACKGROUND", "1")
     small, small_options = planned(tmp_path / "small", cache, size=1 << 20)
     assert "bound" in pch_background.start(small, small_options)
     monkeypatch.setattr(pch_background.jobs, "memory_available", lambda: 1 << 30)
@@ -138,6 +140,7 @@ def test_no_maker_where_one_runs_the_cache_cannot_keep_it_or_it_is_turned_off(
     assert "throwaway build environment" in pch_background.start(plan, options)
     assert started == []
     monkeypatch.undo()
+    monkeypatch.setenv("PEP517_TORCH_PCH_BACKGROUND", "1")
     monkeypatch.setattr(pch_background, "_spawn", lambda argv, root, env: started.append(argv))
     assert "in the background" in pch_background.start(plan, options)
     [argv] = started
