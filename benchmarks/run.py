@@ -6,10 +6,20 @@ Measures (each on this machine, in this run):
   warm     JIT load() of an already-built extension in a fresh process, after `import torch`
   cold     `pip wheel --no-build-isolation` of fixtures/bench4 (4 TUs with torch/extension.h)
            vs torch's setup.py + BuildExtension built the same way
+           (ours: two unity TUs of two files, no PCH; after the wheel is written a detached
+           process makes the PCH the TUs did without, core/pch_background.py: the bench waits
+           for it before the next measurement and reports how long it took)
   noop     the same command again; beside it pip's own floor, the same command with an in-tree
            backend that only copies a wheel (what no backend can go under), in the same rounds
-  edit     one .cpp changed, the same command again
-  setup_*  cold, noop and edit for the same setup.py with pep517_torch.setuptools'
+  edit     one .cpp changed (csrc/norm.cpp), the same command again (ours: the edited file
+           leaves its unity TU and compiles alone with that PCH, its former partner beside it
+           on the other core, the other TU keeps its object: core/unity_regroup.py)
+  edit_header  a declaration added to csrc/ops.h, which all four files include (ours: every
+           file compiles, so the cold unity groups come back, with the PCH)
+  second   fixtures/bench4h (another project of four TUs) built cold right after, on the same
+           machine cache: its ninja time against the first wheel's, its total against torch's
+           cold bench4
+  setup_*  cold, noop, edit and edit_header for the same setup.py with pep517_torch.setuptools'
            BuildExtension (the one-line import switch) vs torch's BuildExtension
   jit      a second, different extension built just in time (ours reuses the shared PCH)
   pch      cold wheels with the machine-wide PCH cache warm (a second project, or `python -m
@@ -24,7 +34,12 @@ Measures (each on this machine, in this run):
   cuda     under a CUDA torch (--cuda-python, default .venv-cuda/bin/python: torch 2.14.1+cu130,
            made by `make test-cuda-torch`): the cold bench4 wheel, and fixtures/cuda_torch's
            _C (a .cpp with ATen/cuda headers + a .cu on tensors) for three archs, each vs torch's
-           setup.py + BuildExtension/CUDAExtension built the same way
+           setup.py + BuildExtension/CUDAExtension built the same way (ours: the .cu, the
+           longest compile, with --threads 2 beside the .cpp; its host compiler tuned); then
+           each side's .cu compiled again alone with nvcc --time and one thread, and its .cpp:
+           where the .cu's time goes, and the floor of any plan for ours
+Every measured build's steps are printed from its timeline (ours: build-trace.json; torch's:
+what its .ninja_log gained), with what is left outside ninja.
 Results go to docs/performance.md (between the BENCH markers) unless --no-write.
 """
 
@@ -343,7 +358,7 @@ def phases_table(results: dict[str, dict[str, object]]) -> str:
             if made is not None:
                 lines.append(f"| {title} | {label} | after the wheel, in the background: the PCH"
                              f" for the next builds | | ({made:.1f}) |")
-    return "\n".join(lines)
+    return "\n".join(lines) if len(lines) > 2 else ""
 
 
 def bench_pch(results: dict[str, dict[str, float]]) -> None:
@@ -438,9 +453,9 @@ def nvidia_wheel_headers(python: Path) -> dict[str, str]:
     """CPATH for torch's side: the headers of the nvidia-* wheels a CUDA torch installs
     (cusparse.h, cublas_v2.h, which ATen/cuda includes), searched after every -I as ours
     searches them (core/cuda.py), where the system toolkit lacks them (a trimmed one)."""
-    found = subprocess.run(
-        [str(python), "-c", "import glob, os, sysconfig; print(os.pathsep.join(sorted(glob.glob("
-         "os.path.join(sysconfig.get_paths()['purelib'], 'nvidia', '*', 'include')))))"],
+    found = subprocess.run(  # every nvidia/*/include on its path (a layered venv's too)
+        [str(python), "-c", "import glob, os, nvidia; print(os.pathsep.join(sorted(p for d in"
+         " nvidia.__path__ for p in glob.glob(os.path.join(d, '*', 'include')))))"],
         capture_output=True, text=True,
     ).stdout.strip()
     if not found:
@@ -546,7 +561,8 @@ def nvcc_phases(build_dir: Path, env: dict[str, str]) -> dict[str, float]:
     phases["the .cu alone, one thread: CPU"] = cu_cpu
     cpp, cpp_target = compile_command(build_dir, "ops.cpp.o") if any(
         build_dir.glob("obj/**/ops.cpp.o")) else compile_command(build_dir, "ops.o")
-    cpp = cpp.replace(f" -o {cpp_target}", f" -o {scratch}/ops.o")
+    # as the cold build compiled it: without the PCH the background step has made since
+    cpp = re.sub(r" -include \S*pch\.h( -fpch-preprocess)?", "", cpp.replace(f" -o {cpp_target}", f" -o {scratch}/ops.o"))
     phases["the .cpp alone: wall"], phases["the .cpp alone: CPU"] = cpu_seconds(cpp, build_dir, env)
     return phases
 
@@ -777,7 +793,7 @@ def main() -> None:
     if "cuda" in chosen:
         bench_cuda(results, args.cuda_python)
     text = f"Measured {when} on: {machine()}.\n\n{table(results)}"
-    if results.get("phases"):
+    if phases_table(results):
         text += ("\n\nWhere each build's time goes (the run above), each side's steps from its own"
                  " timeline (ours: build-trace.json; torch's: what its `.ninja_log` gained):\n\n"
                  + phases_table(results))

@@ -100,3 +100,19 @@ def test_ninja_text_carries_threads_for_a_lone_cu(tmp_path: Path, monkeypatch: p
     plan(2, 24, monkeypatch)
     given = core_plan.prepare(_cuda_project(tmp_path / "given"), BuildOptions(build_dir=tmp_path / "e", env=env))
     assert "  threads = --threads 5" in given.ninja_file.read_text()
+
+
+@needs_nvcc
+def test_a_cu_that_includes_torch_gets_the_host_compilers_tuning(tmp_path: Path) -> None:
+    [spec] = _cuda_project(tmp_path)
+    (tmp_path / "src" / "k.cu").write_text("#include <ATen/core/Tensor.h>\n__global__ void k() {}\n")
+    (tmp_path / "src" / "light.cu").write_text("__global__ void light() {}\n")
+    spec = core_plan.dataclasses.replace(spec, sources=(*spec.sources, tmp_path / "src" / "light.cu"))
+    env = {"CUDA_VISIBLE_DEVICES": "", "CXX": "g++"}
+    built = core_plan.prepare([spec], BuildOptions(build_dir=tmp_path / "b", env=env))
+    commands = {line.split(" -c ")[1].split()[0]: line for line in _commands(tmp_path / "b").splitlines()
+                if " -c " in line and ".cu" in line}
+    tuning = "-Xcompiler=--param=ggc-min-expand=400,--param=ggc-min-heapsize=1048576"
+    assert tuning in commands[str(tmp_path / "src" / "k.cu")]  # its host pass parses torch
+    assert tuning not in commands[str(tmp_path / "src" / "light.cu")]
+    assert "nvcc_heavy_tuning = " + tuning in built.ninja_file.read_text()
