@@ -4,7 +4,9 @@ object holding the edited file's old code), untouched groups keep their objects,
 of that file cost one compile, and a header every file includes brings the cold groups back.
 
 The sources include a small torch header (c10's macros), which makes them torch-heavy, and
-compile in about a second each; every build runs with two heavy job slots.
+compile in about a second each; every build runs with two heavy job slots. Each has ~6000
+code tokens of its own (a long function), as a file with a few kernels has: enough for a split
+to pay (core/unity_regroup.py weighs a TU's fixed part against its members' own code).
 """
 
 from __future__ import annotations
@@ -26,6 +28,12 @@ HEAVY = '#include <c10/macros/Macros.h>\n#include "shared.h"\n'
 NAMES = "abcd"
 
 
+def own_code(name: str) -> str:
+    """A function of ~6000 code tokens, as a file with a few kernels has."""
+    steps = "".join(f"  v = v * {i % 7 + 2} + {i};\n" for i in range(1000))
+    return f"unsigned long work_{name}(unsigned long v) {{\n{steps}  return v;\n}}\n"
+
+
 def write_sources(root: Path, values: dict[str, int], shared: int = 0) -> None:
     csrc = root / "csrc"
     csrc.mkdir(parents=True, exist_ok=True)
@@ -35,7 +43,7 @@ def write_sources(root: Path, values: dict[str, int], shared: int = 0) -> None:
         extra = '#include "only_d.h"\n' if name == "d" else ""
         own = " + ONLY_D" if name == "d" else ""
         (csrc / f"{name}.cpp").write_text(
-            f"{HEAVY}{extra}int value_{name}() {{ return {value} + SHARED{own}; }}\n")
+            f"{HEAVY}{extra}{own_code(name)}int value_{name}() {{ return {value} + SHARED{own}; }}\n")
 
 
 def project(root: Path) -> Path:
@@ -71,7 +79,8 @@ def build(root: Path, out: Path) -> tuple[tuple[int, ...], list[str]]:
 
 def edit(root: Path, name: str, value: int) -> None:
     path = root / "csrc" / f"{name}.cpp"
-    path.write_text(path.read_text().replace("return ", f"return {value} + 0 * ", 1))
+    head, value_line = path.read_text().rsplit("int value_", 1)
+    path.write_text(head + "int value_" + value_line.replace("return ", f"return {value} + 0 * ", 1))
 
 
 def test_an_edited_file_leaves_its_group_and_its_partner_compiles_on_its_own(tmp_path: Path) -> None:
@@ -120,16 +129,21 @@ def test_the_cheapest_plan_on_the_slots_there_are(tmp_path: Path) -> None:
     objects = {(a, c): "ac.o", (b, d): "bd.o", (a,): "a.o", (b,): "b.o", (c,): "c.o", (d,): "d.o"}
     for name in objects.values():
         (tmp_path / name).write_bytes(b"")
+    big = dict.fromkeys([a, b, c, d], 6000)  # each file's own code costs most of a TU
+    small = dict.fromkeys([a, b, c, d], 60)  # bench4's: a few lines each
 
-    def regroup(stale: dict[str, list[str]], slots: int, last: list[list[Path]] | None = cold
-                ) -> tuple[list[list[Path]], list[list[Path]]]:
+    def regroup(stale: dict[str, list[str]], slots: int, last: list[list[Path]] | None = cold,
+                tokens: dict[Path, int] = big) -> tuple[list[list[Path]], list[list[Path]]]:
         return unity_regroup.regroup(cold, last, stale, lambda m: Path(objects[tuple(m)]),
-                                     tmp_path, slots)
+                                     tmp_path, slots, (), tokens)
 
     # On two slots the edited file and its partner compile side by side; on one, the group
     # as it was is one compile instead of two.
-    assert regroup({"ac.o": [str(c)]}, 2)[1] == [[c], [a]]
-    assert regroup({"ac.o": [str(c)]}, 1)[1] == [[a, c]]
+    assert regroup({"ac.o": [str(c)]}, 2) == ([[b, d]], [[c], [a]])
+    assert regroup({"ac.o": [str(c)]}, 1) == ([[b, d]], [[a, c]])
+    # Files of a few lines: a TU of two costs about one file, so the split would only burn a
+    # second TU's fixed part (bench4 with the PCH: 14.2 CPU-s for two, 12.9-15.6 for one).
+    assert regroup({"ac.o": [str(c)]}, 2, tokens=small) == ([[b, d]], [[a, c]])
     # No record of what changed (a first build, a folder made elsewhere): the cold groups.
     assert regroup({}, 2, last=None) == ([], cold)
     assert unity_regroup.regroup(cold, cold, None, lambda m: Path("x"), tmp_path, 2) == ([], cold)

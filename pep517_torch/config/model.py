@@ -198,10 +198,10 @@ class ProjectSettings:
         help="Compile the torch-heavy C++ files of each extension as unity translation units,"
         " one per job slot, so torch's headers are parsed once per slot instead of once per"
         " file (files that declare clashing names for themselves stay apart; a unity TU that"
-        ' fails is compiled file by file); after an edit, the edited files leave their TU and'
-        " compile alone, their former partners beside them where job slots are idle, until"
-        ' every file compiles again. `"auto"`: for wheels, not for editable installs (whose'
-        " next build is an edit of one file).",
+        ' fails is compiled file by file); after an edit, a TU is compiled again whole, or its'
+        " edited files alone beside the rest where idle job slots make that sooner, until every"
+        ' file compiles again. `"auto"`: for wheels, not for editable installs (whose next'
+        " build is an edit of one file).",
         config_setting=True,
         env=variables.UNITY,
         runs_only=True,  # the same program either way: a JIT stamp need not record it

@@ -63,6 +63,7 @@ class FileNames:
     own: frozenset[bytes]  # names it declares for itself, that a later file would also see
     used: frozenset[bytes]  # every identifier its own text writes
     using_namespace: bool  # a namespace-scope using-directive: changes every later lookup
+    tokens: int = 0  # code tokens of its own text: what its own compile costs, roughly
 
 
 def _statements(text: bytes) -> Iterable[tuple[list[bytes], bool, bool]]:
@@ -171,7 +172,9 @@ def _file_names(path: Path, identity: tuple[int, ...]) -> FileNames:
         directive = directive or is_directive
     defined: set[bytes] = set()
     used: set[bytes] = set()
+    tokens = 0
     for match in _TOKEN.finditer(text):
+        tokens += match.lastgroup not in ("comment", "directive")
         if match.lastgroup == "ident":
             used.add(match.group())
         elif match.lastgroup == "directive":
@@ -182,7 +185,7 @@ def _file_names(path: Path, identity: tuple[int, ...]) -> FileNames:
             elif undef:
                 defined.discard(undef[1])
             used.update(_IDENT.findall(line))
-    return FileNames(frozenset(own | defined), frozenset(used), directive)
+    return FileNames(frozenset(own | defined), frozenset(used), directive, tokens)
 
 
 def file_names(path: Path) -> FileNames:
@@ -344,7 +347,7 @@ def apply(
             result.notes += found
             kept, compiled = unity_regroup.regroup(
                 cold, last, stale, functools.partial(_object, units), build_dir, share,
-                plan.spec.include_dirs,
+                plan.spec.include_dirs, {u.source: file_names(u.source).tokens for u in units},
             )
             current.update(p for g in kept for p in g)
             chosen += kept + compiled

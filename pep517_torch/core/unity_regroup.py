@@ -6,15 +6,19 @@ inlined copies, its static initialisers: ``TORCH_LIBRARY`` blocks, pybind11 defi
 lives on in it. Reusing that object beside a fresh one of the edited file would link two
 versions of one file, so this module never does: every member of a group whose object is
 stale is compiled again from its current text. What it chooses is only how, by wall time on
-the heavy job slots (a group's TU costs about one file's compile plus a little per member:
-with the PCH of torch/extension.h, gcc 12, one file of fixtures/bench4 12-14 CPU-s, two or
-four of them as one TU 13-14 CPU-s; without it 23 and 25):
+the heavy job slots, where a TU costs a fixed part (parsing torch, instantiating and compiling
+what torch's inline functions use) plus each member's own code. Measured with gcc 12, torch
+2.13 and fixtures/bench4's files of a few lines (CPU seconds): with the PCH of
+torch/extension.h one file 12.9-15.6, two of them as one TU 14.2, all four 14.5; without it
+23.1 and 25.2 for two. So:
 
-- the edited members leave their group and compile alone, the rest of the group as one TU
-  or split over idle slots, when that ends sooner than the group's TU: on two slots an edited
-  file of a two-file group compiles beside its former partner, and its next edits cost one
-  file;
-- otherwise the group compiles as it was (one slot: its TU is one compile, the split two);
+- the edited members leave their group and compile alone, the rest of the group as one TU or
+  split over idle slots, when that ends at least a fifth sooner (:data:`SPLIT_GAIN`) than the
+  group as it was: files with much code of their own (a few kernels each) on two or more
+  slots; their next edits then cost one file each;
+- otherwise the group compiles as it was: files of a few lines (one TU of them costs about
+  what one of them costs: splitting would only add TUs' fixed parts, which a machine others
+  share does not run for free), or one slot;
 - when every file of the extension compiles anyway (a header they all include, new flags,
   a first build, a build folder with no record), the groups of a cold build come back.
 
@@ -35,7 +39,14 @@ from ..shipped_runtime import ledger
 from . import scan
 
 SECTION = "unity_groups"  # the ledger's: each extension's groups in the last plan
-MEMBER_COST = 0.15  # of one TU's fixed cost (parsing torch, its inline code): see above
+# A TU's cost in units of its fixed part (parsing torch, instantiating and compiling what its
+# inline functions use): each member adds a little, and its own code (code tokens of its text;
+# ~8000 cost about as much as torch's part). See the module's docstring for the measurements.
+MEMBER_COST = 0.1
+TOKENS_PER_TU = 8000
+# A split must end a fifth sooner than the group as it was: it costs a TU's fixed part per
+# piece, which on a machine others share (or whose cores are one core's threads) is not free.
+SPLIT_GAIN = 0.8
 
 Groups = list[list[Path]]
 
@@ -63,14 +74,14 @@ def section(plans: Mapping[str, tuple[str, Groups]]) -> dict[str, object]:
             for name, (print_, groups) in sorted(plans.items())}
 
 
-def cost(group: Sequence[Path]) -> float:
-    return 1.0 + MEMBER_COST * len(group)
+def cost(group: Sequence[Path], tokens: Mapping[Path, int]) -> float:
+    return 1.0 + sum(MEMBER_COST + tokens.get(p, 0) / TOKENS_PER_TU for p in group)
 
 
-def makespan(groups: Sequence[Sequence[Path]], slots: int) -> float:
+def makespan(groups: Sequence[Sequence[Path]], slots: int, tokens: Mapping[Path, int]) -> float:
     """When the last of ``groups`` ends, longest first on ``slots`` job slots."""
     ends = [0.0] * max(slots, 1)
-    for length in sorted((cost(g) for g in groups), reverse=True):
+    for length in sorted((cost(g, tokens) for g in groups), reverse=True):
         heapq.heapreplace(ends, ends[0] + length)
     return max(ends)
 
@@ -95,10 +106,12 @@ def regroup(
     build_dir: Path,
     slots: int,
     include_dirs: Sequence[Path] = (),
+    tokens: Mapping[Path, int] | None = None,
 ) -> tuple[Groups, Groups]:
     """The groups whose objects are up to date, and those to compile: ``cold`` (a cold build's grouping) where there is no ``last``
     plan or no record of what changed (``stale``: target -> changed inputs), else ``last``
-    with each stale group kept or split, whichever ends sooner on ``slots``. ``object_of``:
+    with each stale group kept or split, whichever ends sooner on ``slots`` (a split by at
+    least :data:`SPLIT_GAIN`; ``tokens``: each file's code tokens). ``object_of``:
     the object a group compiles to (its ninja target, relative to the build directory that
     ``build_dir`` names)."""
     files = {p for g in cold for p in g}
@@ -126,16 +139,21 @@ def regroup(
         return kept, []
     if not kept:
         return [], cold  # every file compiles: the cold grouping is the cheapest
-    options = [[members for members, _ in dirty]]  # each stale group as it was
+    sizes = tokens or {}
+    whole = [members for members, _ in dirty]  # each stale group as it was
+    splits = []
     longest = max(len(members) - len(edited) for members, edited in dirty)
     for count in range(1, max(longest, 1) + 1):
         split: Groups = []
         for members, edited in dirty:  # a group nothing edited (its object gone) stays whole
             split += [[p] for p in members if p in edited]
             split += _chunks([p for p in members if p not in edited], count if edited else 1)
-        options.append(split)
-    best = min(options, key=lambda groups: (makespan(groups, slots), sum(map(cost, groups))))
-    return kept, best
+        splits.append(split)
+    best = min(splits, key=lambda groups: (makespan(groups, slots, sizes),
+                                           sum(cost(g, sizes) for g in groups)))
+    if makespan(best, slots, sizes) <= SPLIT_GAIN * makespan(whole, slots, sizes):
+        return kept, best
+    return kept, whole
 
 
 def _edited(members: Sequence[Path], changed: Sequence[str], include_dirs: Sequence[Path]) -> set[Path]:
