@@ -241,15 +241,16 @@ def bench_wheels(results: dict[str, dict[str, float]], *, pyproject: bool, setup
             results[f"setup_{step}"] = {"torch": seconds["theirs"], "ours": seconds["ours_setup"]}
         print("  " + step + ": " + ", ".join(f"{labels[w]} {t:.2f} s" for w, t in seconds.items()),
               flush=True)
-    if pyproject:
-        bench_second_project(results, caches["ours"])
+        if step == "cold" and pyproject:  # the next project on this machine, right after
+            bench_second_project(results, caches["ours"])
     if overheads:
         results["overhead"] = {"ours": max(overheads)}
 
 
 def bench_second_project(results: dict[str, dict[str, float]], cache: Path) -> None:
-    """bench4h (another project of four TUs) built cold on the machine the first wheel build
-    of bench4 left its PCH on: against that first build's ninja time, and torch's cold bench4."""
+    """bench4h (another project of four TUs) built cold right after the first wheel build of
+    bench4 (and the PCH that build left behind, which the bench waited for), on the same
+    machine cache: against that first build's ninja time, and torch's cold bench4."""
     print("  second: pep517_torch, bench4h cold after bench4's wheel, same machine cache ...", flush=True)
     project = fresh_copy(HEADER_FIXTURE, WORK / "ours-second-project", ours=True)
     seconds, output = pip_wheel(project, cache)
