@@ -135,7 +135,7 @@ def test_the_cheapest_plan_on_the_slots_there_are(tmp_path: Path) -> None:
     def regroup(stale: dict[str, list[str]], slots: int, last: list[list[Path]] | None = cold,
                 tokens: dict[Path, int] = big) -> tuple[list[list[Path]], list[list[Path]]]:
         return unity_regroup.regroup(cold, last, stale, lambda m: Path(objects[tuple(m)]),
-                                     tmp_path, slots, (), tokens)
+                                     tmp_path, slots, (), tokens.__getitem__)
 
     # On two slots the edited file and its partner compile side by side; on one, the group
     # as it was is one compile instead of two.

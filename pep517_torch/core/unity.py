@@ -347,7 +347,7 @@ def apply(
             result.notes += found
             kept, compiled = unity_regroup.regroup(
                 cold, last, stale, functools.partial(_object, units), build_dir, share,
-                plan.spec.include_dirs, {u.source: file_names(u.source).tokens for u in units},
+                plan.spec.include_dirs, lambda path: file_names(path).tokens,
             )
             current.update(p for g in kept for p in g)
             chosen += kept + compiled

@@ -30,6 +30,7 @@ is one ninja built from the current text, so a wrong guess costs time, never a w
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import heapq
 from collections.abc import Callable, Mapping, Sequence
@@ -74,11 +75,11 @@ def section(plans: Mapping[str, tuple[str, Groups]]) -> dict[str, object]:
             for name, (print_, groups) in sorted(plans.items())}
 
 
-def cost(group: Sequence[Path], tokens: Mapping[Path, int]) -> float:
-    return 1.0 + sum(MEMBER_COST + tokens.get(p, 0) / TOKENS_PER_TU for p in group)
+def cost(group: Sequence[Path], tokens: Callable[[Path], int]) -> float:
+    return 1.0 + sum(MEMBER_COST + tokens(p) / TOKENS_PER_TU for p in group)
 
 
-def makespan(groups: Sequence[Sequence[Path]], slots: int, tokens: Mapping[Path, int]) -> float:
+def makespan(groups: Sequence[Sequence[Path]], slots: int, tokens: Callable[[Path], int]) -> float:
     """When the last of ``groups`` ends, longest first on ``slots`` job slots."""
     ends = [0.0] * max(slots, 1)
     for length in sorted((cost(g, tokens) for g in groups), reverse=True):
@@ -106,12 +107,12 @@ def regroup(
     build_dir: Path,
     slots: int,
     include_dirs: Sequence[Path] = (),
-    tokens: Mapping[Path, int] | None = None,
+    tokens: Callable[[Path], int] = lambda path: 0,
 ) -> tuple[Groups, Groups]:
     """The groups whose objects are up to date, and those to compile: ``cold`` (a cold build's grouping) where there is no ``last``
     plan or no record of what changed (``stale``: target -> changed inputs), else ``last``
     with each stale group kept or split, whichever ends sooner on ``slots`` (a split by at
-    least :data:`SPLIT_GAIN`; ``tokens``: each file's code tokens). ``object_of``:
+    least :data:`SPLIT_GAIN`; ``tokens``: a file's code tokens, asked only then). ``object_of``:
     the object a group compiles to (its ninja target, relative to the build directory that
     ``build_dir`` names)."""
     files = {p for g in cold for p in g}
@@ -139,7 +140,7 @@ def regroup(
         return kept, []
     if not kept:
         return [], cold  # every file compiles: the cold grouping is the cheapest
-    sizes = tokens or {}
+    sizes = functools.lru_cache(maxsize=None)(tokens)
     whole = [members for members, _ in dirty]  # each stale group as it was
     splits = []
     longest = max(len(members) - len(edited) for members, edited in dirty)
