@@ -339,8 +339,8 @@ def apply(
         for unit in plan.units:
             if candidate(plan, unit):
                 by_pch.setdefault(unit.pch.key if unit.pch else None, []).append(unit)
-        print_ = unity_regroup.fingerprint(plan.flags.cxx, "\0".join(sorted(map(str, by_pch))))
-        last = unity_regroup.recorded(build_dir, plan.spec.name, print_)
+        flags_key = unity_regroup.fingerprint(plan.flags.cxx, "\0".join(sorted(map(str, by_pch))))
+        last = unity_regroup.recorded(build_dir, plan.spec.name, flags_key)
         chosen: unity_regroup.Groups = []
         for units in by_pch.values():
             cold, found = group([u.source for u in units], share, plan.spec.include_dirs)
@@ -353,7 +353,7 @@ def apply(
             chosen += kept + compiled
             for members in (g for g in kept + compiled if len(g) > 1):
                 result.sources.update(_merge(plan, units, members, build_dir))
-        recorded[plan.spec.name] = (print_, chosen)
+        recorded[plan.spec.name] = (flags_key, chosen)
     result.groups = unity_regroup.section(recorded)
     for entry in pch_plans:  # a PCH counts the TUs that will use it (compile in this build)
         units = [u for plan in plans for u in plan.units if u.pch is entry

@@ -57,11 +57,11 @@ def fingerprint(flags: Sequence[str], pch_key: str | None) -> str:
     return hashlib.sha256("\0".join([*flags, pch_key or ""]).encode()).hexdigest()[:16]
 
 
-def recorded(build_dir: Path, extension: str, print_: str) -> Groups | None:
+def recorded(build_dir: Path, extension: str, flags_key: str) -> Groups | None:
     """The groups the last plan compiled the extension's files in, if its flags were these."""
     found = ledger.section(build_dir, SECTION)
     entry = found.get(extension) if isinstance(found, dict) else None
-    if not isinstance(entry, dict) or entry.get("flags") != print_:
+    if not isinstance(entry, dict) or entry.get("flags") != flags_key:
         return None
     groups = entry.get("groups")
     if not isinstance(groups, list) or not all(isinstance(g, list) for g in groups):
@@ -71,8 +71,8 @@ def recorded(build_dir: Path, extension: str, print_: str) -> Groups | None:
 
 def section(plans: Mapping[str, tuple[str, Groups]]) -> dict[str, object]:
     """The ledger section for this plan: extension -> its flags' fingerprint and groups."""
-    return {name: {"flags": print_, "groups": [[str(p) for p in g] for g in groups]}
-            for name, (print_, groups) in sorted(plans.items())}
+    return {name: {"flags": key, "groups": [[str(p) for p in g] for g in groups]}
+            for name, (key, groups) in sorted(plans.items())}
 
 
 def cost(group: Sequence[Path], tokens: Callable[[Path], int]) -> float:
