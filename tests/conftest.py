@@ -105,13 +105,17 @@ def machine_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
     Tests that build and their child processes share it, as builds on one machine do. No
     compiler launcher unless a test asks for one: a ccache that `make tools` installed would
-    otherwise serve every compile from its own cache, across runs."""
+    otherwise serve every compile from its own cache, across runs. No PCH made in the
+    background after a wheel build (core/pch_background.py): it would appear in the shared
+    cache while other tests count what their builds precompile; tests/test_pch_background.py
+    turns it on, with caches of its own."""
     if os.environ.get("PYTEST_XDIST_WORKER"):  # one machine: its workers share the cache
         root = tmp_path_factory.getbasetemp().parent / "machine-cache"
         root.mkdir(exist_ok=True)
     else:
         root = tmp_path_factory.mktemp("machine-cache")
-    settings = {"PEP517_TORCH_CACHE_DIR": str(root), "PEP517_TORCH_COMPILER_LAUNCHER": "none"}
+    settings = {"PEP517_TORCH_CACHE_DIR": str(root), "PEP517_TORCH_COMPILER_LAUNCHER": "none",
+                "PEP517_TORCH_PCH_BACKGROUND": "0"}
     previous = {name: os.environ.get(name) for name in settings}
     os.environ.update(settings)
     yield root

@@ -704,4 +704,4 @@ def test_cuda_detection_cc_as_ccbin_and_with_cuda(tmp_path: Path) -> None:
     if gcc:
         assert f"cuflags_0 = -ccbin {gcc} " in kernels
     assert "build obj/kernels/axpy.cu.o: nvcc " in kernels
-    assert "rule nvcc\n  command = $nvcc -MMD -MF $out.d $cuflags $threads -c $in_q -o $out\n" in kernels
+    assert "rule nvcc\n  command = $nvcc -MMD -MF $out.d $cuflags $tuning $threads -c $in_q -o $out\n" in kernels

@@ -29,6 +29,10 @@ def test_threads_use_only_what_the_budget_leaves(monkeypatch: pytest.MonkeyPatch
     # 2 cores never run 2 x k device compiles: one .cu + one .cpp already fill both.
     assert jobs.nvcc_threads(3, 2, two_cores) == 1
     assert jobs.nvcc_threads(3, 1, two_cores) == 2  # a lone .cu gets the second core
+    # Unless it is the longest compile: the .cpp beside it ends first, and its core is the .cu's.
+    assert jobs.nvcc_threads(3, 2, two_cores, longest=True) == 2
+    assert jobs.nvcc_threads(3, 3, two_cores, longest=True) == 1  # more compiles than cores
+    assert jobs.nvcc_threads(3, 2, plan(2, 4.5, monkeypatch), longest=True) == 1  # memory for 2
     big = plan(64, 256, monkeypatch)
     assert jobs.nvcc_threads(4, 2, big) == 4  # 2 files x 4 archs: all 8 at once
     assert jobs.nvcc_threads(4, 40, big) == 1  # 40 files keep 64 cores busy already
@@ -70,18 +74,24 @@ def test_ninja_text_carries_threads_for_a_lone_cu(tmp_path: Path, monkeypatch: p
     env = {"CUDA_VISIBLE_DEVICES": ""}
     built = core_plan.prepare(_cuda_project(tmp_path), BuildOptions(build_dir=tmp_path / "b", env=env))
     text = built.ninja_file.read_text()
-    assert "$cuflags $threads -c" in text and "  threads = --threads 3" in text
+    assert "$cuflags $tuning $threads -c" in text and "  threads = --threads 3" in text
     nvcc_line = next(line for line in _commands(tmp_path / "b").splitlines() if "k.cu" in line)
     assert " --threads 3 " in nvcc_line  # what ninja runs: three architectures at once
 
-    # On two cores beside a second compile, no threads; the flag the user wrote wins.
+    # On two cores beside a second, shorter compile, the core that one frees; beside a .cu as
+    # long as it, none; the flag the user wrote wins.
     plan(2, 24, monkeypatch)
     spec = _cuda_project(tmp_path / "two")[0]
     other = tmp_path / "two" / "src" / "x.cpp"
     other.write_text("int x() { return 1; }\n")
     spec = core_plan.dataclasses.replace(spec, sources=(*spec.sources, other))
     two = core_plan.prepare([spec], BuildOptions(build_dir=tmp_path / "c", env=env))
-    assert "--threads" not in two.ninja_file.read_text()
+    assert "  threads = --threads 2" in two.ninja_file.read_text()
+    twin = other.with_name("k2.cu")  # as long as k.cu: neither is the longest
+    twin.write_text("__global__ void k2() {}\n")
+    spec = core_plan.dataclasses.replace(spec, sources=(*spec.sources, twin))
+    twins = core_plan.prepare([spec], BuildOptions(build_dir=tmp_path / "c2", env=env))
+    assert "--threads" not in twins.ninja_file.read_text()
     own = core_plan.prepare(_cuda_project(tmp_path / "own", extra=("--threads=2",)),
                              BuildOptions(build_dir=tmp_path / "d", env=env))
     assert "threads = " not in own.ninja_file.read_text()
@@ -90,3 +100,19 @@ def test_ninja_text_carries_threads_for_a_lone_cu(tmp_path: Path, monkeypatch: p
     plan(2, 24, monkeypatch)
     given = core_plan.prepare(_cuda_project(tmp_path / "given"), BuildOptions(build_dir=tmp_path / "e", env=env))
     assert "  threads = --threads 5" in given.ninja_file.read_text()
+
+
+@needs_nvcc
+def test_a_cu_that_includes_torch_gets_the_host_compilers_tuning(tmp_path: Path) -> None:
+    [spec] = _cuda_project(tmp_path)
+    (tmp_path / "src" / "k.cu").write_text("#include <ATen/core/Tensor.h>\n__global__ void k() {}\n")
+    (tmp_path / "src" / "light.cu").write_text("__global__ void light() {}\n")
+    spec = core_plan.dataclasses.replace(spec, sources=(*spec.sources, tmp_path / "src" / "light.cu"))
+    env = {"CUDA_VISIBLE_DEVICES": "", "CXX": "g++"}
+    built = core_plan.prepare([spec], BuildOptions(build_dir=tmp_path / "b", env=env))
+    commands = {line.split(" -c ")[1].split()[0]: line for line in _commands(tmp_path / "b").splitlines()
+                if " -c " in line and ".cu" in line}
+    tuning = "-Xcompiler=--param=ggc-min-expand=400,--param=ggc-min-heapsize=1048576"
+    assert tuning in commands[str(tmp_path / "src" / "k.cu")]  # its host pass parses torch
+    assert tuning not in commands[str(tmp_path / "src" / "light.cu")]
+    assert "nvcc_heavy_tuning = " + tuning in built.ninja_file.read_text()

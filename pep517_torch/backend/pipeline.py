@@ -35,6 +35,7 @@ from .stages import (
 if TYPE_CHECKING:
     from ..core.build import BuildResult
     from ..distribution.platform_decision import PlatformTag
+    from ..core.spec import BuildOptions
     from ..distribution.wheel import Budget
     from ..distribution.wheel_variant import Variant
 
@@ -91,6 +92,8 @@ def _build_wheel(
             wheel.finish(meta)
         if record is not None:
             record.wheel(loaded, wheel.path, artifacts.values(), notes, platform and platform.note)
+    if result is not None:  # the wheel is written: the PCH its TUs did without, for the next
+        _leave_pch_behind(result, project.options)
     ninja = result.run.seconds if result else 0.0
     overhead = time.perf_counter() - started - ninja
     log(user_line(f"wrote {wheel.path} (ninja {ninja:.2f} s, pep517_torch {overhead:.2f} s)"))
@@ -118,6 +121,14 @@ def _budget(loaded: Loaded, result: BuildResult | None) -> Budget | None:
     if limit is None:
         return None
     return Budget(limit, notes=device_code_notes(result))
+
+
+def _leave_pch_behind(result: BuildResult, options: BuildOptions) -> None:
+    from ..core import pch_background
+
+    note = pch_background.start(result.plan, options)
+    if note is not None:
+        log(user_line(note))
 
 
 def _record_build_torch(loaded: Loaded, result: BuildResult | None) -> None:

@@ -234,8 +234,10 @@ class ProjectSettings:
         help="Compile the torch-heavy C++ files of each extension as unity translation units,"
         " one per job slot, so torch's headers are parsed once per slot instead of once per"
         " file (files that declare clashing names for themselves stay apart; a unity TU that"
-        ' fails is compiled file by file). `"auto"`: for wheels, not for editable installs'
-        " (whose next build is an edit of one file).",
+        ' fails is compiled file by file); after an edit, a TU is compiled again whole, or its'
+        " edited files alone beside the rest where idle job slots make that sooner, until every"
+        ' file compiles again. `"auto"`: for wheels, not for editable installs (whose next'
+        " build is an edit of one file).",
         config_setting=True,
         env=variables.UNITY,
         runs_only=True,  # the same program either way: a JIT stamp need not record it
@@ -255,7 +257,9 @@ class ProjectSettings:
         help="Bound on the machine-wide cache of precompiled torch headers that wheel builds"
         " and the JIT share (least recently used entries go first): bytes, or a number with"
         " `K`, `M`, `G` or `T` (powers of 1024), e.g. `8G`; `0` keeps precompiled headers in each"
-        " build directory instead. The JIT reads the same environment variable.",
+        " build directory instead. The JIT reads the same environment variable. A wheel build"
+        " whose TUs did without a torch header's PCH makes it after the wheel is written, in"
+        " the background, for the next builds (PEP517_TORCH_PCH_BACKGROUND=0: never).",
         config_setting=True,
         env=variables.PCH_CACHE_SIZE,
         runs_only=True,

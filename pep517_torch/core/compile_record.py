@@ -128,6 +128,58 @@ def _record(build_dir: Path, root: Path | None) -> dict[str, Any] | None:
     return found if isinstance(found, dict) and isinstance(found.get("files"), dict) else None
 
 
+def _changed_files(files: Mapping[str, list[Any] | None]
+                   ) -> tuple[dict[str, tuple[float, str]], dict[str, ledger.Identity]]:
+    """The content-tracked files that changed since the record: path -> (ctime of the change,
+    how); and those only touched (the same bytes): path -> identity now."""
+    changed: dict[str, tuple[float, str]] = {}
+    touched: dict[str, ledger.Identity] = {}
+    for path, recorded in files.items():
+        if recorded is None or len(recorded) != 6:
+            continue  # not content-tracked: ninja's mtimes decide
+        found = ledger.identity(path)
+        if found is None or (recorded[5] is not None and found == recorded[:5]):
+            continue  # gone: ninja itself rebuilds what listed it
+        how = ledger.file_change(path, recorded)
+        if how is None:
+            touched[path] = found
+        else:
+            changed[path] = (float("inf") if recorded[5] is None else found[4], how)
+    return changed, touched
+
+
+def stale_outputs(build_dir: Path, root: Path | None, env: Mapping[str, str]) -> dict[str, list[str]] | None:
+    """Before a run, changing nothing: the recorded outputs the next run rebuilds because a
+    tracked input changed or was touched since (target -> those inputs), as
+    :func:`discard_changed` and ninja's mtimes will decide; a recorded output that is gone too
+    (target -> []). None where there is nothing to go by: no record, a folder made elsewhere,
+    a changed variable or fact, no ninja log (every step runs)."""
+    if ledger.owner_problem(ledger.load(build_dir), build_dir, root) is not None:
+        return None
+    record = _record(build_dir, root)
+    if record is None or ledger.everything_changed(record, env) is not None:
+        return None
+    if not (build_dir / NINJA_FILES[1]).is_file():
+        return None
+    changed, touched = _changed_files(record["files"])
+    stale: dict[str, list[str]] = {}
+    for target, paths in record.get("outputs", {}).items():
+        output = _output_path(build_dir, target)
+        if output is None:
+            continue
+        try:
+            built = os.stat(output).st_mtime_ns
+        except OSError:
+            stale[target] = []
+            continue
+        # content changed and not built since; or a newer mtime, which ninja rebuilds for
+        dirty = [p for p in paths if (p in changed and built <= changed[p][0])
+                 or (p in touched and touched[p][3] > built)]
+        if dirty:
+            stale[target] = dirty
+    return stale
+
+
 def discard_changed(build_dir: Path, root: Path | None, env: Mapping[str, str],
                     now: Mapping[str, Any]) -> Changes:
     """Before a run: make ninja redo what changed beyond its mtimes (see the module's
@@ -145,20 +197,10 @@ def discard_changed(build_dir: Path, root: Path | None, env: Mapping[str, str],
         ledger.update(build_dir, root, **{SECTION: None})
         return Changes(everything=everything)
     files: dict[str, list[Any]] = record["files"]
-    changed: dict[str, tuple[float, str]] = {}  # path -> (ctime of the change, how)
-    refreshed = False
-    for path, recorded in files.items():
-        if recorded is None or len(recorded) != 6:
-            continue  # not content-tracked: ninja's mtimes decide
-        found = ledger.identity(path)
-        if found is None or (recorded[5] is not None and found == recorded[:5]):
-            continue  # gone: ninja itself rebuilds what listed it
-        how = ledger.file_change(path, recorded)
-        if how is None:
-            files[path] = [*found, recorded[5]]  # touched, not changed
-            refreshed = True
-        else:
-            changed[path] = (float("inf") if recorded[5] is None else found[4], how)
+    changed, touched = _changed_files(files)
+    for path, found in touched.items():
+        files[path] = [*found, files[path][5]]  # touched, not changed
+    refreshed = bool(touched)
     result = Changes()
     still_current = set(changed)
     for target, paths in record.get("outputs", {}).items():

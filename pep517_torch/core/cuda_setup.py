@@ -23,6 +23,7 @@ class CudaSetup:
     host_compiler: str | None  # nvcc's -ccbin
     include_dirs: tuple[Path, ...]
     library_dirs: tuple[Path, ...]
+    host_family: str = "gcc"  # of the host compiler nvcc runs: gcc, clang
 
 
 def set_up(
@@ -67,6 +68,7 @@ def set_up(
         host,
         (*toolkit.include_dirs, *toolkit.extra_include_dirs),
         (*toolkit.library_dirs, *toolkit.extra_library_dirs),
+        host_compiler.family,
     )
 
 
@@ -105,6 +107,7 @@ def set_nvcc_threads(
     if tuple(toolkit.version) < (11, 2):
         return
     units = [unit for plan in plans for unit in plan.units]
+    costs = sorted((unit.estimated_cost for unit in units), reverse=True)
     requested = env.get(NVCC_THREADS)
     for plan in plans:
         own = any(
@@ -113,4 +116,6 @@ def set_nvcc_threads(
         )
         for unit in plan.units:
             if unit.nvcc and not own and (unit.gpu_targets > 1 or requested):
-                unit.nvcc_threads = jobs.nvcc_threads(unit.gpu_targets, len(units), job_plan, requested)
+                longest = unit.estimated_cost == costs[0] and costs[1:2] != costs[:1]
+                unit.nvcc_threads = jobs.nvcc_threads(unit.gpu_targets, len(units), job_plan,
+                                                      requested, longest=longest)

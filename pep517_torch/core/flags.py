@@ -38,6 +38,12 @@ def heavy_tuning(compiler: Compiler) -> tuple[str, ...]:
     return GCC_HEAVY_TUNING if compiler.family == "gcc" else ()
 
 
+def nvcc_heavy_tuning(host_family: str) -> tuple[str, ...]:
+    """The same for the host compiler nvcc runs over a .cu that includes torch (its last pass:
+    the host code cudafe++ wrote, torch's inline functions at -O3)."""
+    return (f"-Xcompiler={','.join(GCC_HEAVY_TUNING)}",) if host_family == "gcc" else ()
+
+
 @dataclass(frozen=True)
 class ResolvedTools:
     """Everything the flags depend on besides the spec, resolved once per build from what

@@ -75,6 +75,7 @@ class _Edges:
     local_pool: str  # torch-heavy work that always runs here (PCH builds, nvcc)
     arguments: Callable[[Sequence[str]], Sequence[str]]
     guard_patch: Sequence[str] = ()  # the post-link step of a guarded artifact
+    nvcc_tuned: bool = False  # $nvcc_heavy_tuning is defined
 
     def path(self, path: Path) -> str:
         return _relative_or_absolute(path, self.build_dir)
@@ -96,8 +97,10 @@ def render(
     arguments: Callable[[Sequence[str]], Sequence[str]] = list,
     pch_seal: Sequence[str] = (),
     guard_patch: Sequence[str] = (),
+    nvcc_heavy_flags: Sequence[str] = (),
 ) -> str:
-    """``heavy_flags`` go to TUs that include torch and to PCH builds (compile-speed tuning);
+    """``heavy_flags`` go to TUs that include torch and to PCH builds (compile-speed tuning),
+    ``nvcc_heavy_flags`` to nvcc for .cu files that include torch (its host compiler's);
     ``nvcc_dlink`` is nvcc without a compiler cache in front (caches cannot run -dlink).
 
     ``local_heavy_depth``: a separate pool for torch-heavy work that always runs on this
@@ -111,10 +114,12 @@ def render(
     w = NinjaWriter()
     dlinking = any(ext.dlink_object for ext in extensions)
     dlink_tool = (nvcc_dlink or nvcc or ["nvcc"]) if dlinking else None
-    local_pool = _variables_and_pools(w, cxx, nvcc, dlink_tool, heavy_depth, local_heavy_depth, heavy_flags)
+    local_pool = _variables_and_pools(w, cxx, nvcc, dlink_tool, heavy_depth, local_heavy_depth,
+                                      heavy_flags, nvcc_heavy_flags)
     guarding = any(ext.guard for ext in extensions)
     _rules(w, pch_seal, dlinking, guard_patch if guarding else ())
-    edges = _Edges(build_dir, source_root, launcher_name, local_pool, arguments, guard_patch)
+    edges = _Edges(build_dir, source_root, launcher_name, local_pool, arguments, guard_patch,
+                   bool(nvcc_heavy_flags))
     _pch_edges(w, pchs, edges)
     # Compile edges are written after every extension's variables and links, slowest first:
     # ninja starts ready edges of equal priority in the order the file lists them.
@@ -138,6 +143,7 @@ def _variables_and_pools(
     heavy_depth: int,
     local_heavy_depth: int | None,
     heavy_flags: Sequence[str],
+    nvcc_heavy_flags: Sequence[str] = (),
 ) -> str:
     """The tools, the job pools and the heavy TUs' tuning; the pool of heavy work that stays
     on this machine. ``nvcc_dlink``: only when some extension device-links."""
@@ -154,6 +160,8 @@ def _variables_and_pools(
         local_pool = "local_heavy"
         w.pool(local_pool, local_heavy_depth)
     w.variable("heavy_tuning", shell_args(heavy_flags))
+    if nvcc_heavy_flags:
+        w.variable("nvcc_heavy_tuning", shell_args(nvcc_heavy_flags))
     w.newline()
     return local_pool
 
@@ -170,7 +178,7 @@ def _rules(w: NinjaWriter, pch_seal: Sequence[str], dlinking: bool, guard_patch:
     )
     w.rule(
         "nvcc",
-        command="$nvcc -MMD -MF $out.d $cuflags $threads -c $in_q -o $out",
+        command="$nvcc -MMD -MF $out.d $cuflags $tuning $threads -c $in_q -o $out",
         depfile="$out.d",
         deps="gcc",
         description="compiling $desc",
@@ -325,6 +333,8 @@ def _compile_edge(w: NinjaWriter, index: int, unit: CompileUnit, base: Path, edg
         variables["pool"] = edges.local_pool if unit.nvcc else "heavy"
         if not unit.nvcc:
             variables["tuning"] = "$heavy_tuning"
+        elif edges.nvcc_tuned:
+            variables["tuning"] = "$nvcc_heavy_tuning"
     rule = "nvcc" if unit.nvcc else "cxx"
     w.build([unit.object], rule, [str(unit.source)], implicit=implicit, order_only=order_only,
             variables=variables)

@@ -26,6 +26,7 @@ class JobPlan:
     heavy: int  # depth of the pool for TUs that include torch headers
     reason: str  # how it was decided, for verbose output and `doctor`
     local_heavy: int = 0  # torch-heavy work that always runs here (nvcc, PCHs); 0: = heavy
+    memory_slots: int | None = None  # torch-heavy jobs free memory holds here (None: unknown)
 
     @property
     def local_heavy_depth(self) -> int:
@@ -82,11 +83,13 @@ def plan_jobs(requested: int | None, distributed: tuple[int, int] | None = None)
     if memory is None:
         return JobPlan(cpus, cpus, f"{cpus} (cores; free memory unknown)")
     gib = memory / 1024**3
-    return JobPlan(cpus, local, f"{cpus} (cores), {local} for torch TUs ({gib:.1f} GiB free)")
+    return JobPlan(cpus, local, f"{cpus} (cores), {local} for torch TUs ({gib:.1f} GiB free)",
+                   memory_slots=max(1, memory // HEAVY_TU_BYTES))
 
 
 def nvcc_threads(
-    gpu_targets: int, parallel_units: int, plan: JobPlan, requested: str | None = None
+    gpu_targets: int, parallel_units: int, plan: JobPlan, requested: str | None = None,
+    *, longest: bool = False,
 ) -> int:
     """How many of one .cu's GPU targets nvcc compiles at once (``--threads``; 1: no flag).
 
@@ -95,7 +98,9 @@ def nvcc_threads(
     torch-heavy job (memory and cores, :func:`plan_jobs`), and with ``parallel_units``
     compiles that can run side by side, ``units x threads`` never exceeds that budget; so 2
     cores never run 2 x k device compiles, and a 64-core machine building 2 files for 4
-    architectures runs all 8 at once."""
+    architectures runs all 8 at once. Except for the ``longest`` compile where every compile
+    starts at once: the others end before it, and the cores they free are its (a .cu beside
+    a .cpp on 2 cores: 2 threads), within the memory the other compiles leave."""
     if requested is not None and requested.strip():
         text = requested.strip()
         if not text.isdigit():
@@ -106,5 +111,8 @@ def nvcc_threads(
         return int(text)
     if gpu_targets <= 1:
         return 1
+    if longest and parallel_units <= plan.local_heavy_depth:
+        memory = (plan.memory_slots or plan.local_heavy_depth) - (parallel_units - 1)
+        return max(1, min(gpu_targets, plan.jobs, memory))
     side_by_side = max(1, min(parallel_units, plan.jobs))
     return max(1, min(gpu_targets, plan.local_heavy_depth // side_by_side))

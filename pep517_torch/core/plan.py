@@ -259,10 +259,11 @@ def prepare(
     unsupported = import_guard.unsupported()
     if unsupported and any(spec.import_check_torch for spec in specs):
         notes.append(unsupported)
-    unity_sources: dict[Path, str] = {}
+    unity_plan = unity.UnityPlan({}, [], {})
     if options.unity:
-        unity_sources, unity_notes = unity.apply(plans, job_plan.heavy, build_dir, planner.pch_plans.values())
-        notes.extend(unity_notes)
+        stale = None if check_only else compile_record.stale_outputs(build_dir, options.source_root, environment)
+        unity_plan = unity.apply(plans, job_plan.heavy, build_dir, planner.pch_plans.values(), stale)
+        notes.extend(unity_plan.notes)
     if cuda is not None:
         from .cuda_setup import set_nvcc_threads
 
@@ -272,11 +273,13 @@ def prepare(
                          tuple(notes), compiler, torch, tuple(launcher), {})
     # Every check passed (tools, flags, arch lists nvcc can build): only now write anything.
     _check_build_dir(build_dir)
-    generated = {**unity_sources, **{p.guard.source: p.guard.text for p in plans if p.guard}}
+    generated = {**unity_plan.sources, **{p.guard.source: p.guard.text for p in plans if p.guard}}
     with writing(build_dir):
         for path, content in generated.items():
             path.parent.mkdir(parents=True, exist_ok=True)
             write_if_changed(path, content)
+        if options.unity:
+            unity.record_groups(build_dir, options.source_root, unity_plan)
     if shared_pch:
         pch_health.check_entries(plans, planner.pch_plans, notes)
     for entry in planner.pch_plans.values():
@@ -299,6 +302,7 @@ def prepare(
         nvcc_dlink=[str(cuda.toolkit.nvcc)] if cuda else None,
         pch_seal=[sys.executable, pch_seal.__file__] if shared_pch else (),
         guard_patch=[sys.executable, guard_patch.__file__],
+        nvcc_heavy_flags=flags_mod.nvcc_heavy_tuning(cuda.host_family) if cuda else (),
     )
     objects = stable_audit.objects(plans, build_dir, options.source_root)
     ninja_file = build_dir / "build.ninja"

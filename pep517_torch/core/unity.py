@@ -26,12 +26,12 @@ import functools
 import hashlib
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..shipped_runtime import ledger
-from . import graph, pch, scan
+from . import graph, pch, scan, unity_regroup
 
 MAX_FILES = 8  # per unity TU: an edit recompiles its whole group, and memory grows with it
 
@@ -63,6 +63,7 @@ class FileNames:
     own: frozenset[bytes]  # names it declares for itself, that a later file would also see
     used: frozenset[bytes]  # every identifier its own text writes
     using_namespace: bool  # a namespace-scope using-directive: changes every later lookup
+    tokens: int = 0  # code tokens of its own text: what its own compile costs, roughly
 
 
 def _statements(text: bytes) -> Iterable[tuple[list[bytes], bool, bool]]:
@@ -171,7 +172,9 @@ def _file_names(path: Path, identity: tuple[int, ...]) -> FileNames:
         directive = directive or is_directive
     defined: set[bytes] = set()
     used: set[bytes] = set()
+    tokens = 0
     for match in _TOKEN.finditer(text):
+        tokens += match.lastgroup not in ("comment", "directive")
         if match.lastgroup == "ident":
             used.add(match.group())
         elif match.lastgroup == "directive":
@@ -182,7 +185,7 @@ def _file_names(path: Path, identity: tuple[int, ...]) -> FileNames:
             elif undef:
                 defined.discard(undef[1])
             used.update(_IDENT.findall(line))
-    return FileNames(frozenset(own | defined), frozenset(used), directive)
+    return FileNames(frozenset(own | defined), frozenset(used), directive, tokens)
 
 
 def file_names(path: Path) -> FileNames:
@@ -295,16 +298,29 @@ def keep_apart(build_dir: Path, members: Iterable[Path]) -> None:
     ledger.update(build_dir, None, **{APART: alone})
 
 
+@dataclass
+class UnityPlan:
+    """What :func:`apply` decided: the generated sources (path -> text, written before ninja
+    runs), a note per file a clash kept apart, and the ledger section that records the groups
+    (``unity_regroup``: the next build starts from them)."""
+
+    sources: dict[Path, str]
+    notes: list[str]
+    groups: dict[str, object]
+
+
 def apply(
     plans: Sequence[graph.ExtensionPlan],
     slots: int,
     build_dir: Path,
     pch_plans: Iterable[pch.PchPlan],
-) -> tuple[dict[Path, str], list[str]]:
+    stale: Mapping[str, Sequence[str]] | None = None,
+) -> UnityPlan:
     """Replace each extension's torch-heavy C++ units by unity TUs where more of them than
     ``slots`` would compile; the slots are shared among extensions by their counts. Each unity
-    TU takes its members' PCH users' place. Returns the generated sources (path -> text, to
-    write before ninja runs) and a note per file a clash kept apart."""
+    TU takes its members' PCH users' place. ``stale``: the outputs the ledger says this build
+    recompiles (None: no record, a cold build); an edit of some files of the last build's
+    groups regroups only those (``unity_regroup``)."""
     alone = kept_apart(build_dir)
 
     def candidate(plan: graph.ExtensionPlan, unit: graph.CompileUnit) -> bool:
@@ -312,8 +328,9 @@ def apply(
 
     counts = [sum(candidate(plan, unit) for unit in plan.units) for plan in plans]
     total = sum(counts)
-    sources: dict[Path, str] = {}
-    notes: list[str] = []
+    result = UnityPlan({}, [], {})
+    recorded: dict[str, tuple[str, unity_regroup.Groups]] = {}
+    current: set[Path] = set()  # members of groups whose objects are up to date
     for plan, count in zip(plans, counts):
         if count < 2:
             continue
@@ -322,15 +339,42 @@ def apply(
         for unit in plan.units:
             if candidate(plan, unit):
                 by_pch.setdefault(unit.pch.key if unit.pch else None, []).append(unit)
+        flags_key = unity_regroup.fingerprint(plan.flags.cxx, "\0".join(sorted(map(str, by_pch))))
+        last = unity_regroup.recorded(build_dir, plan.spec.name, flags_key)
+        chosen: unity_regroup.Groups = []
         for units in by_pch.values():
-            groups, found = group([u.source for u in units], share, plan.spec.include_dirs)
-            notes += found
-            for members in (g for g in groups if len(g) > 1):
-                sources.update(_merge(plan, units, members, build_dir))
-    for entry in pch_plans:  # a PCH counts the TUs that will use it
-        units = [u for plan in plans for u in plan.units if u.pch is entry]
+            cold, found = group([u.source for u in units], share, plan.spec.include_dirs)
+            result.notes += found
+            kept, compiled = unity_regroup.regroup(
+                cold, last, stale, functools.partial(_object, units), build_dir, share,
+                plan.spec.include_dirs, lambda path: file_names(path).tokens,
+            )
+            current.update(p for g in kept for p in g)
+            chosen += kept + compiled
+            for members in (g for g in kept + compiled if len(g) > 1):
+                result.sources.update(_merge(plan, units, members, build_dir))
+        recorded[plan.spec.name] = (flags_key, chosen)
+    result.groups = unity_regroup.section(recorded)
+    for entry in pch_plans:  # a PCH counts the TUs that will use it (compile in this build)
+        units = [u for plan in plans for u in plan.units if u.pch is entry
+                 and not set(u.members or (u.source,)) <= current]
         entry.users[:] = [u.source for u in units]
-    return sources, notes
+    return result
+
+
+def record_groups(build_dir: Path, root: Path | None, plan: UnityPlan) -> None:
+    """The groups this plan compiles, for the next build's (the ledger written only when
+    they change: a no-op keeps the ledger as it is)."""
+    if (ledger.section(build_dir, unity_regroup.SECTION, root) or {}) != plan.groups:
+        ledger.update(build_dir, root, **{unity_regroup.SECTION: plan.groups or None})
+
+
+def _object(units: Sequence[graph.CompileUnit], members: Sequence[Path]) -> Path:
+    """The object ``members`` compile to: a lone file's own, else their unity TU's."""
+    if len(members) == 1:
+        return Path(next(u.object for u in units if u.source == members[0]))
+    first = next(u for u in units if u.source in members)
+    return Path(first.object).parent / f"{source_name(members)}.o"
 
 
 def _merge(
@@ -339,12 +383,9 @@ def _merge(
 ) -> dict[Path, str]:
     """One unity unit in place of ``members``' units in ``plan``; its source (path -> text)."""
     merged = [u for u in units if u.source in members]
-    name = source_name(members)
-    directory = Path(merged[0].object).parent
-    source = build_dir / directory / name
-    unit = dataclasses.replace(
-        merged[0], source=source, object=f"{directory.as_posix()}/{name}.o", members=tuple(members)
-    )
+    target = _object(units, members)
+    source = build_dir / target.with_suffix("")
+    unit = dataclasses.replace(merged[0], source=source, object=target.as_posix(), members=tuple(members))
     position = plan.units.index(merged[0])
     plan.units[:] = [u for u in plan.units if u not in merged]
     plan.units.insert(min(position, len(plan.units)), unit)

@@ -97,6 +97,7 @@ class BuildExtension(build_ext):
 
     def _build_with_core(self) -> None:
         from ..core import build as core_build
+        from ..core import pch_background
         from ..core.lock import build_lock
         from ..core.toolchain import find_torch
         from .options import build_options, command_options, persistent_build_dir
@@ -119,15 +120,18 @@ class BuildExtension(build_ext):
         build_dir = persistent_build_dir(self, torch)
         what = f"setup.py build_ext of {self.distribution.get_name()}"
         # Held until the artifacts are copied out: no concurrent build relinks them meanwhile.
+        options = build_options(self, build_dir, root)
         with build_lock(build_dir, what):
-            result = core_build.build(specs, build_options(self, build_dir, root), log=log,
-                                      by="setup.py's build_ext")
+            result = core_build.build(specs, options, log=log, by="setup.py's build_ext")
             for line in result.summary().splitlines():
                 log(user_line(line))
             for ext, spec in zip(self.extensions, specs, strict=True):
                 target = Path(self.get_ext_fullpath(ext.name))
                 _remove_old_shim(target, spec.name)
                 _place(result.artifacts[spec.name], target)  # its import check inside, if any
+        note = pch_background.start(result.plan, options)  # the PCH its TUs did without
+        if note is not None:
+            log(user_line(note))
         pinned = getattr(self.distribution, APPLIED, None)
         log(user_line(pinned) if pinned else _NO_PLUGIN)
         if guard is not None and self.extensions:

@@ -25,6 +25,7 @@ UNITY = "PEP517_TORCH_UNITY"  # the setting unity
 EDITABLE_REBUILD = "PEP517_TORCH_EDITABLE_REBUILD"  # off: an editable import rebuilds nothing
 NO_PROBE_CACHE = "PEP517_TORCH_NO_PROBE_CACHE"  # set (non-empty): every tool probe runs
 NO_REPLAY = "PEP517_TORCH_NO_REPLAY"  # set (non-empty): a no-op hook builds instead of replaying
+PCH_BACKGROUND = "PEP517_TORCH_PCH_BACKGROUND"  # off: a wheel build leaves no PCH made after it
 
 # -- torch's, meaning here what they mean to torch.utils.cpp_extension ------------------------
 MAX_JOBS = "MAX_JOBS"  # the setting jobs
