@@ -76,11 +76,11 @@ def project(root: Path, sources: dict[str, str]) -> Path:
     return root
 
 
-def build(root: Path, out: Path, *settings: str) -> tuple[tuple[int, ...], str]:
-    """Build a wheel with one heavy job (one unity TU for all that may share it); what its
-    module computes, and what the build printed."""
+def build(root: Path, out: Path, *settings: str, jobs: int = 1) -> tuple[tuple[int, ...], str]:
+    """Build a wheel with ``jobs`` heavy jobs (one: one unity TU for all that may share it); what
+    its module computes, and what the build printed."""
     arguments = [sys.executable, "-m", "pep517_torch", "wheel", str(root), "-o", str(out)]
-    for setting in ("jobs=1", *settings):
+    for setting in (f"jobs={jobs}", *settings):
         arguments += ["-C", setting]
     done = subprocess.run(arguments, capture_output=True, text=True, timeout=900,
                           env={**os.environ, "PEP517_TORCH_COMPILER_LAUNCHER": "none"})

@@ -11,15 +11,12 @@ to pay (core/unity_regroup.py weighs a TU's fixed part against its members' own 
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import zipfile
 from pathlib import Path
 
 import pytest
 
 from pep517_torch.core import trace_view, unity_regroup
+from tests import test_unity_build as unity_build
 from tests.test_unity_build import PYPROJECT, module_source
 
 pytestmark = pytest.mark.compile
@@ -58,23 +55,11 @@ def project(root: Path) -> Path:
 def build(root: Path, out: Path) -> tuple[tuple[int, ...], list[str]]:
     """A wheel with two heavy job slots: what its module computes, and the compile steps that
     ran (each as the progress lines name it: ``csrc/a.cpp + csrc/c.cpp``)."""
-    arguments = [sys.executable, "-m", "pep517_torch", "wheel", str(root), "-o", str(out),
-                 "-C", "jobs=2"]
-    done = subprocess.run(arguments, capture_output=True, text=True, timeout=900,
-                          env={**os.environ, "PEP517_TORCH_COMPILER_LAUNCHER": "none"})
-    assert done.returncode == 0, done.stdout + done.stderr
-    [wheel] = out.glob("*.whl")
-    target = out / "unpacked"
-    with zipfile.ZipFile(wheel) as archive:
-        archive.extractall(target)
-    values = subprocess.run(
-        [sys.executable, "-c", "import unityops; print(*unityops.values())"],
-        cwd=target, capture_output=True, text=True, timeout=300, check=True,
-    ).stdout.split()
+    values, _ = unity_build.build(root, out, jobs=2)
     [build_dir] = (root / "build").iterdir()
     compiled = sorted(step.name.removeprefix("compiling ") for step in trace_view.steps(build_dir)
                       if step.name.startswith("compiling ") and "module.cpp" not in step.name)
-    return tuple(map(int, values)), compiled
+    return values, compiled
 
 
 def edit(root: Path, name: str, value: int) -> None:

@@ -4,11 +4,7 @@ own torch with `extra-build-dependencies` and `match-runtime = true` (docs/publi
 section, run as printed). The tiny C-API project stands in for the docs' myops (a second to
 compile).
 
-Everything stays on this machine: uv sees one PEP 503 folder (``UV_DEFAULT_INDEX``) listing
-pep517_torch's own wheel, its dependencies and torch's (``pip download``, through pip's own
-configuration), and the torch wheel pip installs from (pip's find-links: uv does not read pip's
-configuration); ``UV_OFFLINE`` and a module cache keep it from the network and from other
-caches, an empty config home from a user's uv.toml.
+Everything stays on this machine: uv sees one PEP 503 folder (tests/installed/uv_index.py).
 """
 
 from __future__ import annotations
@@ -22,12 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from packaging.requirements import Requirement
-from packaging.utils import canonicalize_name, parse_wheel_filename
 
-from pep517_torch.config.pyproject import tomllib
 from pep517_torch.core import toolchain
 from tests.conftest import ROOT
+from tests.installed.uv_index import Unavailable, uv_sources
 from tests.installed.venvs import installed_env, own_wheel
 from tests.tiny_project import write_project
 
@@ -44,59 +38,22 @@ pytestmark = [pytest.mark.compile,
 class Local:
     """uv's sources on this machine and the environment that points uv at them alone."""
 
-    index: Path  # a PEP 503 folder of file:// links
     own: Path  # pep517_torch's wheel
     env: dict[str, str]
-
-
-def _pip_find_links() -> list[Path]:
-    config = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True,
-                            text=True).stdout
-    places = re.findall(r"find-links='([^']*)'", config) + os.environ.get("PIP_FIND_LINKS", "").split()
-    return [Path(place) for text in places for place in text.split() if Path(place).is_dir()]
-
-
-def _simple_index(folder: Path, wheels: list[Path]) -> None:
-    """A PEP 503 folder: one page per project, a file:// link per wheel."""
-    projects: dict[str, list[Path]] = {}
-    for wheel in wheels:
-        projects.setdefault(canonicalize_name(parse_wheel_filename(wheel.name)[0]), []).append(wheel)
-    for name, files in projects.items():
-        (folder / name).mkdir(parents=True)
-        links = "".join(f'<a href="{w.resolve().as_uri()}">{w.name}</a>\n' for w in files)
-        (folder / name / "index.html").write_text(f"<!DOCTYPE html><html><body>\n{links}</body></html>\n")
-    (folder / "index.html").write_text("".join(f'<a href="{n}/">{n}</a>\n' for n in projects))
 
 
 @pytest.fixture(scope="module")
 def local(tmp_path_factory: pytest.TempPathFactory) -> Local:
     base = tmp_path_factory.mktemp("uv")
-    torch_wheels = [w for place in _pip_find_links()
-                    for w in place.glob(f"torch-{TORCH.version}-cp{sys.version_info[0]}{sys.version_info[1]}-*.whl")]
-    if not torch_wheels:
-        pytest.skip(f"no torch {TORCH.version} wheel in pip's find-links (never downloaded)")
-    links = base / "links"
-    own = own_wheel(links)
-    with zipfile.ZipFile(torch_wheels[0]) as archive:
-        meta = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
-        torch_needs = [line.split(": ", 1)[1] for line in archive.read(meta).decode().splitlines()
-                       if line.startswith("Requires-Dist: ")]
-    ours = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
-    wanted = [str(r) for r in map(Requirement, [*ours, *torch_needs])
-              if r.marker is None or r.marker.evaluate({"extra": ""})]
-    fetched = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "-d", str(links),
-                              "--only-binary=:all:", *wanted], capture_output=True, text=True,
-                             timeout=900)
-    if fetched.returncode != 0:
-        pytest.skip(f"pip cannot fetch the requirements here: {fetched.stderr.strip()[-300:]}")
-    index = base / "simple"
-    _simple_index(index, [*links.glob("*.whl"), torch_wheels[0]])
+    own = own_wheel(base / "own")
+    try:
+        sources = uv_sources(base, own, TORCH.version)
+    except Unavailable as why:
+        pytest.skip(str(why))
     env = {name: value for name, value in os.environ.items()
            if not name.startswith(("UV_", "PIP_", "VIRTUAL_ENV", "PYTHONPATH"))}
-    env.update(UV_CACHE_DIR=str(base / "cache"), UV_DEFAULT_INDEX=index.as_uri(), UV_OFFLINE="1",
-               UV_PYTHON_DOWNLOADS="never", XDG_CONFIG_HOME=str(base / "config"),
-               XDG_CONFIG_DIRS=str(base / "config"), PATH=f"{UV.parent}{os.pathsep}{os.environ['PATH']}")
-    return Local(index, own, env)
+    env.update(sources, PATH=f"{UV.parent}{os.pathsep}{os.environ['PATH']}")
+    return Local(own, env)
 
 
 def uv(*args: str | Path, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:

@@ -22,32 +22,15 @@ import sysconfig
 import zipfile
 from pathlib import Path
 
-import pytest
-
-from pep517_torch.core import cuda, toolchain
 from pep517_torch.core import guard_patch
 from tests.conftest import FIXTURES, ROOT
+from tests.cuda_torch.two_torches import CPU_PYTHON, KERNEL, MARKS, TORCH
 from tests.installed.venvs import installed_env, own_wheel
 from tests.tiny_project import write_project
 
-TORCH = toolchain.find_torch()
-CPU_PYTHON = os.environ.get("PEP517_TORCH_CPU_PYTHON")
 PAGE = ROOT / "docs" / "publishing.md"
 
-pytestmark = [
-    pytest.mark.skipif(not TORCH.has_cuda_runtime,
-                       reason=f"needs a CUDA build of torch (this is {TORCH.version})"),
-    pytest.mark.skipif(not CPU_PYTHON, reason="needs PEP517_TORCH_CPU_PYTHON (a CPU torch)"),
-    pytest.mark.skipif(cuda.find_cuda(os.environ) is None, reason="needs nvcc"),
-    pytest.mark.compile,
-    pytest.mark.cuda,
-]
-
-KERNEL = """\
-#include <cuda_runtime.h>
-__global__ void lightops_touch(float* x) { x[threadIdx.x] += 0.0f; }
-extern "C" int lightops_cuda_ready() { return cudaGetDeviceCount(nullptr) == cudaSuccess; }
-"""
+pytestmark = MARKS
 
 
 def section_commands() -> list[str]:

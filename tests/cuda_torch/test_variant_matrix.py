@@ -21,30 +21,13 @@ import sys
 import zipfile
 from pathlib import Path
 
-import pytest
-
 from pep517_torch.abi.fatbin import read_device_code
-from pep517_torch.core import cuda, toolchain
 from tests.conftest import FIXTURES, ROOT
+from tests.cuda_torch.two_torches import CPU_PYTHON, KERNEL, MARKS
 
-TORCH = toolchain.find_torch()
-CPU_PYTHON = os.environ.get("PEP517_TORCH_CPU_PYTHON")
 VARIANTLIB = Path(sys.executable).parent / "variantlib"
 
-pytestmark = [
-    pytest.mark.skipif(not TORCH.has_cuda_runtime,
-                       reason=f"needs a CUDA build of torch (this is {TORCH.version})"),
-    pytest.mark.skipif(not CPU_PYTHON, reason="needs PEP517_TORCH_CPU_PYTHON (a CPU torch)"),
-    pytest.mark.skipif(cuda.find_cuda(os.environ) is None, reason="needs nvcc"),
-    pytest.mark.compile,
-    pytest.mark.cuda,
-]
-
-KERNEL = """\
-#include <cuda_runtime.h>
-__global__ void lightops_touch(float* x) { x[threadIdx.x] += 0.0f; }
-extern "C" int lightops_cuda_ready() { return cudaGetDeviceCount(nullptr) == cudaSuccess; }
-"""
+pytestmark = MARKS
 
 
 def uv() -> str:

@@ -78,6 +78,7 @@ print(f"test-installed: pep517_torch {pep517_torch.__version__} from {where}, to
 done
 export PEP517_TORCH_INSTALLED_ENVS="${envs%, }}"
 export PEP517_TORCH_INSTALLED_REPORT="$base/timings.txt"
+export PEP517_TORCH_INSTALLED_WHEEL="$wheel"
 
 status=0
 "$TESTS_PY" -m pytest -p no:cacheprovider tests/installed "$@" || status=$?

@@ -7,6 +7,7 @@ PEP517_TORCH_INSTALLED_ENVS; without it every test here skips."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -18,10 +19,12 @@ import pytest
 
 from tests.conftest import ROOT
 from tests.installed.doc_blocks import TORCHES, Files, Run, Write, mismatch, steps
+from tests.installed.uv_index import Unavailable, uv_sources
 
 DOCS = ("README.md", "docs/quickstart.md", "docs/publishing.md", "docs/cli.md")
 ENVS = json.loads(os.environ.get("PEP517_TORCH_INSTALLED_ENVS", "{}"))
 REPORT = os.environ.get("PEP517_TORCH_INSTALLED_REPORT")
+WHEEL = os.environ.get("PEP517_TORCH_INSTALLED_WHEEL", "")
 
 pytestmark = pytest.mark.skipif(
     not ENVS, reason="the installed tier runs from tests/installed/run.sh (make test-installed)")
@@ -49,9 +52,21 @@ def _place(step: Files, work: Path) -> None:
         shutil.copy2(ROOT / step.source, target)
 
 
-def _environment(torch: str) -> dict[str, str]:
+@functools.cache
+def _uv_sources(torch: str) -> dict[str, str]:
+    """Where the blocks' uv finds pep517_torch (the wheel run.sh installed) and that torch: a
+    user's uv has PyPI, this machine's only local folders (tests/installed/uv_index.py)."""
+    version = subprocess.run([str(Path(ENVS[torch]) / "bin" / "python"), "-c",
+                              "import torch; print(torch.__version__)"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    base = Path(WHEEL).parent.parent / f"uv-{torch}"  # inside run.sh's folder, removed with it
+    base.mkdir()
+    return uv_sources(base, Path(WHEEL), version)
+
+
+def _environment(torch: str, script: str = "") -> dict[str, str]:
     """The block's shell: that torch's venv activated, nothing of this checkout or of the
-    test environment on PATH or PYTHONPATH."""
+    test environment on PATH or PYTHONPATH; a block that runs uv gets uv's local sources."""
     venv = Path(ENVS[torch])
     env = {k: v for k, v in os.environ.items() if not k.startswith("PEP517_TORCH_INSTALLED")
            and k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYTEST_CURRENT_TEST")}
@@ -60,6 +75,11 @@ def _environment(torch: str) -> dict[str, str]:
     env.update(PATH=os.pathsep.join([str(venv / "bin"), *path]), VIRTUAL_ENV=str(venv),
                CPU_PYTHON=str(Path(ENVS[TORCHES[0]]) / "bin" / "python"),
                CUDA_PYTHON=str(Path(ENVS[TORCHES[1]]) / "bin" / "python"))
+    if any(line.split()[:1] == ["uv"] for line in script.splitlines()):
+        try:
+            env.update(_uv_sources(torch))
+        except Unavailable as why:
+            pytest.skip(f"uv's sources: {why}")
     return env
 
 
@@ -82,7 +102,7 @@ def test_the_runnable_blocks_run_as_printed(doc: str, tmp_path: Path) -> None:
             started = time.perf_counter()
             done = subprocess.run(
                 ["bash", "-c", f'set -euo pipefail\n{step.script}\npwd > "$PEP517_TORCH_CWD"\n'],
-                cwd=cwd, env={**_environment(step.torch), "PEP517_TORCH_CWD": str(where)},
+                cwd=cwd, env={**_environment(step.torch, step.script), "PEP517_TORCH_CWD": str(where)},
                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=1200)
             seconds = time.perf_counter() - started
             timings.append(f"{seconds:7.1f} s  {doc}:{step.line} (torch {step.torch})")
