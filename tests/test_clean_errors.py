@@ -22,6 +22,8 @@ ROOT_FILES = dict.fromkeys(["demo/__init__.py", "csrc/ops.cpp"], "")
 
 
 def project_with(root: Path, build_system: str) -> Path:
+    """A [build-system] of the caller's own making (wrong shapes, another backend): literal text,
+    not tests.tiny_project.pyproject, whose [build-system] is always a good one."""
     write(root / "pyproject.toml", f'[build-system]\n{build_system}\n\n[project]\nname = "demo"\n'
                                    'version = "1.0"\n')
     return root
