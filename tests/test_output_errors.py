@@ -7,7 +7,6 @@ tmpfs mounts (the ``tmpfs`` fixture skips where mounting is not permitted).
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import pytest

@@ -14,8 +14,6 @@ import sys
 import tarfile
 from pathlib import Path
 
-import pytest
-
 from tests.commands import run_cli
 from tests.conftest import count, write
 from tests.test_sdist_sources import git, needs_git
