@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.tiny_project import pyproject
+
 LIFETIME_S = 900  # the longest any server may live, whatever happens to the test run
 VENV_BIN = Path(sys.executable).parent
 
@@ -121,21 +123,9 @@ def redis_server(directory: Path) -> Iterator[Redis]:
         yield Redis(port)
 
 
-PYPROJECT = """\
-[build-system]
-requires = ["pep517_torch"]
-build-backend = "pep517_torch"
-
-[project]
-name = "teamops"
-version = "1.0"
-dynamic = ["dependencies"]
-
-[[tool.torch-ext.extension]]
-name = "teamops"
-sources = ["csrc/*.cpp"]
-include-dirs = ["csrc/include"]
-"""
+PYPROJECT = pyproject(
+    "teamops", 'name = "teamops"\nsources = ["csrc/*.cpp"]\ninclude-dirs = ["csrc/include"]', packages=()
+)
 MODULE = textwrap.dedent(
     """\
     #include <Python.h>

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,8 @@ ROOT_FILES = dict.fromkeys(["demo/__init__.py", "csrc/ops.cpp"], "")
 
 
 def project_with(root: Path, build_system: str) -> Path:
+    """A [build-system] of the caller's own making (wrong shapes, another backend): literal text,
+    not tests.tiny_project.pyproject, whose [build-system] is always a good one."""
     write(root / "pyproject.toml", f'[build-system]\n{build_system}\n\n[project]\nname = "demo"\n'
                                    'version = "1.0"\n')
     return root

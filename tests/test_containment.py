@@ -17,24 +17,12 @@ import pytest
 from pep517_torch.backend import pipeline
 from pep517_torch.errors import ConfigError
 from tests.conftest import count, write
+from tests.tiny_project import pyproject
 
-PYPROJECT = """\
-[build-system]
-requires = ["pep517_torch"]
-build-backend = "pep517_torch"
-
-[project]
-name = "contained"
-version = "1.0"
-dynamic = ["dependencies"]
-readme = "README.md"
-license = "MIT"
-license-files = ["LICENSE*", "licenses/*"]
-
-[tool.torch-ext]
-packages = ["pkg"]
-package-data = { pkg = ["data/*"] }
-"""
+PYPROJECT = pyproject(
+    "contained", packages=["pkg"], tool='package-data = { pkg = ["data/*"] }',
+    project='readme = "README.md"\nlicense = "MIT"\nlicense-files = ["LICENSE*", "licenses/*"]',
+)
 
 
 @pytest.fixture

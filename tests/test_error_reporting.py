@@ -14,28 +14,12 @@ from pathlib import Path
 import pytest
 
 from tests.commands import run, run_cli
+from tests.tiny_project import pyproject
 
 pytestmark = pytest.mark.compile
 BIN = Path(sys.executable).parent
 OFFLINE_UV = {"UV_OFFLINE": "1", "UV_NO_CONFIG": "1"}
-PYPROJECT = """\
-[build-system]
-requires = ["pep517_torch"]
-build-backend = "pep517_torch"
-
-[project]
-name = "pkg"
-version = "1.0"
-dynamic = ["dependencies"]
-
-[tool.torch-ext]
-packages = ["pkg"]
-{extra}
-[[tool.torch-ext.extension]]
-name = "pkg._C"
-sources = ["csrc/ops.cpp"]
-kind = "library"
-"""
+EXTENSION = 'name = "pkg._C"\nsources = ["csrc/ops.cpp"]\nkind = "library"'
 GOOD_SOURCE = "int answer() { return 42; }\n"
 BAD_SOURCE = "int answer() {\n  return undeclared_name;\n}\n"
 # failure -> (pyproject extra lines, source, environment, words that must be printed)
@@ -58,7 +42,7 @@ def make_project(root: Path, failure: str) -> tuple[Path, dict[str, str]]:
     (root / "pkg" / "__init__.py").write_text("")
     (root / "csrc").mkdir()
     (root / "csrc" / "ops.cpp").write_text(source)
-    (root / "pyproject.toml").write_text(PYPROJECT.format(extra=extra))
+    (root / "pyproject.toml").write_text(pyproject("pkg", EXTENSION, tool=extra))
     return root, env
 
 

@@ -22,7 +22,7 @@ import pytest
 
 from tests.commands import run_python
 from tests.conftest import HOSTILE_NAME, count, write_tree
-from tests.tiny_project import c_api_module
+from tests.tiny_project import c_api_module, pyproject
 
 pytestmark = pytest.mark.compile
 
@@ -165,22 +165,12 @@ def test_hostile_names_build_and_execute_nothing(tmp_path: Path) -> None:
         stem = name.split(".")[0]
         symbol = "f_" + str(abs(hash(stem)))
         (project / "csrc dir $HOME" / name).write_text(f"int {symbol}() {{ return 1; }}\n")
-    (project / "pyproject.toml").write_text(textwrap.dedent(f"""
-        [build-system]
-        requires = ["pep517_torch"]
-        build-backend = "pep517_torch"
-        [project]
-        name = "hostile"
-        version = "1.0"
-        dynamic = ["dependencies"]
-        [tool.torch-ext]
-        packages = ["pkg"]
-        [[tool.torch-ext.extension]]
+    (project / "pyproject.toml").write_text(pyproject("hostile", textwrap.dedent(f"""\
         name = "pkg._C"
         sources = ["csrc dir $HOME/*.cpp"]
         define-macros = {{ GREETING = {json.dumps(HOSTILE_MACRO)} }}
         extra-cflags = ["-DSPACED=a b", "-Wno-unused-function"]
-        """))
+        """), packages=["pkg"]))
     out = tmp_path / "out"
     result = subprocess.run([sys.executable, "-m", "pep517_torch", "wheel", project, "-o", out],
                             cwd=tmp_path, capture_output=True, text=True)

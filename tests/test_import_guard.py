@@ -25,7 +25,7 @@ from pep517_torch.core.spec import ExtensionSpec, Kind
 from pep517_torch.core.toolchain import TorchInstall, find_torch
 from tests.commands import run, run_python
 from tests.conftest import write_tree
-from tests.tiny_project import c_api_module
+from tests.tiny_project import c_api_module, pyproject
 
 TORCH = find_torch()
 INCLUDE = Path(sysconfig.get_paths()["include"])
@@ -382,24 +382,8 @@ def test_what_a_cuda_torch_brings_leaves_needed(tmp_path: Path) -> None:
 
 # -- through the backend, against the torch of this environment ----------------------------
 
-GUARDED_PYPROJECT = """\
-[build-system]
-requires = ["pep517_torch", "torch"]
-build-backend = "pep517_torch"
-
-[project]
-name = "guarded"
-version = "1.0"
-dynamic = ["dependencies"]
-
-[tool.torch-ext]
-packages = ["gpkg"]
-torch-requirement = "none"
-
-[[tool.torch-ext.extension]]
-name = "gpkg._C"
-sources = ["csrc/c.cpp"]
-"""
+GUARDED_PYPROJECT = pyproject("guarded", 'name = "gpkg._C"\nsources = ["csrc/c.cpp"]', packages=["gpkg"],
+                              tool='torch-requirement = "none"', torch=True)
 GUARDED_SOURCE = c_api_module(
     "static PyObject *twice(PyObject *, PyObject *arg) { return PyLong_FromLong(2 * PyLong_AsLong(arg)); }",
     '{"twice", twice, METH_O, nullptr}',
@@ -489,43 +473,13 @@ def test_metadata_without_torch_installed_equals_the_wheels(
 
 # -- which artifacts carry the check (backend/stages.py: import_check_torch) -----------------
 
-POLICY_PYPROJECT = """\
-[build-system]
-requires = ["pep517_torch", "torch"]
-build-backend = "pep517_torch"
-
-[project]
-name = "policy"
-version = "1.0"
-{dependencies}
-
-[tool.torch-ext]
-packages = ["ppkg"]
-{settings}
-
-[[tool.torch-ext.extension]]
-name = "ppkg._cpu"
-sources = ["csrc/cpu.cpp"]
-
-[[tool.torch-ext.extension]]
-name = "ppkg._kernels"
-sources = ["csrc/k.cu"]
-
-[[tool.torch-ext.extension]]
-name = "ppkg._headers"
-sources = ["csrc/uses_cuh.cpp"]
-
-[[tool.torch-ext.extension]]
-name = "ppkg._ops"
-sources = ["csrc/cpu.cpp"]
-kind = "library"
-
-[[tool.torch-ext.extension]]
-name = "ppkg._stable"
-sources = ["csrc/cpu.cpp", "csrc/k.cu"]
-kind = "library"
-stable-abi = "2.10"
-"""
+POLICY_EXTENSIONS = (
+    'name = "ppkg._cpu"\nsources = ["csrc/cpu.cpp"]',
+    'name = "ppkg._kernels"\nsources = ["csrc/k.cu"]',
+    'name = "ppkg._headers"\nsources = ["csrc/uses_cuh.cpp"]',
+    'name = "ppkg._ops"\nsources = ["csrc/cpu.cpp"]\nkind = "library"',
+    'name = "ppkg._stable"\nsources = ["csrc/cpu.cpp", "csrc/k.cu"]\nkind = "library"\nstable-abi = "2.10"',
+)
 EVERY = {"_cpu", "_kernels", "_headers", "_ops", "_stable"}
 
 
@@ -544,7 +498,8 @@ def test_which_artifacts_carry_the_check(tmp_path: Path, dependencies: str, sett
     from pep517_torch.backend import stages
 
     root = write_tree(tmp_path / "p", {
-        "pyproject.toml": POLICY_PYPROJECT.format(dependencies=dependencies, settings=settings),
+        "pyproject.toml": pyproject("policy", *POLICY_EXTENSIONS, dynamic=False, project=dependencies,
+                                    packages=["ppkg"], tool=settings, torch=True),
         "ppkg/__init__.py": "", "csrc/cpu.cpp": "int f() { return 1; }\n",
         "csrc/k.cu": "__global__ void k() {}\n", "csrc/kernels.cuh": "#pragma once\n",
         "csrc/uses_cuh.cpp": '#include "kernels.cuh"\nint g() { return 2; }\n',

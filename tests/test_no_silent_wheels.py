@@ -22,17 +22,14 @@ from pep517_torch.core import toolchain
 from pep517_torch.errors import ConfigError
 from tests.commands import run_python
 from tests.conftest import write_tree
-from tests.tiny_project import NAMED_MODULE
+from tests.tiny_project import NAMED_MODULE, pyproject
 
 EXT = "tool.torch-ext.extension"
 
 
 def skipping_project(root: Path, *extensions: str) -> Path:
-    tables = "".join(f"\n[[tool.torch-ext.extension]]\n{text}\n" for text in extensions)
     return write_tree(root, {
-        "pyproject.toml": '[build-system]\nrequires = ["pep517_torch"]\nbuild-backend = "pep517_torch"\n'
-        '[project]\nname = "demo"\nversion = "1.0"\ndynamic = ["dependencies"]\n'
-        '[tool.torch-ext]\npackages = ["demo"]\n' + tables,
+        "pyproject.toml": pyproject("demo", *extensions),
         "demo/__init__.py": "",
         "csrc/a.cu": "__global__ void k() {}\n",
         "csrc/b.cpp": NAMED_MODULE,
@@ -98,6 +95,7 @@ DYNAMIC = '[project]\nname = "loose"\nversion = "1.0"\ndynamic = ["dependencies"
 def setuptools_wheel(root: Path, pyproject: str, out: Path) -> tuple[Path, str]:
     write_tree(root, {
         "setup.py": SETUP_PY,
+        # literal, not tests.tiny_project.pyproject: setuptools is the backend here, on purpose
         "pyproject.toml": '[build-system]\nrequires = ["setuptools", "pep517_torch"]\n'
         'build-backend = "setuptools.build_meta"\n' + pyproject,
         "loose/__init__.py": "",

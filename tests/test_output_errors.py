@@ -7,7 +7,6 @@ tmpfs mounts (the ``tmpfs`` fixture skips where mounting is not permitted).
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,23 +14,11 @@ import pytest
 import pep517_torch as backend
 from pep517_torch.errors import OutputError
 from tests.commands import run_cli
+from tests.tiny_project import pyproject
 
 WHEEL = "pkg-1.0-py3-none-any.whl"
 SDIST = "pkg-1.0.tar.gz"
-PYPROJECT = """\
-[build-system]
-requires = ["pep517_torch"]
-build-backend = "pep517_torch"
-
-[project]
-name = "pkg"
-version = "1.0"
-dynamic = ["dependencies"]
-
-[tool.torch-ext]
-packages = ["pkg"]
-package-data = { pkg = ["blob.bin"] }
-"""
+PYPROJECT = pyproject("pkg", tool='package-data = { pkg = ["blob.bin"] }')
 
 
 @pytest.fixture

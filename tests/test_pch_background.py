@@ -21,7 +21,7 @@ from pep517_torch.core import pch_background, pch_cache, pch_seal, trace_view
 from pep517_torch.core import plan as core_plan
 from pep517_torch.core.spec import BuildOptions, ExtensionSpec
 from pep517_torch.shipped_runtime.lock import FileLock
-from tests.tiny_project import PYPROJECT, c_api_module, wheel_value
+from tests.tiny_project import c_api_module, tiny_pyproject, wheel_value
 
 pytestmark = pytest.mark.compile
 
@@ -39,7 +39,7 @@ def value_source(value: int) -> str:
 def project(root: Path) -> Path:
     (root / "bgops").mkdir(parents=True)
     (root / "csrc").mkdir()
-    (root / "pyproject.toml").write_text(PYPROJECT.format(name="bgops"))
+    (root / "pyproject.toml").write_text(tiny_pyproject("bgops"))
     (root / "bgops" / "__init__.py").write_text("from ._C import value\n")
     (root / "csrc" / "module.cpp").write_text(MODULE)
     (root / "csrc" / "value.cpp").write_text(value_source(1))

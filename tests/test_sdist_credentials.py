@@ -14,11 +14,10 @@ import sys
 import tarfile
 from pathlib import Path
 
-import pytest
-
 from tests.commands import run_cli
 from tests.conftest import count, write
 from tests.test_sdist_sources import git, needs_git
+from tests.tiny_project import pyproject
 
 CREDENTIALS = [
     ".pypirc", ".npmrc", ".netrc", "_netrc", ".git-credentials", ".env", ".env.local",
@@ -31,8 +30,7 @@ NOT_CREDENTIALS = ["cert.pem", "docker/config.json", "config", "pkg/env.py", "cr
 
 
 def project(root: Path, tool: str = "") -> Path:
-    write(root / "pyproject.toml", '[build-system]\nrequires = ["pep517_torch"]\nbuild-backend = "pep517_torch"\n'
-          f'[project]\nname = "cred"\nversion = "1.0"\n[tool.torch-ext]\npackages = ["pkg"]\n{tool}')
+    write(root / "pyproject.toml", pyproject("cred", dynamic=False, packages=["pkg"], tool=tool))
     write(root / "pkg" / "__init__.py")
     for name in CREDENTIALS + NOT_CREDENTIALS:
         write(root / name, "password = hunter2\n")

@@ -20,24 +20,11 @@ from pep517_torch.core.toolchain import find_torch
 from pep517_torch.errors import ConfigError
 from pep517_torch.setuptools.translate import CommandOptions, extension_spec
 from tests.conftest import count, write
-
-PYPROJECT = """\
-[build-system]
-requires = ["pep517_torch"]
-build-backend = "pep517_torch"
-
-[project]
-name = "pkg"
-version = "1.0"
-dynamic = ["dependencies"]
-{project}
-[tool.torch-ext]
-{tool}
-"""
+from tests.tiny_project import pyproject
 
 
 def project(root: Path, tool: str = "", project: str = "", dirs: tuple[str, ...] = ("pkg",)) -> Path:
-    write(root / "pyproject.toml", PYPROJECT.format(tool=tool, project=project))
+    write(root / "pyproject.toml", pyproject("pkg", project=project, packages=(), tool=tool))
     for directory in dirs:
         write(root / directory / "__init__.py")
     write(root / "csrc" / "a.cpp", "int f() { return 1; }\n")

@@ -26,36 +26,18 @@ from pep517_torch.core.toolchain import find_torch
 from pep517_torch.errors import ConfigError
 from tests.conftest import FIXTURES, write, write_tree
 from tests.test_core_flags import CUDA, cuda_spec, tools_for
+from tests.tiny_project import pyproject
 
 TORCH = find_torch()
 FIXTURE = FIXTURES / "stable"
-
-PYPROJECT = """\
-[build-system]
-requires = ["pep517_torch", "torch"]
-build-backend = "pep517_torch"
-
-[project]
-name = "sops"
-version = "1.0"
-dynamic = ["dependencies"]
-
-[tool.torch-ext]
-packages = ["sops"]
-{project}
-
-[[tool.torch-ext.extension]]
-name = "sops._C"
-kind = "library"
-sources = ["csrc/*.cpp"]
-{extension}
-"""
 
 
 def stable_project(root: Path, project_keys: str = 'stable-abi = "2.10"', extension_keys: str = "",
                    source: str | None = None) -> Path:
     return write_tree(root, {
-        "pyproject.toml": PYPROJECT.format(project=project_keys, extension=extension_keys),
+        "pyproject.toml": pyproject(
+            "sops", f'name = "sops._C"\nkind = "library"\nsources = ["csrc/*.cpp"]\n{extension_keys}',
+            tool=project_keys, torch=True),
         "sops/__init__.py": "",
         "csrc/ops.cpp": source or (FIXTURE / "csrc" / "ops.cpp").read_text(),
     })

@@ -18,26 +18,13 @@ from pep517_torch.core.spec import ExtensionSpec
 from pep517_torch.errors import ConfigError
 from tests.commands import run_cli
 from tests.conftest import count, write
+from tests.tiny_project import pyproject
 
-PYPROJECT = """\
-[build-system]
-requires = ["pep517_torch"]
-build-backend = "pep517_torch"
-
-[project]
-name = "pkg"
-version = "1.0"
-dynamic = ["dependencies"]
-{project}
-[tool.torch-ext]
-packages = ["pkg"]
-{tool}
-"""
 EXTENSION = '[[tool.torch-ext.extension]]\nname = "pkg._C"\nsources = ["csrc/*.cpp"]\n'
 
 
 def project(root: Path, *, project: str = "", tool: str = EXTENSION) -> Path:
-    write(root / "pyproject.toml", PYPROJECT.format(project=project, tool=tool))
+    write(root / "pyproject.toml", pyproject("pkg", project=project, tool=tool))
     write(root / "pkg" / "__init__.py")
     return root
 

@@ -17,27 +17,11 @@ from pathlib import Path
 import pytest
 
 from pep517_torch.core import unity
-from tests.tiny_project import c_api_module
+from tests.tiny_project import c_api_module, pyproject
 
 pytestmark = pytest.mark.compile
 
-PYPROJECT = """\
-[build-system]
-requires = ["pep517_torch", "torch"]
-build-backend = "pep517_torch"
-
-[project]
-name = "unityops"
-version = "1.0"
-dynamic = ["dependencies"]
-
-[tool.torch-ext]
-packages = ["unityops"]
-
-[[tool.torch-ext.extension]]
-name = "unityops._C"
-sources = ["csrc/*.cpp"]
-"""
+PYPROJECT = pyproject("unityops", 'name = "unityops._C"\nsources = ["csrc/*.cpp"]', torch=True)
 HEAVY = "#include <c10/macros/Macros.h>\n"
 # Each file's own helper, type or macro gives its value; names clash across files.
 SOURCES = {

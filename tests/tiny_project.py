@@ -6,30 +6,44 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 import zipfile
+from collections.abc import Sequence
 from pathlib import Path
 
-PYPROJECT = """\
-[build-system]
-requires = ["pep517_torch", "torch"]
-build-backend = "pep517_torch"
 
-[project]
-name = "{name}"
-version = "1.0"
-dynamic = ["dependencies"]
+def pyproject(
+    name: str, *extensions: str, version: str = "1.0", dynamic: bool = True, project: str = "",
+    packages: Sequence[str] | None = None, tool: str = "", torch: bool = False,
+) -> str:
+    """A test project's pyproject.toml text, built by pep517_torch: ``[build-system]`` (torch
+    among its requires when ``torch``), ``[project]`` (``name``, ``version``, dynamic
+    dependencies unless not ``dynamic``, then the lines ``project``), ``[tool.torch-ext]``
+    (``packages``: ``[name]`` unless given, none when empty; then the lines ``tool``), then one
+    ``[[tool.torch-ext.extension]]`` table for each of ``extensions`` (the keys of each)."""
+    requires = '"pep517_torch", "torch"' if torch else '"pep517_torch"'
+    listed = [name] if packages is None else list(packages)
+    text = (f'[build-system]\nrequires = [{requires}]\nbuild-backend = "pep517_torch"\n\n'
+            f'[project]\nname = "{name}"\nversion = "{version}"\n')
+    text += ('dynamic = ["dependencies"]\n' if dynamic else "") + _lines(project)
+    text += "\n[tool.torch-ext]\n" + (f"packages = {json.dumps(listed)}\n" if listed else "")
+    text += _lines(tool)
+    return text + "".join(f"\n[[tool.torch-ext.extension]]\n{_lines(keys)}" for keys in extensions)
 
-[tool.torch-ext]
-packages = ["{name}"]
 
-[[tool.torch-ext.extension]]
-name = "{name}._C"
-sources = ["csrc/*.cpp"]
-include-dirs = ["csrc"]
-"""
+def _lines(text: str) -> str:
+    return text if text == "" or text.endswith("\n") else text + "\n"
+
+
+def tiny_pyproject(name: str) -> str:
+    """The tiny project's pyproject.toml: package ``name``, extension ``name._C`` (csrc/*.cpp)."""
+    return pyproject(name, f'name = "{name}._C"\nsources = ["csrc/*.cpp"]\ninclude-dirs = ["csrc"]',
+                     torch=True)
+
+
 def c_api_module(
     functions: str, methods: str, first_include: str | None = None, *, name: str | None = "_C"
 ) -> str:
@@ -65,7 +79,7 @@ NAMED_MODULE = c_api_module(
 def write_project(root: Path, name: str) -> Path:
     (root / name).mkdir(parents=True)
     (root / "csrc").mkdir()
-    (root / "pyproject.toml").write_text(PYPROJECT.format(name=name))
+    (root / "pyproject.toml").write_text(tiny_pyproject(name))
     (root / name / "__init__.py").write_text("from ._C import value\n")
     (root / "csrc" / "module.cpp").write_text(MODULE)
     set_value(root, 0)

@@ -20,6 +20,7 @@ from pep517_torch.core import cuda_checks
 from pep517_torch.core.spec import BuildOptions, ExtensionSpec
 from pep517_torch.errors import ToolchainError
 from tests.cuda_tools import SYSTEM_PATH, make_fake_toolkit, require_cuda_torch
+from tests.tiny_project import pyproject
 
 TORCH, TOOLKIT = require_cuda_torch()
 
@@ -102,9 +103,7 @@ def test_another_cuda_major_is_one_error_before_compiling(
     (project / "csrc").mkdir(parents=True)
     (project / "csrc" / "k.cu").write_text(KERNEL)
     (project / "pyproject.toml").write_text(
-        '[build-system]\nrequires = ["pep517_torch"]\nbuild-backend = "pep517_torch"\n'
-        '[project]\nname = "mismatch"\nversion = "1"\ndynamic = ["dependencies"]\n'
-        '[[tool.torch-ext.extension]]\nname = "mismatch_C"\nsources = ["csrc/k.cu"]\n'
+        pyproject("mismatch", 'name = "mismatch_C"\nsources = ["csrc/k.cu"]', version="1", packages=())
     )
     result = subprocess.run(
         [sys.executable, "-m", "pep517_torch", "wheel", str(project)],
