@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import sysconfig
@@ -23,8 +22,8 @@ import zipfile
 from pathlib import Path
 
 from pep517_torch.core import guard_patch
-from tests.conftest import FIXTURES, ROOT
-from tests.cuda_torch.two_torches import CPU_PYTHON, KERNEL, MARKS, TORCH
+from tests.conftest import ROOT
+from tests.cuda_torch.two_torches import CPU_PYTHON, MARKS, TORCH, light_cuda_project
 from tests.installed.venvs import installed_env, own_wheel
 from tests.tiny_project import write_project
 
@@ -51,14 +50,7 @@ def light_env(base: Path, python: str) -> Path:
 
 
 def test_publishing_matrix_runs_as_written(tmp_path: Path) -> None:
-    project = tmp_path / "lightops"
-    shutil.copytree(FIXTURES / "light", project, ignore=shutil.ignore_patterns("build", "dist"))
-    (project / "csrc" / "cuda").mkdir()
-    (project / "csrc" / "cuda" / "touch.cu").write_text(KERNEL)
-    text = (project / "pyproject.toml").read_text()
-    text = text.replace("[tool.torch-ext]\n", '[tool.torch-ext]\nlocal-version = "torch"\n', 1)
-    text += '\n[tool.torch-ext.extension.cuda]\nsources = ["csrc/cuda/*.cu"]\n'
-    (project / "pyproject.toml").write_text(text)
+    light_cuda_project(tmp_path / "lightops", 'local-version = "torch"')  # the page builds it
     assert CPU_PYTHON is not None
     cpu_env = light_env(tmp_path / "cpu-env", CPU_PYTHON)
     cuda_env = light_env(tmp_path / "cuda-env", sys.executable)

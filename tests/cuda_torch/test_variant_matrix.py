@@ -15,15 +15,14 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
 
 from pep517_torch.abi.fatbin import read_device_code
-from tests.conftest import FIXTURES, ROOT
-from tests.cuda_torch.two_torches import CPU_PYTHON, KERNEL, MARKS
+from tests.conftest import ROOT
+from tests.cuda_torch.two_torches import CPU_PYTHON, MARKS, light_cuda_project
 
 VARIANTLIB = Path(sys.executable).parent / "variantlib"
 
@@ -58,14 +57,7 @@ def uv_install(python: Path, folder: Path, cache: Path) -> subprocess.CompletedP
 
 
 def test_two_torch_variant_matrix(tmp_path: Path) -> None:
-    project = tmp_path / "lightops"
-    shutil.copytree(FIXTURES / "light", project, ignore=shutil.ignore_patterns("build", "dist"))
-    (project / "csrc" / "cuda").mkdir()
-    (project / "csrc" / "cuda" / "touch.cu").write_text(KERNEL)
-    text = (project / "pyproject.toml").read_text()
-    text = text.replace("[tool.torch-ext]\n", '[tool.torch-ext]\nvariant = "torch"\n', 1)
-    text += '\n[tool.torch-ext.extension.cuda]\nsources = ["csrc/cuda/*.cu"]\n'
-    (project / "pyproject.toml").write_text(text)
+    project = light_cuda_project(tmp_path / "lightops", 'variant = "torch"')
     wheelhouse = tmp_path / "wheelhouse"
     assert CPU_PYTHON is not None
     env = {**os.environ, "PYTHONPATH": str(ROOT), "CUDA_VISIBLE_DEVICES": ""}

@@ -5,10 +5,13 @@ is one `<cuda_runtime.h>` file (no torch in it: it compiles in seconds)."""
 from __future__ import annotations
 
 import os
+import shutil
+from pathlib import Path
 
 import pytest
 
 from pep517_torch.core import cuda, toolchain
+from tests.conftest import FIXTURES
 
 TORCH = toolchain.find_torch()
 CPU_PYTHON = os.environ.get("PEP517_TORCH_CPU_PYTHON")
@@ -27,3 +30,16 @@ KERNEL = """\
 __global__ void lightops_touch(float* x) { x[threadIdx.x] += 0.0f; }
 extern "C" int lightops_cuda_ready() { return cudaGetDeviceCount(nullptr) == cudaSuccess; }
 """
+
+
+def light_cuda_project(target: Path, setting: str) -> Path:
+    """fixtures/light at ``target`` with KERNEL as its extension's `cuda` table and ``setting``
+    (a `[tool.torch-ext]` line: `variant = "torch"`, `local-version = "torch"`) added."""
+    shutil.copytree(FIXTURES / "light", target, ignore=shutil.ignore_patterns("build", "dist"))
+    (target / "csrc" / "cuda").mkdir()
+    (target / "csrc" / "cuda" / "touch.cu").write_text(KERNEL)
+    text = (target / "pyproject.toml").read_text()
+    text = text.replace("[tool.torch-ext]\n", f"[tool.torch-ext]\n{setting}\n", 1)
+    text += '\n[tool.torch-ext.extension.cuda]\nsources = ["csrc/cuda/*.cu"]\n'
+    (target / "pyproject.toml").write_text(text)
+    return target
