@@ -21,7 +21,7 @@ import pytest
 
 from pep517_torch.core import toolchain
 from tests.conftest import ROOT
-from tests.installed.uv_index import Unavailable, uv_sources
+from tests.installed.uv_index import Unavailable, requires_dist, uv_sources
 from tests.installed.venvs import installed_env, own_wheel
 from tests.tiny_project import write_project
 
@@ -68,13 +68,6 @@ def _blocks(text: str) -> list[tuple[str, str | None, str]]:
     return [(m.group(1), m.group(2), m.group(3)) for m in BLOCK.finditer(text)]
 
 
-def _requires(wheel: Path) -> list[str]:
-    with zipfile.ZipFile(wheel) as archive:
-        meta = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
-        text = archive.read(meta).decode()
-    return [line.split(": ", 1)[1] for line in text.splitlines() if line.startswith("Requires-Dist: ")]
-
-
 def _pin() -> str:
     major, minor = TORCH.version.split(".")[:2]
     return f"torch<{major}.{int(minor) + 1},>={major}.{minor}"
@@ -97,7 +90,7 @@ def test_the_quickstarts_uv_lines_as_printed(local: Local, tmp_path: Path) -> No
                            text=True, timeout=1500)
     assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
     (wheel,) = (tmp_path / "isolated").glob("myops-1.0-*.whl")
-    assert _requires(wheel) == [_pin()]
+    assert requires_dist(wheel) == [_pin()]
     assert f"pep517_torch: building against torch {TORCH.version} {NOTE}" in built.stdout + built.stderr
 
     # a newer torch on offer (a find-links folder uv merges with the index): the pin wins

@@ -43,7 +43,8 @@ def simple_index(folder: Path, wheels: list[Path]) -> None:
     (folder / "index.html").write_text("".join(f'<a href="{n}/">{n}</a>\n' for n in projects))
 
 
-def _requires(wheel: Path) -> list[str]:
+def requires_dist(wheel: Path) -> list[str]:
+    """The Requires-Dist lines of ``wheel``'s METADATA, as written."""
     with zipfile.ZipFile(wheel) as archive:
         meta = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
         text = archive.read(meta).decode()
@@ -59,7 +60,7 @@ def uv_sources(base: Path, own: Path, torch_version: str) -> dict[str, str]:
         raise Unavailable(f"no torch {torch_version} wheel in pip's find-links (never downloaded)")
     links = base / "links"
     ours = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
-    wanted = [str(r) for r in map(Requirement, [*ours, *_requires(torch_wheels[0])])
+    wanted = [str(r) for r in map(Requirement, [*ours, *requires_dist(torch_wheels[0])])
               if r.marker is None or r.marker.evaluate({"extra": ""})]
     fetched = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "-d", str(links),
                               "--only-binary=:all:", *wanted], capture_output=True, text=True,
