@@ -11,6 +11,7 @@ Measures (each on this machine, in this run):
            for it before the next measurement and reports how long it took)
   noop     the same command again; beside it pip's own floor, the same command with an in-tree
            backend that only copies a wheel (what no backend can go under), in the same rounds
+           (the no-op and both edits: each side's best of three rounds, interleaved)
   edit     one .cpp changed (csrc/norm.cpp), the same command again (ours: the edited file
            leaves its unity TU and compiles alone with that PCH, its former partner beside it
            on the other core, the other TU keeps its object: core/unity_regroup.py)
@@ -88,6 +89,8 @@ from steps import (
 )
 from timelines import anatomy_table, ninja_marks, phases, phases_table
 
+ROUNDS = 3  # of the no-op and the edits: each side's best
+
 
 def bench_wheels(results: dict[str, dict[str, float]], *, pyproject: bool, setuptools: bool) -> None:
     """torch's setup.py against our pyproject face and/or its one-import switch to our face,
@@ -116,22 +119,23 @@ def bench_wheels(results: dict[str, dict[str, float]], *, pyproject: bool, setup
         sides = dict(projects)
         if step == "noop" and pyproject:
             sides["pip_floor"] = pip_floor_project(next((projects["ours"] / "wheelhouse").glob("*.whl")))
-        if step == "edit":
-            for project in projects.values():
-                edit(project, 2)
-        if step == "edit_header":
-            for project in projects.values():
-                edit_header(project, 2)
-        # A no-op is best of three rounds, each running every side once (pip's floor among
-        # them): the first run after a cold build pays for pip's files read back from disk
-        # (0.9 s here, then 0.55 s), and the host's speed drifts between minutes.
-        runs: dict[str, list[tuple[float, str]]] = {who: [] for who in sides}
-        marks: dict[str, dict[Path, object]] = {}
-        for _ in range(3 if step == "noop" else 1):
+        # The no-op and the edits are best of three rounds, each running every side once (pip's
+        # floor among them; a new edit each round): the host's speed drifts ~2x between
+        # minutes, and a 12 s build sampled once is the drift's to decide. Before a no-op's
+        # first run pip's files are read back from disk (0.9 s here, then 0.55 s); before an
+        # edit the PCH may be (this host pages out what sat idle for a minute).
+        runs: dict[str, list[tuple[float, str, list[list[object]]]]] = {who: [] for who in sides}
+        for round_number in range(1 if step == "cold" else ROUNDS):
             for who, project in sides.items():
+                if step == "edit":
+                    edit(project, 2 + round_number)
+                elif step == "edit_header":
+                    edit_header(project, 2 + round_number)
                 print(f"  {step}: {labels[who]} ...", flush=True)
-                marks[who] = ninja_marks(project)
-                runs[who].append(pip_wheel(project, caches.get(who)))
+                marks = ninja_marks(project)
+                elapsed, output = pip_wheel(project, caches.get(who))
+                timed = step != "noop" and who in ("theirs", "ours")
+                runs[who].append((elapsed, output, phases(project, marks) if timed else []))
                 if step == "cold" and who in caches:  # nothing else runs while it is made
                     made = wait_background(caches[who])
                     if made is not None:
@@ -139,8 +143,11 @@ def bench_wheels(results: dict[str, dict[str, float]], *, pyproject: bool, setup
                         print(f"  {step}: {labels[who]}: the PCH it left behind made in the"
                               f" background in {made:.1f} s", flush=True)
         seconds = {}
-        for who, project in sides.items():
-            seconds[who], output = min(runs[who], key=lambda run: run[0])
+        for who in sides:
+            if len(runs[who]) > 1:
+                print(f"  {step}: {labels[who]} rounds: "
+                      + ", ".join(f"{run[0]:.2f} s" for run in runs[who]), flush=True)
+            seconds[who], output, steps = min(runs[who], key=lambda run: run[0])
             overhead = backend_seconds(output) if who == "ours" else None
             if overhead is not None:
                 overheads.append(overhead)
@@ -148,7 +155,7 @@ def bench_wheels(results: dict[str, dict[str, float]], *, pyproject: bool, setup
                 results["cold_ninja"] = {"ours": ninja_seconds(output) or seconds[who]}
             if step != "noop" and who in ("theirs", "ours"):
                 results.setdefault("phases", {}).setdefault(step, {})[who] = {
-                    "total": seconds[who], "steps": phases(project, marks[who])}
+                    "total": seconds[who], "steps": steps}
         if pyproject:
             results[step] = {"torch": seconds["theirs"], "ours": seconds["ours"]}
         if "pip_floor" in seconds:
