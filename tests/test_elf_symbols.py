@@ -65,3 +65,10 @@ def test_a_truncated_object_has_no_symbols_rather_than_an_error(tmp_path: Path) 
     for size in range(0, len(data), 97):
         (tmp_path / "cut.o").write_bytes(data[:size])
         assert elf.object_undefined(tmp_path / "cut.o") <= {"external_one", "external_two"}
+
+
+def test_a_header_that_lies_about_its_sections_is_read_as_no_object(tmp_path: Path) -> None:
+    data = bytearray(assemble(tmp_path, "calls", CALLS).read_bytes())
+    data[0x3A:0x3E] = b"\0\0\0\0"  # e_shentsize 0 and e_shnum 0: section 0 repeated forever
+    (tmp_path / "lying.o").write_bytes(bytes(data))
+    assert elf.object_undefined(tmp_path / "lying.o") == frozenset()

@@ -117,7 +117,7 @@ def _symtab_undefined(data: bytes) -> list[str]:
     offset_format, at = (order + "Q", 0x28) if width == 2 else (order + "I", 0x20)
     (shoff,) = struct.unpack_from(offset_format, data, at)
     shentsize, shnum = struct.unpack_from(order + "HH", data, 0x3A if width == 2 else 0x2E)
-    if shoff == 0:
+    if shoff == 0 or shentsize < struct.calcsize(order + _SECTION[width]):
         return []
 
     def section(index: int) -> tuple[int, ...]:
