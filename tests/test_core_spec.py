@@ -45,8 +45,8 @@ def test_a_missing_or_empty_include_or_library_directory_is_noted_with_its_key(t
     notes = [n for n in plan.check([spec], options) if "directory" in n]
     assert notes == [
         "tool.torch-ext.extension[0].include-dirs: include directory third_party/cutlass is empty"
-        " (a git submodule not checked out? git submodule update --init)",
+        " (a git submodule not checked out? git submodule update --init --recursive)",
         "tool.torch-ext.extension[0].include-dirs: include directory gone does not exist"
-        " (a git submodule not checked out? git submodule update --init)",
+        " (a git submodule not checked out? git submodule update --init --recursive)",
         "library_dirs[0]: library directory a.cpp is not a directory",
     ]

@@ -202,7 +202,7 @@ def _missing_directories(spec: ExtensionSpec, root: Path | None) -> list[str]:
                 continue
             shown = directory.relative_to(root) if root and directory.is_relative_to(root) else directory
             submodules = root is not None and (root / ".gitmodules").is_file()
-            hint = (" (a git submodule not checked out? git submodule update --init)"
+            hint = (" (a git submodule not checked out? git submodule update --init --recursive)"
                     if submodules and state != "is not a directory" else "")
             notes.append(f"{spec.key_of(field_name, index)}: {what} {shown} {state}{hint}")
     return notes
