@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 
 from .atomic import write_atomic
-from .errors import ConfigError
+from .errors import ConfigError, ToolchainError
 
 CACHEDIR_TAG = "CACHEDIR.TAG"
 CACHEDIR_SIGNATURE = b"Signature: 8a477f597d28d172789f06886806bc55"
@@ -50,6 +50,17 @@ def require_inside(
         " or a symlink)",
         key,
     )
+
+
+def make_build_dir(directory: Path) -> None:
+    """``directory`` (and its parents) made and tagged; else one line naming it."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        mark_build_dir(directory)  # tagged from its creation: no sdist or backup packs it
+    except OSError as exc:
+        raise ToolchainError(
+            f"build directory {directory} is not a writable directory ({exc.strerror or exc})"
+        ) from None
 
 
 def mark_build_dir(directory: Path) -> None:

@@ -116,3 +116,20 @@ def test_what_torch_accepts_is_still_accepted(tmp_path: Path, jit_env: Path) -> 
         with pytest.raises(ConfigError, match=re.escape(f"source file {missing} does not exist")):
             load("jit_args_ok", is_python_module=False, build_directory=str(tmp_path / "b"), **arguments)
         count("item 7: accepted argument shapes")
+
+
+@pytest.mark.parametrize("api", ["load", "load_inline"])
+def test_a_build_directory_that_cannot_be_one_is_named_in_one_line(tmp_path: Path, jit_env: Path, api: str) -> None:
+    from pep517_torch.errors import ToolchainError
+
+    taken = write(tmp_path / "taken", "a file\n")
+    source = write(tmp_path / "a.cpp", "int f() { return 1; }\n")
+    for build_directory, why in ((taken, "File exists"), (taken / "below", "Not a directory")):
+        with pytest.raises(ToolchainError) as caught:
+            if api == "load":
+                load("jit_dir", [str(source)], build_directory=str(build_directory))
+            else:
+                load_inline("jit_dir", cpp_sources="int f() { return 1; }", functions=["f"],
+                            build_directory=str(build_directory))
+        assert str(caught.value) == f"build directory {build_directory} is not a writable directory ({why})"
+    assert taken.read_text() == "a file\n"

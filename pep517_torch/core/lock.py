@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ..atomic import writing
 from ..errors import ToolchainError
-from ..project_tree import mark_build_dir
+from ..project_tree import make_build_dir
 from ..shipped_runtime.lock import BuildDirLock
 from ..shipped_runtime.user_line import print_line
 
@@ -25,11 +25,7 @@ def build_lock(
     """Hold the build directory's lock; ``what`` says what we build, for whoever waits on us.
 
     A wait is said through ``say`` (the quiet JIT passes a no-op)."""
-    try:
-        build_dir.mkdir(parents=True, exist_ok=True)
-        mark_build_dir(build_dir)  # tagged from its creation: no sdist ever packs it
-    except OSError as exc:
-        raise ToolchainError(f"build directory {build_dir} is not writable: {exc}") from None
+    make_build_dir(build_dir)
     lock = BuildDirLock(build_dir, what, notice_after=notice_after, say=say)
     try:
         lock.acquire()

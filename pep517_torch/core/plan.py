@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from ..atomic import write_if_changed, writing
 from ..errors import ConfigError, ToolchainError
-from ..project_tree import mark_build_dir
+from ..project_tree import make_build_dir
 from . import flags as flags_mod
 from . import compile_record, graph, jobs, pch, pch_cache, pch_health, pch_seal, scan, stable_audit
 from . import compdb, guard_patch, import_guard, toolchain, unity
@@ -64,14 +64,15 @@ class BuildPlan:
 
 
 def _check_build_dir(build_dir: Path) -> None:
+    make_build_dir(build_dir)
     try:
-        build_dir.mkdir(parents=True, exist_ok=True)
-        mark_build_dir(build_dir)  # CACHEDIR.TAG: sdists, backups and archivers leave it out
         probe = build_dir / f".write-test-{os.getpid()}"
         probe.write_bytes(b"")
         probe.unlink()
     except OSError as exc:
-        raise ToolchainError(f"build directory {build_dir} is not writable: {exc}") from None
+        raise ToolchainError(
+            f"build directory {build_dir} is not a writable directory ({exc.strerror or exc})"
+        ) from None
 
 
 def _check_torch_cuda_headers(

@@ -309,8 +309,9 @@ def load_inline(
     if functions is not None:
         cpp.append(_bindings(functions, with_pytorch_error_handling))
     from ..atomic import write_if_changed  # not on load()'s warm path
+    from ..project_tree import make_build_dir
 
-    build_dir.mkdir(parents=True, exist_ok=True)
+    make_build_dir(build_dir)
     main = build_dir / "main.cpp"
     write_if_changed(main, "\n".join(cpp) + "\n")
     sources = [str(main)]
