@@ -138,7 +138,7 @@ class _Planner:
                 raise ConfigError(
                     f"source file {source} does not exist", spec.key_of("sources", index)
                 )
-        self.notes.extend(_missing_directories(spec, self.options.source_root))
+        self.notes.extend(spec.missing_directories(self.options.source_root))
         includes = {s: scan.walk_includes([s], spec.include_dirs) for s in spec.sources}
         _check_torch_cuda_headers(spec, [i for found in includes.values() for i in found], self.tools.torch)
         _check_standard(spec, includes, self.tools.torch)
@@ -182,31 +182,6 @@ class _Planner:
                 gpu_targets=gpu_targets if source in nvcc_sources else 0,
             ))
         return plan
-
-
-def _missing_directories(spec: ExtensionSpec, root: Path | None) -> list[str]:
-    """A note for each include or library directory that is missing or empty: the compiler
-    skips it without a word, and the build then fails on a header it would have held (or finds
-    another copy on the system). Not an error: a directory listed for another setup is common."""
-    notes = []
-    for field_name, what in (("include_dirs", "include directory"), ("library_dirs", "library directory")):
-        for index, directory in enumerate(getattr(spec, field_name)):
-            try:
-                state = "is empty" if not any(directory.iterdir()) else None
-            except NotADirectoryError:
-                state = "is not a directory"
-            except FileNotFoundError:
-                state = "does not exist"
-            except OSError as exc:
-                state = f"cannot be read ({exc.strerror})"
-            if state is None:
-                continue
-            shown = directory.relative_to(root) if root and directory.is_relative_to(root) else directory
-            submodules = root is not None and (root / ".gitmodules").is_file()
-            hint = (" (a git submodule not checked out? git submodule update --init --recursive)"
-                    if submodules and state != "is not a directory" else "")
-            notes.append(f"{spec.key_of(field_name, index)}: {what} {shown} {state}{hint}")
-    return notes
 
 
 def check(specs: Sequence[ExtensionSpec], options: BuildOptions) -> tuple[str, ...]:

@@ -217,6 +217,32 @@ class ExtensionSpec:
         item = f"{name}[{index}]" if index is not None else name
         return recorded.get(item) or recorded.get(name) or item
 
+    def missing_directories(self, root: Path | None) -> list[str]:
+        """A note for each include or library directory that is missing or empty: the compiler
+        skips it without a word, and the build then fails on a header it would have held (or
+        finds another copy on the system). Not an error: one listed for another setup is common."""
+        notes = []
+        for field_name, what in (("include_dirs", "include directory"),
+                                 ("library_dirs", "library directory")):
+            for index, directory in enumerate(getattr(self, field_name)):
+                try:
+                    state = "is empty" if not any(directory.iterdir()) else None
+                except NotADirectoryError:
+                    state = "is not a directory"
+                except FileNotFoundError:
+                    state = "does not exist"
+                except OSError as exc:
+                    state = f"cannot be read ({exc.strerror})"
+                if state is None:
+                    continue
+                inside = root is not None and directory.is_relative_to(root)
+                shown = directory.relative_to(root) if inside else directory
+                submodules = root is not None and (root / ".gitmodules").is_file()
+                hint = (" (a git submodule not checked out? git submodule update --init --recursive)"
+                        if submodules and state != "is not a directory" else "")
+                notes.append(f"{self.key_of(field_name, index)}: {what} {shown} {state}{hint}")
+        return notes
+
     @property
     def module_name(self) -> str:
         """The symbol part of PyInit_<x> and TORCH_EXTENSION_NAME."""
