@@ -53,10 +53,13 @@ def require_inside(
 
 
 def make_build_dir(directory: Path) -> None:
-    """``directory`` (and its parents) made and tagged; else one line naming it."""
+    """``directory`` (and its parents) made, tagged and written to; else one line naming it."""
     try:
         directory.mkdir(parents=True, exist_ok=True)
         mark_build_dir(directory)  # tagged from its creation: no sdist or backup packs it
+        probe = directory / f".write-test-{os.getpid()}"  # a tagged directory may be read-only
+        probe.write_bytes(b"")
+        probe.unlink()
     except OSError as exc:
         raise ToolchainError(
             f"build directory {directory} is not a writable directory ({exc.strerror or exc})"

@@ -63,18 +63,6 @@ class BuildPlan:
     changes: compile_record.Changes = dataclasses.field(default_factory=compile_record.Changes)
 
 
-def _check_build_dir(build_dir: Path) -> None:
-    make_build_dir(build_dir)
-    try:
-        probe = build_dir / f".write-test-{os.getpid()}"
-        probe.write_bytes(b"")
-        probe.unlink()
-    except OSError as exc:
-        raise ToolchainError(
-            f"build directory {build_dir} is not a writable directory ({exc.strerror or exc})"
-        ) from None
-
-
 def _check_torch_cuda_headers(
     spec: ExtensionSpec, found: list[scan.Include], torch: toolchain.TorchInstall
 ) -> None:
@@ -274,7 +262,7 @@ def prepare(
         return BuildPlan(build_dir, ninja, build_dir / "build.ninja", {}, {}, job_plan,
                          tuple(notes), compiler, torch, tuple(launcher), {})
     # Every check passed (tools, flags, arch lists nvcc can build): only now write anything.
-    _check_build_dir(build_dir)
+    make_build_dir(build_dir)
     generated = {**unity_plan.sources, **{p.guard.source: p.guard.text for p in plans if p.guard}}
     with writing(build_dir):
         for path, content in generated.items():

@@ -222,6 +222,7 @@ class ExtensionSpec:
         skips it without a word, and the build then fails on a header it would have held (or
         finds another copy on the system). Not an error: one listed for another setup is common."""
         notes = []
+        submodules = root is not None and (root / ".gitmodules").is_file()
         for field_name, what in (("include_dirs", "include directory"),
                                  ("library_dirs", "library directory")):
             for index, directory in enumerate(getattr(self, field_name)):
@@ -237,7 +238,6 @@ class ExtensionSpec:
                     continue
                 inside = root is not None and directory.is_relative_to(root)
                 shown = directory.relative_to(root) if inside else directory
-                submodules = root is not None and (root / ".gitmodules").is_file()
                 hint = (" (a git submodule not checked out? git submodule update --init --recursive)"
                         if submodules and state != "is not a directory" else "")
                 notes.append(f"{self.key_of(field_name, index)}: {what} {shown} {state}{hint}")
