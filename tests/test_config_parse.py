@@ -248,6 +248,9 @@ def test_unknown_keys(tool: dict[str, Any], key: str, fragment: str) -> None:
         (ext(py_limited_api="abi3"), f"{E0}.py-limited-api", "cp38 or newer"),
         (ext(py_limited_api=310), f"{E0}.py-limited-api", "a boolean or a string"),
         (ext(define_macros={"A": 1.5}), f"{E0}.define-macros.A", "got float"),
+        # setuptools' shape, as a migrating user writes it: the table to write instead
+        (ext(define_macros=[["A", "1"], ["B", 2], ["C"]]), f"{E0}.define-macros",
+         'expected a table, got an array of pairs: write it as {A = "1", B = 2, C = true}'),
         (ext(define_macros={"A-B": 1}), f"{E0}.define-macros.A-B", "not a valid name"),
         (ext(define_macros={"a b": 1}), f'{E0}.define-macros."a b"', "not a valid name"),
         (ext(kind="executable"), f"{E0}.kind", '"module", "library"'),
@@ -294,6 +297,12 @@ def test_override_extension_names_must_exist() -> None:
 def test_project_table(project: dict[str, Any], key: str, fragment: str) -> None:
     error = parse_error({}, project, match=re.escape(fragment))
     assert error.key == key, str(error)
+
+
+@pytest.mark.parametrize("array", [[["A", 1.5]], ["A"], [["A", "1", "2"]], [[1, "1"]], []])
+def test_an_array_that_is_not_setuptools_pairs_gets_no_table_to_write(array: list[Any]) -> None:
+    error = parse_error(ext(define_macros=array), match="expected a table")
+    assert str(error) == f"{E0}.define-macros: expected a table, got an array"
 
 
 def test_project_table_missing_and_dynamic_version() -> None:

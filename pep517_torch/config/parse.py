@@ -141,7 +141,24 @@ def describe_value(value: Any) -> str:
 
 
 def type_error(tp: Any, value: Any, path: str) -> ConfigError:
-    return ConfigError(f"expected {describe_type(tp)}, got {describe_value(value)}", path)
+    message = f"expected {describe_type(tp)}, got {describe_value(value)}"
+    if get_origin(tp) is dict and isinstance(value, list):
+        message += _pairs_as_table(value)
+    return ConfigError(message, path)
+
+
+def _pairs_as_table(pairs: list[Any]) -> str:
+    """setuptools' shape of a table, ``[["NAME", "value"], ["FLAG"]]``, spelt as the table to
+    write instead (`true` for a name without a value); "" for any other array."""
+    entries = []
+    for pair in pairs:
+        if not (isinstance(pair, list) and 1 <= len(pair) <= 2 and isinstance(pair[0], str)):
+            return ""
+        value = pair[1] if len(pair) == 2 else True
+        if not isinstance(value, (str, int)):
+            return ""
+        entries.append(f"{pair[0]} = {toml_value(value)}")
+    return f" of pairs: write it as {{{', '.join(entries)}}}" if entries else ""
 
 
 def unknown_key_error(key: str, valid: list[str], path: str, table_path: str) -> ConfigError:
