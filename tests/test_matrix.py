@@ -22,6 +22,7 @@ from pep517_torch.backend import pipeline as glue
 from pep517_torch.core import toolchain
 from pep517_torch.config.pyproject import tomllib
 from pep517_torch.distribution.index import write_index
+from pep517_torch.distribution.torch_requirement import local_label
 from tests.conftest import ROOT
 from tests.installed.venvs import installed_env, own_wheel, site_packages
 from tests.tiny_project import wheel_value, write_project
@@ -164,9 +165,9 @@ def fake_torch_env(base: Path, version: str, python: str | Path = sys.executable
 
 
 def test_an_installed_matrix_builds_with_each_interpreters_own_torch(installed: Path, tmp_path: Path) -> None:
-    """pep517_torch installed in site-packages, with torch beside it: the other interpreter's
-    build sees its own torch (here one that says 2.99.0), never the caller's; a venv without
-    torch, and an interpreter named twice, are refused before anything compiles."""
+    """pep517_torch installed in site-packages, with torch beside it: the other interpreter
+    sees its own torch (here one that says 2.99.0 and has no headers), never the caller's; it, a
+    venv without torch, and an interpreter named twice are refused before anything compiles."""
     root = write_project(tmp_path / "proj", "installedmatrix")
     fake = fake_torch_env(tmp_path / "fake", "2.99.0")
     bare = tmp_path / "bare"
@@ -183,16 +184,24 @@ def test_an_installed_matrix_builds_with_each_interpreters_own_torch(installed: 
         f" {TORCH.version} again ({installed} has them): it would build the same wheel",
     ]
     assert not (root / "build").exists()
-    done = subprocess.run(
+    # the fake torch (2.99.0, no headers) is its own, and named before anything compiles
+    fails = subprocess.run(
         [str(installed), "-m", "pep517_torch", "wheel", str(root), "--python", str(installed),
          "--python", str(fake), "-o", str(tmp_path / "out")],
         capture_output=True, text=True, cwd=tmp_path, timeout=900)
-    assert done.returncode == 1, done.stdout + done.stderr  # the fake torch cannot build
-    assert f"building with {fake} (Python 3.{sys.version_info[1]}, torch 2.99.0)" in done.stdout
-    rows = {line.split()[0]: line.split() for line in done.stdout.splitlines()[-2:]}
-    assert rows[str(fake)][1:4] == ["2.99.0", "-", "FAILED"]
+    assert fails.returncode == 2 and fails.stdout == "", fails.stdout + fails.stderr
+    fake_torch = site_packages(fake) / "torch"
+    assert fails.stderr.splitlines() == [
+        f"pep517_torch: error: --python: {fake}: {fake_torch} does not look like a torch installation"]
+    assert not (root / "build").exists() and not (tmp_path / "out").exists()
+    done = subprocess.run(
+        [str(installed), "-m", "pep517_torch", "wheel", str(root), "--python", str(installed),
+         "-o", str(tmp_path / "out")],
+        capture_output=True, text=True, cwd=tmp_path, timeout=900)
+    assert done.returncode == 0, done.stdout + done.stderr
     (wheel,) = (tmp_path / "out").glob("*.whl")
-    assert rows[str(installed)][1:4] == [TORCH.version, TORCH.cuda or "-", wheel.name]
+    assert done.stdout.splitlines()[-1].split()[:4] == [str(installed), TORCH.version,
+                                                         TORCH.cuda or "-", wheel.name]
     with zipfile.ZipFile(wheel) as archive:
         record = next(n for n in archive.namelist() if n.endswith("pep517_torch.json"))
         assert f'"torch": "{TORCH.version}"' in archive.read(record).decode()
@@ -216,17 +225,43 @@ def another_torch_env(base: Path, label: str) -> Path:
     return base / "bin" / "python"
 
 
-def test_two_interpreters_never_overwrite_each_others_wheel(installed: Path, tmp_path: Path) -> None:
-    """Two torches, no local label: both builds name the same file. The second is an error
-    naming both interpreters, and the first wheel stays."""
+def test_two_torches_that_name_one_wheel_are_refused_before_compiling(installed: Path, tmp_path: Path) -> None:
+    """Two torches, one file name: said before anything compiles, with what tells them apart
+    (the torch in the version), or that nothing can (one release and CUDA: one wheel serves
+    both)."""
     root = write_project(tmp_path / "proj", "samename")
+    other = another_torch_env(tmp_path / "other", "other")
+    tag = f"cp3{sys.version_info[1]}-cp3{sys.version_info[1]}-*"
+    release = TORCH.version.split("+")[0]
+    for settings, wheel, why in (
+        ([], f"samename-1.0-{tag}.whl",
+         "name the torch in the wheel's version with -C local-version=torch (or local-version = \"torch\")"),
+        (["-Clocal-version=torch"], f"samename-1.0+{local_label(TORCH.version, None)}-{tag}.whl",
+         "their torches share a release and CUDA, so one wheel serves both: build with one of them"),
+    ):
+        done = subprocess.run(
+            [str(installed), "-m", "pep517_torch", "wheel", str(root), "--python", str(installed),
+             "--python", str(other), "-o", str(tmp_path / "out"), *settings],
+            capture_output=True, text=True, cwd=tmp_path, timeout=600)
+        assert done.returncode == 2 and done.stdout == "", done.stdout + done.stderr
+        assert done.stderr.splitlines() == [
+            f"pep517_torch: error: --python: {other}: torch {release}+other would build {wheel}, as"
+            f" {installed} (torch {TORCH.version}) would: {why}"]
+        assert not (root / "build").exists() and not (tmp_path / "out").exists()
+
+
+def test_two_interpreters_never_overwrite_each_others_wheel(installed: Path, tmp_path: Path) -> None:
+    """Wheel variants of two torches of one release: their labels are read from the binaries,
+    so both build; the second wheel is an error naming both interpreters, and the first stays."""
+    root = write_project(tmp_path / "proj", "samevariant")
     other = another_torch_env(tmp_path / "other", "other")
     done = subprocess.run(
         [str(installed), "-m", "pep517_torch", "wheel", str(root), "--python", str(installed),
-         "--python", str(other), "-o", str(tmp_path / "out")],
+         "--python", str(other), "-o", str(tmp_path / "out"), "-Cvariant=torch"],
         capture_output=True, text=True, cwd=tmp_path, timeout=900)
     assert done.returncode == 1, done.stdout + done.stderr
     (wheel,) = (tmp_path / "out").glob("*.whl")
+    assert wheel.name.endswith(f"-{local_label(TORCH.version, None)}.whl"), wheel.name
     assert f"pep517_torch: error: --python: {other} built {wheel.name}, which {installed} built" \
            " in this run: not replaced" in done.stderr, done.stderr
     rows = {line.split()[0]: line.split() for line in done.stdout.splitlines()[-2:]}
@@ -284,12 +319,10 @@ def test_targets_of_other_pythons_are_refused_in_one_line_or_built_there(
     done = subprocess.run(
         [str(installed), "-m", "pep517_torch", "wheel", str(root), "--python", str(new)],
         capture_output=True, text=True, cwd=tmp_path, timeout=600)
-    assert done.returncode == 1, done.stdout + done.stderr
-    assert f"building with {new} (Python 3.10, torch 2.99.0)" in done.stdout
-    child = [line for line in done.stdout.splitlines() if "error" in line.lower()]
-    assert child and child[0].startswith("pep517_torch: error: "), done.stdout
-    assert "Traceback" not in done.stdout + done.stderr
-    assert done.stdout.splitlines()[-1].split()[1:4] == ["2.99.0", "-", "FAILED"]
+    # pep517_torch ran there, on Python 3.10, and found that torch (fake: no headers) unusable
+    assert done.returncode == 2 and done.stdout == "", done.stdout + done.stderr
+    assert done.stderr.splitlines() == [f"pep517_torch: error: --python: {new}:"
+                                        f" {site_packages(new) / 'torch'} does not look like a torch installation"]
 
 
 def _archive(path: Path, members: list[tuple[str, bytes, str]]) -> Path:

@@ -100,6 +100,19 @@ def _build_wheel(
     return wheel.filename
 
 
+def predicted_wheel_name(root: Path, config_settings: ConfigSettings) -> str | None:
+    """The name :func:`build_wheel` would give its wheel, found without compiling, with ``*``
+    for the platform tag (decided from the built binaries); None for a wheel variant, whose
+    label is read from them too."""
+    from ..distribution.wheel import wheel_filename
+
+    loaded = load(root, config_settings)
+    if loaded.project.variant == "torch":
+        return None
+    tag = tags.extensions_wheel_tag([spec.py_limited_api for spec in loaded.project.extensions], "*")
+    return wheel_filename(loaded.metadata.name, loaded.metadata.version, tag)
+
+
 def _variant(loaded: Loaded, result: BuildResult | None) -> Variant | None:
     """variant = "torch": the wheel variant this build makes (None: a plain wheel)."""
     from .variant_build import NO_VARIANT_NOTE, build_variant

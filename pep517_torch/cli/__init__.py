@@ -19,7 +19,7 @@ from ..shipped_runtime.user_line import error_line, print_line, say
 PROG = "python -m pep517_torch"  # how the command line is invoked, in every usage line
 
 
-def _config_settings(pairs: Sequence[str]) -> dict[str, str | list[str]]:
+def parse_config_settings(pairs: Sequence[str]) -> dict[str, str | list[str]]:
     settings: dict[str, str | list[str]] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
@@ -148,7 +148,7 @@ def _wheel_of(root: Path, out: Path, args: argparse.Namespace) -> int:
             + f"\n  install them with: {sys.executable} -m pip install {quoted}"
         ))
         return 1
-    pipeline.build_wheel(root, out, _config_settings(args.config_setting))
+    pipeline.build_wheel(root, out, parse_config_settings(args.config_setting))
     return 0
 
 
@@ -158,7 +158,7 @@ def _sdist(args: argparse.Namespace) -> int:
     root = _resolved(args.path)
     build_system(root)
     out = Path(args.outdir) if args.outdir else root / "dist"
-    name = pipeline.build_sdist(root, _resolved(out), _config_settings(args.config_setting))
+    name = pipeline.build_sdist(root, _resolved(out), parse_config_settings(args.config_setting))
     say(f"wrote {out / name}", sys.stdout)
     return 0
 
@@ -249,7 +249,7 @@ def _cache(args: argparse.Namespace) -> int:
 def _explain(args: argparse.Namespace) -> int:
     from .explain import explain
 
-    return explain(_resolved(args.path), _config_settings(args.config_setting))
+    return explain(_resolved(args.path), parse_config_settings(args.config_setting))
 
 
 def _trace(args: argparse.Namespace) -> int:

@@ -1,18 +1,15 @@
 """``python -m pep517_torch wheel . --python PY [--python PY ...]``: one wheel per interpreter.
 
 Each interpreter builds with its own torch, in its own process (``PY -m pep517_torch wheel``),
-into its own build folder (the default build-dir names the Python tag and the torch). The child
-gets pep517_torch and its dependencies alone (:func:`stage`): a private folder of links to
-exactly those packages, first on its ``PYTHONPATH``, and this environment's ninja binary first
-on its ``PATH``; nothing else of this environment, never its site-packages and its torch,
-whether pep517_torch is installed here, editable or a checkout. So pep517_torch need not be
-installed there. All of them are pure Python but ninja, whose binary serves any Python; a
-requirement this environment does not hold (tomli for a Python 3.10 target run from 3.11) must
-be installed in the target.
+into its own build folder (the default build-dir names the Python tag and the torch), given
+pep517_torch and its dependencies alone (``child_staging.py``): so pep517_torch need not be
+installed there.
 
 Every interpreter is probed first: a missing one, one too old for pep517_torch or a dependency,
-one lacking a requirement, one without torch, one whose torch cannot be imported, and two that
-would build the same wheel are one line each, before anything compiles.
+one lacking a requirement, one without torch, one whose torch cannot be imported, one whose
+build would fail before compiling (a bad setting: said once when every build would), and two
+that would build the same wheel (the same torch, or two torches and one file name) are one line
+each, before anything compiles.
 Each wheel is built into a folder of its own and then moved beside the others: a wheel that
 would replace one another interpreter wrote in this run is an error, never an overwrite. The
 run ends with one table: interpreter, torch, CUDA, wheel, seconds.
@@ -20,6 +17,7 @@ run ends with one table: interpreter, torch, CUDA, wheel, seconds.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -27,16 +25,13 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 
-from ..core import toolchain
-from ..errors import ConfigError, ToolchainError
+from ..errors import ConfigError, Pep517TorchError
 from ..shipped_runtime.user_line import error_line, print_line, say
-
-PACKAGE = Path(__file__).resolve().parent.parent  # this pep517_torch
+from .child_staging import PACKAGE, child_env, stage
 _VERSION = "import platform; print(platform.python_version())"
 # Run by the target with the staged packages first on its path; argv: the requirements this
 # environment does not hold, which the target's own site-packages must satisfy.
@@ -77,6 +72,10 @@ print(json.dumps(answer))
 """
 
 
+# Run by each target once probed, as :func:`_probe` is: argv the project, then the -C pairs.
+_NAME = "import sys; from pep517_torch.cli.matrix import answer_name; answer_name(sys.argv[1:])"
+
+
 @dataclass(frozen=True)
 class Interpreter:
     given: str  # as on the command line
@@ -85,6 +84,7 @@ class Interpreter:
     torch: str  # "2.13.0+cpu"
     cuda: str | None  # torch.version.cuda
     staged: Path  # what its builds are given (:func:`stage`)
+    wheel: str | None = None  # the name its build would give the wheel (:func:`answer_name`)
 
 
 @dataclass(frozen=True)
@@ -92,120 +92,6 @@ class Built:
     interpreter: Interpreter
     wheel: str | None  # None: the build failed
     seconds: float
-
-
-# -- what the child gets: pep517_torch and its dependencies alone ------------------------------
-
-
-def _own_metadata() -> tuple[list[str], str | None]:
-    """This pep517_torch's requirements and Requires-Python: from its installed metadata, else
-    its checkout's pyproject.toml."""
-    try:
-        dist = metadata.distribution("pep517_torch")
-    except metadata.PackageNotFoundError:
-        dist = None
-    if dist is not None and Path(str(dist.locate_file("pep517_torch"))).resolve() == PACKAGE:
-        return list(dist.requires or []), dist.metadata.get("Requires-Python")
-    from ..config import read_pyproject
-
-    project = read_pyproject(PACKAGE.parent).get("project", {})
-    return list(project.get("dependencies", [])), project.get("requires-python")
-
-
-def _top_level(dist: metadata.Distribution) -> Iterator[Path]:
-    """The importable top-level packages and modules a distribution installed."""
-    names = (dist.read_text("top_level.txt") or "").split()
-    if not names:
-        names = sorted({Path(str(f)).parts[0] for f in dist.files or ()
-                        if not str(f).startswith("..") and ".dist-info" not in str(f)
-                        and ".data" not in Path(str(f)).parts[0]})
-    for name in names:
-        for candidate in (dist.locate_file(name), dist.locate_file(f"{name}.py")):
-            if Path(candidate).exists() and name != "__pycache__":
-                yield Path(candidate)
-                break
-
-
-@dataclass(frozen=True)
-class Staged:
-    """What a child for one Python version is given: the folder first on its ``PYTHONPATH``
-    (with ``bin/ninja``), and the requirements this environment does not hold."""
-
-    folder: Path
-    missing: tuple[str, ...]
-
-
-def staged_paths(python: str) -> tuple[dict[str, Path], list[str]]:
-    """Name -> path of every top-level package the child needs: pep517_torch (this one) and its
-    requirements for a Python ``python`` ("3.10.13"), with theirs, as installed here; and the
-    requirements not installed here (the target must have them). A distribution that does not
-    support that Python is a ConfigError naming it."""
-    from packaging.requirements import Requirement
-    from packaging.specifiers import InvalidSpecifier, SpecifierSet
-
-    major_minor = ".".join(python.split(".")[:2])
-    marker_env = {"python_version": major_minor, "python_full_version": python, "extra": ""}
-    requirements, own_python = _own_metadata()
-    supports = [("pep517_torch", own_python)]
-    paths, missing = {"pep517_torch": PACKAGE}, []
-    pending, seen = requirements, set()
-    while pending:
-        requirement = Requirement(pending.pop())
-        if requirement.marker is not None and not requirement.marker.evaluate(marker_env):
-            continue
-        if requirement.name in seen:
-            continue
-        seen.add(requirement.name)
-        try:
-            dist = metadata.distribution(requirement.name)
-        except metadata.PackageNotFoundError:
-            requirement.marker = None  # evaluated: it applies to this target
-            missing.append(str(requirement))
-            continue
-        needs = dist.metadata.get("Requires-Python")
-        supports.append((f"{requirement.name} {dist.version}", needs))
-        for path in _top_level(dist):
-            paths.setdefault(path.name.removesuffix(".py") if path.suffix == ".py" else path.name, path)
-        pending.extend(dist.requires or [])
-    for name, needs in supports:
-        try:
-            fits = needs is None or SpecifierSet(needs).contains(python, prereleases=True)
-        except InvalidSpecifier:
-            fits = True  # not ours to judge: the child's import says
-        if not fits:
-            raise ConfigError(f"Python {python}: {name} needs Python {needs}")
-    return paths, missing
-
-
-def stage(folder: Path, python: str) -> Staged:
-    """A folder of links to what a child for Python ``python`` needs (see :func:`staged_paths`),
-    and ``bin/ninja``, a link to the ninja binary this environment builds with."""
-    target = folder / f"py{python}"
-    paths, missing = staged_paths(python)
-    if not target.is_dir():
-        target.mkdir(parents=True)
-        for path in paths.values():
-            (target / path.name).symlink_to(path, target_is_directory=path.is_dir())
-        try:
-            ninja = toolchain.find_ninja(os.environ)
-        except ToolchainError:
-            ninja = None  # the child finds its own, or says it has none
-        if ninja is not None:
-            (target / "bin").mkdir()
-            (target / "bin" / "ninja").symlink_to(ninja.resolve())
-    return Staged(target, tuple(missing))
-
-
-def child_env(staged: Path, env: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment of a build in another interpreter: the staged packages alone on
-    PYTHONPATH (the caller's own PYTHONPATH, which may name this environment's site-packages,
-    is not passed on), and the staged ninja first on PATH."""
-    env = dict(os.environ if env is None else env)
-    env.pop("PYTHONHOME", None)
-    env["PYTHONPATH"] = str(staged)
-    if (staged / "bin").is_dir():
-        env["PATH"] = os.pathsep.join([str(staged / "bin"), *filter(None, [env.get("PATH")])])
-    return env
 
 
 # -- probing and building ------------------------------------------------------------------------
@@ -259,21 +145,84 @@ def _run(found: str, given: str, arguments: list[str], env: dict[str, str] | Non
         raise ConfigError(f"{given}: does not run as a Python interpreter", "--python") from None
 
 
-def _duplicates(interpreters: Sequence[Interpreter]) -> list[str]:
-    """One line per interpreter that would build what an earlier one builds."""
-    problems, seen = [], {}
+def answer_name(argv: Sequence[str]) -> None:
+    """In the target: print, as JSON, the name its build would give the wheel, or the one line
+    its build would fail with before compiling (a bad setting, a Python the project refuses)."""
+    from ..backend.pipeline import predicted_wheel_name
+    from . import parse_config_settings
+
+    try:
+        answer = {"wheel": predicted_wheel_name(Path(argv[0]), parse_config_settings(argv[1:]))}
+    except Pep517TorchError as error:
+        answer = {"problem": str(error)}
+    print(json.dumps(answer))
+
+
+def named(interpreter: Interpreter, root: Path, settings: Sequence[str]) -> Interpreter:
+    """``interpreter`` with the name of the wheel it would build; a ConfigError, the line its
+    build would fail with, when it would fail before compiling."""
+    output = _run(interpreter.executable, interpreter.given, ["-c", _NAME, str(root), *settings],
+                  child_env(interpreter.staged))
+    try:
+        answer = json.loads(output.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        raise ConfigError(f"{interpreter.given}: does not run as a Python interpreter", "--python") from None
+    if "problem" in answer:
+        raise ConfigError(answer["problem"])  # its own words: _named says whose
+    return dataclasses.replace(interpreter, wheel=answer["wheel"])
+
+
+def _named(interpreters: Sequence[Interpreter], root: Path,
+           settings: Sequence[str]) -> tuple[list[Interpreter], list[str]]:
+    """Each interpreter with its wheel's name, and one line per build that would fail before
+    compiling, naming the interpreter; once, as it is, when every one of several would fail
+    alike (the project's own error)."""
+    found: list[Interpreter] = []
+    failing: dict[str, ConfigError] = {}
     for interpreter in interpreters:
-        same = (os.path.realpath(interpreter.executable), interpreter.python, interpreter.torch,
-                interpreter.cuda)
-        key = same[1:]
-        if key in seen:
-            first = seen[key]
+        try:
+            found.append(named(interpreter, root, settings))
+        except ConfigError as error:
+            failing[interpreter.given] = error
+    lines = {str(error) for error in failing.values()}
+    if len(failing) > 1 and not found and len(lines) == 1:
+        return found, [*lines]
+    return found, [str(error) if error.key == "--python" else f"--python: {given}: {error}"
+                   for given, error in failing.items()]
+
+
+def _duplicates(interpreters: Sequence[Interpreter]) -> list[str]:
+    """One line per interpreter that would build what an earlier one builds: the same Python
+    and torch, or another torch whose wheel bears the same name (the platform tag aside)."""
+    problems, seen, names = [], {}, {}
+    for interpreter in interpreters:
+        key = (interpreter.python, interpreter.torch, interpreter.cuda)
+        first = seen.setdefault(key, interpreter)
+        if first is not interpreter:
             problems.append(f"{interpreter.given}: Python {interpreter.python} with torch"
                             f" {interpreter.torch} again ({first.given} has them): it would build"
                             " the same wheel")
-        else:
-            seen[key] = interpreter
+            continue
+        if interpreter.wheel is None:  # a wheel variant: its label is known once built
+            continue
+        first = names.setdefault(interpreter.wheel, interpreter)
+        if first is not interpreter:
+            problems.append(f"{interpreter.given}: torch {interpreter.torch} would build"
+                            f" {interpreter.wheel}, as {first.given} (torch {first.torch}) would:"
+                            f" {_telling_apart(interpreter.wheel)}")
     return problems
+
+
+def _telling_apart(wheel: str) -> str:
+    """How to give two torches' wheels different names, for a wheel named ``wheel``."""
+    from packaging.version import Version
+
+    from ..distribution.torch_requirement import torch_label
+
+    if torch_label(Version(wheel.split("-")[1])):
+        return ("their torches share a release and CUDA, so one wheel serves both: build with"
+                " one of them")
+    return 'name the torch in the wheel\'s version with -C local-version=torch (or local-version = "torch")'
 
 
 def _build_one(interpreter: Interpreter, root: Path, out: Path, scratch: Path,
@@ -326,6 +275,8 @@ def build_matrix(root: Path, out: Path, pythons: Sequence[str], settings: Sequen
                 interpreters.append(probe(given, scratch / "staged"))
             except ConfigError as error:
                 problems.append(str(error))
+        if not problems:
+            interpreters, problems = _named(interpreters, root, settings)
         problems += [f"--python: {line}" for line in _duplicates(interpreters)]
         if problems:
             for problem in problems:

@@ -126,6 +126,12 @@ def variant_cuda(torch_cuda: str | None, binaries_cuda: str | None) -> str | Non
 _TORCH_LABEL = re.compile(r"pt\d+(?:cpu|cu\d+)")  # what local_label writes
 
 
+def torch_label(version: Version) -> str | None:
+    """The torch label a version's local part holds (``pt213cpu`` of ``1.0+abc.pt213cpu``)."""
+    parts = version.local.split(".") if version.local else []
+    return next((part for part in parts if _TORCH_LABEL.fullmatch(part)), None)
+
+
 def with_local_label(version: str, label: str) -> str:
     """``1.0.0`` -> ``1.0.0+pt213cpu``; ``1.0.0+abc`` -> ``1.0.0+abc.pt213cpu``; a version
     that already holds the label (``1.0.0+pt213cpu``, a CI that stamped it) stays as it is,
@@ -137,7 +143,7 @@ def with_local_label(version: str, label: str) -> str:
     parts = parsed.local.split(".") if parsed.local else []
     if label in parts:
         return str(parsed)
-    other = next((part for part in parts if _TORCH_LABEL.fullmatch(part)), None)
+    other = torch_label(parsed)
     if other is not None:
         raise ConfigError(
             f"{version!r} already names the torch variant {other}, but this build's torch is"

@@ -33,6 +33,13 @@ from .wheel_variant import VARIANT_JSON, Variant
 _CHUNK = 1 << 20
 
 
+def wheel_filename(dist_name: str, version: str, tag: str, label: str | None = None) -> str:
+    """``my_ops-1.0.0+pt213cpu-cp311-cp311-linux_x86_64.whl``: the name and version normalised
+    (the binary distribution format), a wheel variant's label last (PEP 825)."""
+    name = canonicalize_name(dist_name).replace("-", "_")
+    return f"{name}-{Version(version)}-{tag}{f'-{label}' if label else ''}.whl"
+
+
 class WheelWriter:
     """Writes ``<name>-<version>-<tag>.whl`` into ``out_dir``.
 
@@ -58,8 +65,8 @@ class WheelWriter:
         self.tags = sorted(str(t) for t in parse_tag(tag))
         self.variant = variant  # a wheel variant: the label ends the file name (PEP 825)
         self.max_size = max_size
-        label = f"-{variant.label}" if variant is not None else ""
-        self.path = Path(out_dir) / f"{self.dist_name}-{self.version}-{tag}{label}.whl"
+        self.path = Path(out_dir) / wheel_filename(dist_name, version, tag,
+                                                   variant.label if variant else None)
         self.dist_info = f"{self.dist_name}-{self.version}.dist-info"
         self._date_time = time.gmtime(archive_epoch(source_date_epoch, for_zip=True))[:6]
         self._members: dict[str, Path | tuple[bytes, bool]] = {}
