@@ -155,6 +155,8 @@ def answer_name(argv: Sequence[str]) -> None:
         answer = {"wheel": predicted_wheel_name(Path(argv[0]), parse_config_settings(argv[1:]))}
     except Pep517TorchError as error:
         answer = {"problem": str(error)}
+    except Exception as error:  # noqa: BLE001 (not "does not run as Python": say what it is)
+        answer = {"problem": f"{type(error).__name__}: {(str(error).splitlines() or [''])[0]}"}
     print(json.dumps(answer))
 
 
