@@ -43,6 +43,8 @@ Measures (each on this machine, in this run):
 Every measured build's steps are printed from its timeline (ours: build-trace.json; torch's:
 what its .ninja_log gained), with what is left outside ninja.
 Results go to docs/performance.md (between the BENCH markers) unless --no-write.
+Both sides compile with the environment's CXX (torch's BuildExtension reads it too): `CXX=clang++`
+measures them with clang.
 """
 
 from __future__ import annotations
