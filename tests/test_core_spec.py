@@ -50,3 +50,40 @@ def test_a_missing_or_empty_include_or_library_directory_is_noted_with_its_key(t
         " (a git submodule not checked out? git submodule update --init --recursive)",
         "library_dirs[0]: library directory a.cpp is not a directory",
     ]
+
+
+@pytest.mark.compile
+def test_a_header_not_found_names_the_empty_include_directory_on_the_errors_first_line(
+    tmp_path: Path,
+) -> None:
+    """The note is printed before the build's progress; when the build then fails on a header
+    that directory would hold, the error's first line says it again, and the compiler's own
+    error stays last."""
+    from pep517_torch.core.build import build
+    from pep517_torch.errors import BuildError
+
+    source = write(tmp_path / "a.cpp", "#include <glm/glm.hpp>\nint a() { return 1; }\n")
+    (tmp_path / ".gitmodules").write_text('[submodule "third_party/glm"]\n')
+    (tmp_path / "third_party" / "glm").mkdir(parents=True)
+    spec = ExtensionSpec("m", (source,), include_dirs=(tmp_path / "third_party" / "glm",),
+                         keys=(("include_dirs", "tool.torch-ext.extension[0].include-dirs"),))
+    options = BuildOptions(build_dir=tmp_path / "b", compiler_launcher="none", source_root=tmp_path,
+                           pch=False)
+    with pytest.raises(BuildError) as caught:
+        build([spec], options, log=lambda _: None)
+    first, *rest = str(caught.value).splitlines()
+    assert first.endswith(
+        "; tool.torch-ext.extension[0].include-dirs: include directory third_party/glm is empty"
+        " (a git submodule not checked out? git submodule update --init --recursive):"), first
+    assert first.startswith("build: compiling a.cpp failed (full log: "), first
+    assert "fatal error: glm/glm.hpp: No such file or directory" in rest[0], rest
+    # the submodule checked out: it builds
+    write(tmp_path / "third_party" / "glm" / "glm" / "glm.hpp", "#pragma once\n")
+    build([spec], options, log=lambda _: None)
+    # an error that is no missing header, beside an empty directory, is left as the compiler said it
+    (tmp_path / "third_party" / "glm" / "glm" / "glm.hpp").unlink()
+    (tmp_path / "third_party" / "glm" / "glm").rmdir()
+    source.write_text("int a() { return missing; }\n")
+    with pytest.raises(BuildError) as again:
+        build([spec], options, log=lambda _: None)
+    assert str(again.value).splitlines()[0].endswith("build.log):"), str(again.value)

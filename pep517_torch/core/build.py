@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -119,7 +120,8 @@ def run(
                         explained=explained,
                     )
                 except BuildError as exc:
-                    raise (plan.stable and stable_audit.non_stable_include(exc)) or exc from None
+                    raise ((plan.stable and stable_audit.non_stable_include(exc))
+                           or _with_directory_hint(exc, plan)) from None
     except BuildError as exc:
         _explain(plan, recorder.timeline, explained, by, "failed")
         failed_unity = _failed_unity_units(plan, exc)
@@ -173,6 +175,23 @@ def _failed_unity_units(plan: BuildPlan, error: BuildError) -> dict[str, tuple[P
     """The unity TUs (object -> members) among the failed steps of ``error``."""
     failed = set(failed_targets(error.output))
     return {obj: members for obj, members in plan.unity.items() if obj in failed}
+
+
+# gcc's and nvcc's words for an #include it cannot find, and clang's.
+_HEADER_NOT_FOUND = re.compile(r"fatal error: (\S+: No such file or directory|'[^']+' file not found)")
+
+
+def _with_directory_hint(exc: BuildError, plan: BuildPlan) -> BuildError:
+    """A header not found while an include directory is missing or empty: the error's first
+    line names that directory as well (its note scrolled away with the build's progress),
+    and the compiler's own error stays last."""
+    if not _HEADER_NOT_FOUND.search(exc.first_error or ""):
+        return exc
+    hints = [note for spec in plan.specs for note in spec.missing_directories(plan.root, libraries=False)]
+    head, colon, error = str(exc).partition(":\n")
+    if not hints or not colon:
+        return exc
+    return BuildError(f"{head}; {'; '.join(hints)}{colon}{error}", exc.output, exc.first_error)
 
 
 def _nothing_to_do(plan: BuildPlan, options: BuildOptions, log: Log) -> NinjaRun:
