@@ -155,3 +155,34 @@ def test_cpu_torch_refuses_torch_cuda_headers_before_compiling(tmp_path: Path) -
     with pytest.raises(ToolchainError, match=r"a\.cpp:1 includes <c10/cuda/CUDAGuard\.h>.*CPU build"):
         prepare([ExtensionSpec("m", (source,))], BuildOptions(build_dir=tmp_path / "b"))
     assert not (tmp_path / "b" / "obj").exists()
+
+
+def test_headers_that_reach_each_other_through_dot_dot_and_symlinks_are_walked_once(tmp_path: Path) -> None:
+    """glm's headers include their siblings as "../detail/x.hpp", round in circles; a symlink
+    to "." does the same without "..": each file is scanned once, under the path first seen
+    (the walk used to grow "detail/../detail/../…" until the name was too long)."""
+    from pep517_torch.core import plan
+
+    glm = tmp_path / "third_party" / "glm"
+    write(glm / "glm" / "glm.hpp", '#include "detail/setup.hpp"\n#include "detail/qualifier.hpp"\n')
+    write(glm / "glm" / "detail" / "setup.hpp", '#pragma once\n#include "../detail/qualifier.hpp"\n')
+    write(glm / "glm" / "detail" / "qualifier.hpp", '#pragma once\n#include "../detail/setup.hpp"\n'
+          '#include <ATen/cuda/CUDAContext.h>\n')
+    looped = tmp_path / "inc"
+    write(looped / "a.h", '#include "self/a.h"\n#include <torch/extension.h>\n')
+    (looped / "self").symlink_to(".", target_is_directory=True)
+    source = write(tmp_path / "csrc" / "k.cpp", '#include <glm/glm.hpp>\n#include "a.h"\nint k();\n')
+    dirs = [glm, looped]
+    reached = scan.reached_files([source], dirs)
+    assert sorted(str(p.relative_to(tmp_path)) for p in reached) == [
+        "csrc/k.cpp", "inc/a.h", "third_party/glm/glm/detail/qualifier.hpp",
+        "third_party/glm/glm/detail/setup.hpp", "third_party/glm/glm/glm.hpp"]
+    assert [i.header for i in scan.torch_cuda_includes(scan.walk_includes([source], dirs))] == [
+        "ATen/cuda/CUDAContext.h"]
+    leading = write(tmp_path / "csrc" / "l.cpp", '#include "a.h"\nint l();\n')
+    assert scan.leading_header(leading, [looped]) is None  # a.h's first include is itself
+    # the planner walks them too: one line about the CUDA header, no traceback
+    spec = ExtensionSpec("m", (source,), include_dirs=tuple(dirs))
+    with pytest.raises(ToolchainError, match="CUDAContext.h"):
+        plan.check([spec], BuildOptions(build_dir=tmp_path / "b", compiler_launcher="none",
+                                        source_root=tmp_path, pch=False))

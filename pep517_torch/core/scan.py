@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -156,10 +157,10 @@ def leading_header(
     project headers that each start by including the next one (``"ops.h"`` whose first line
     includes ``<torch/extension.h>``); None when other code or a system header comes first."""
     wanted = tuple(wanted)
-    seen: set[Path] = set()
+    seen: set[str] = set()
     current: Path | None = source
-    while current is not None and current not in seen:
-        seen.add(current)
+    while current is not None and _identity(current) not in seen:
+        seen.add(_identity(current))
         first = leading_include(current)
         if first is None:
             return None
@@ -173,9 +174,26 @@ def _resolve(include: Include, include_dirs: Sequence[Path]) -> Path | None:
     candidates = [include.file.parent] if not include.angled else []
     for directory in [*candidates, *include_dirs]:
         candidate = directory / include.header
-        if candidate.is_file():
-            return candidate
+        try:
+            if candidate.is_file():
+                return candidate
+        except OSError:  # a name too long, a directory that cannot be read: the compiler's to say
+            continue
     return None
+
+
+def _identity(path: Path) -> str:
+    """One name per file, however it is reached: ``detail/../detail/x.inl`` (glm's headers
+    include their siblings as ``"../detail/x.inl"``) and a path through a symlink to ``.`` are
+    the file they name, or a walk through them would never end."""
+    return os.path.realpath(path)
+
+
+def _tidy(path: Path, identity: str) -> Path:
+    """``path`` without its ``..`` steps where that still names the same file (no symlink
+    before them), as it is otherwise."""
+    tidy = os.path.normpath(path)
+    return Path(tidy) if tidy == str(path) or os.path.realpath(tidy) == identity else path
 
 
 def walk_includes(sources: Iterable[Path], include_dirs: Sequence[Path]) -> list[Include]:
@@ -198,9 +216,12 @@ def reached_files(sources: Iterable[Path], include_dirs: Sequence[Path]) -> list
 def _reach(sources: Iterable[Path], include_dirs: Sequence[Path]) -> dict[Path, bool]:
     """Each file reached from ``sources``: whether only through conditional includes."""
     only_conditionally: dict[Path, bool] = {}
+    first_reached: dict[str, Path] = {}  # each file under the path it was first reached by
     pending = [(path, False) for path in sources]
     while pending:
-        path, conditional = pending.pop()
+        reached, conditional = pending.pop()
+        key = _identity(reached)
+        path = first_reached.setdefault(key, _tidy(reached, key))
         known = only_conditionally.get(path)
         if known is False or (known is True and conditional):
             continue
