@@ -216,8 +216,9 @@ def reached_files(sources: Iterable[Path], include_dirs: Sequence[Path]) -> list
 def _reach(sources: Iterable[Path], include_dirs: Sequence[Path]) -> dict[Path, bool]:
     """Each file reached from ``sources``: whether only through conditional includes."""
     only_conditionally: dict[Path, bool] = {}
-    first_reached: dict[str, Path] = {}  # each file under the path it was first reached by
     pending = [(path, False) for path in sources]
+    # each file under the path it was first reached by (a source as it was given)
+    first_reached = {_identity(path): path for path, _ in reversed(pending)}
     while pending:
         reached, conditional = pending.pop()
         key = _identity(reached)
