@@ -22,7 +22,7 @@ from pep517_torch.core.build import build
 from pep517_torch.core.spec import BuildOptions, ExtensionSpec, Kind
 from pep517_torch.core.toolchain import find_torch
 from pep517_torch.errors import BuildError, ConfigError
-from tests.conftest import count, write
+from tests.conftest import ROOT, count, write
 from tests.tiny_project import write_project
 
 TORCH = find_torch()  # the suite's torch 2.13.0: C++17
@@ -46,9 +46,20 @@ def test_torch_says_which_standard_it_needs(tmp_path: Path) -> None:
     assert TORCH.cxx_standard == (201703, "ATen/ATen.h")  # the real 2.13.0 headers
     assert torch_needing(tmp_path, 20).cxx_standard == (202002, "ATen/ATen.h")  # type: ignore[attr-defined]
     assert dataclasses.replace(TORCH, root=tmp_path / "none").cxx_standard is None
-    cuda_torch = Path("/work/venv-cu/lib/python3.11/site-packages/torch")
-    if cuda_torch.is_dir():  # torch 2.14.1 where this machine has it (tests/cuda_torch/ always)
+    cuda_torch = _cuda_venv_torch()
+    if cuda_torch is not None:  # torch 2.14.1 where make test-cuda-torch made it (tests/cuda_torch/ always)
         assert dataclasses.replace(TORCH, root=cuda_torch).cxx_standard == (202002, "ATen/ATen.h")
+
+
+def _cuda_venv_torch() -> Path | None:
+    """The torch folder of this checkout's .venv-cuda (found, not imported), or None."""
+    python = ROOT / ".venv-cuda" / "bin" / "python"
+    if not python.exists():
+        return None
+    found = subprocess.run([python, "-c", "import importlib.util as u; s = u.find_spec('torch');"
+                            " print(s.submodule_search_locations[0] if s else '')"],
+                           capture_output=True, text=True, timeout=120).stdout.strip()
+    return Path(found) if found else None
 
 
 OLDER = [["-std=c++17"], ["-std=gnu++17"], ["-std", "c++17"], ["-std=c++1z"], ["--std=c++17"],
