@@ -87,3 +87,24 @@ def test_a_header_not_found_names_the_empty_include_directory_on_the_errors_firs
     with pytest.raises(BuildError) as again:
         build([spec], options, log=lambda _: None)
     assert str(again.value).splitlines()[0].endswith("build.log):"), str(again.value)
+
+
+@pytest.mark.compile
+def test_a_library_not_found_names_the_empty_library_directory_on_the_errors_first_line(
+    tmp_path: Path,
+) -> None:
+    from pep517_torch.core.build import build
+    from pep517_torch.errors import BuildError
+
+    source = write(tmp_path / "a.cpp", "int a() { return 1; }\n")
+    (tmp_path / "vendor" / "lib").mkdir(parents=True)
+    spec = ExtensionSpec("m", (source,), libraries=("fancy",), library_dirs=(tmp_path / "vendor" / "lib",),
+                         keys=(("library_dirs", "tool.torch-ext.extension[0].library-dirs"),))
+    options = BuildOptions(build_dir=tmp_path / "b", compiler_launcher="none", source_root=tmp_path,
+                           pch=False)
+    with pytest.raises(BuildError) as caught:
+        build([spec], options, log=lambda _: None)
+    first, *rest = str(caught.value).splitlines()
+    assert first.endswith("; tool.torch-ext.extension[0].library-dirs: library directory vendor/lib"
+                          " is empty:"), first
+    assert "cannot find -lfancy" in "\n".join(rest), rest

@@ -177,17 +177,22 @@ def _failed_unity_units(plan: BuildPlan, error: BuildError) -> dict[str, tuple[P
     return {obj: members for obj, members in plan.unity.items() if obj in failed}
 
 
-# gcc's and nvcc's words for an #include it cannot find, and clang's.
-_HEADER_NOT_FOUND = re.compile(r"fatal error: (\S+: No such file or directory|'[^']+' file not found)")
+# What gcc, nvcc and clang say of an #include they cannot find, and the linker of a -l: each
+# with the directories that would have held it.
+_NOT_FOUND = (
+    (re.compile(r"fatal error: (\S+: No such file or directory|'[^']+' file not found)"), "include_dirs"),
+    (re.compile(r"cannot find -l\S+|library not found for -l"), "library_dirs"),
+)
 
 
 def _with_directory_hint(exc: BuildError, plan: BuildPlan) -> BuildError:
-    """A header not found while an include directory is missing or empty: the error's first
-    line names that directory as well (its note scrolled away with the build's progress),
-    and the compiler's own error stays last."""
-    if not _HEADER_NOT_FOUND.search(exc.first_error or ""):
+    """A header (or library) not found while an include (or library) directory is missing or
+    empty: the error's first line names that directory as well (its note scrolled away with
+    the build's progress), and the compiler's own error stays last."""
+    kinds = [kind for pattern, kind in _NOT_FOUND if pattern.search(exc.first_error or "")]
+    if not kinds:
         return exc
-    hints = [note for spec in plan.specs for note in spec.missing_directories(plan.root, libraries=False)]
+    hints = [note for spec in plan.specs for note in spec.missing_directories(plan.root, kinds)]
     head, colon, error = str(exc).partition(":\n")
     if not hints or not colon:
         return exc

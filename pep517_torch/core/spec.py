@@ -217,15 +217,17 @@ class ExtensionSpec:
         item = f"{name}[{index}]" if index is not None else name
         return recorded.get(item) or recorded.get(name) or item
 
-    def missing_directories(self, root: Path | None, *, libraries: bool = True) -> list[str]:
-        """A note for each include (and library) directory that is missing or empty: the
-        compiler skips it without a word, and the build then fails on a header it would have
-        held (or finds another copy on the system). Not an error: one listed for another setup
-        is common."""
+    def missing_directories(
+        self, root: Path | None, kinds: Sequence[str] = ("include_dirs", "library_dirs")
+    ) -> list[str]:
+        """A note for each include or library directory (of ``kinds``) that is missing or empty:
+        the compiler skips it without a word, and the build then fails on a header or library it
+        would have held (or finds another copy on the system). Not an error: one listed for
+        another setup is common."""
         notes = []
         submodules = root is not None and (root / ".gitmodules").is_file()
-        kinds = [("include_dirs", "include directory")]
-        for field_name, what in kinds + ([("library_dirs", "library directory")] if libraries else []):
+        for field_name in kinds:
+            what = {"include_dirs": "include directory", "library_dirs": "library directory"}[field_name]
             for index, directory in enumerate(getattr(self, field_name)):
                 try:
                     state = "is empty" if not any(directory.iterdir()) else None
