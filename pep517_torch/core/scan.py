@@ -217,11 +217,13 @@ def _reach(sources: Iterable[Path], include_dirs: Sequence[Path]) -> dict[Path, 
     """Each file reached from ``sources``: whether only through conditional includes."""
     only_conditionally: dict[Path, bool] = {}
     pending = [(path, False) for path in sources]
-    # each file under the path it was first reached by (a source as it was given)
+    # each file under the path it was first reached by (a source as it was given); identities
+    # are asked once per path (a header many files include is reached by one path many times)
+    identities: dict[Path, str] = {}
     first_reached = {_identity(path): path for path, _ in reversed(pending)}
     while pending:
         reached, conditional = pending.pop()
-        key = _identity(reached)
+        key = identities.get(reached) or identities.setdefault(reached, _identity(reached))
         path = first_reached.setdefault(key, _tidy(reached, key))
         known = only_conditionally.get(path)
         if known is False or (known is True and conditional):
