@@ -72,3 +72,22 @@ def test_a_header_that_lies_about_its_sections_is_read_as_no_object(tmp_path: Pa
     data[0x3A:0x3E] = b"\0\0\0\0"  # e_shentsize 0 and e_shnum 0: section 0 repeated forever
     (tmp_path / "lying.o").write_bytes(bytes(data))
     assert elf.object_undefined(tmp_path / "lying.o") == frozenset()
+
+
+def test_needed_libraries_read_the_dynamic_section_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """torch's libtorch_cpu.so has ~100,000 dynamic symbols: its NEEDED list (the import check
+    reads it on every build under a CUDA torch) must not walk them one by one."""
+    from pep517_torch.core.toolchain import find_torch
+
+    library = find_torch().library_dir / "libtorch_cpu.so"
+    full = elf.read_dynamic(library)
+    assert len(full.undefined) > 1000 and "libc10.so" in full.needed_libraries
+    alone = elf.read_dynamic(library, symbols=False)
+    assert alone.needed_libraries == full.needed_libraries and alone.undefined == ()
+    from elftools.elf.sections import SymbolTableSection
+
+    def walked(*_: object) -> None:
+        raise AssertionError("needed_libraries walked the dynamic symbols")
+
+    monkeypatch.setattr(SymbolTableSection, "iter_symbols", walked)
+    assert elf.needed_libraries(library) == list(full.needed_libraries)

@@ -43,9 +43,11 @@ def is_elf(path: Path) -> bool:
         return False
 
 
-def read_dynamic(path: Path, *, weak: bool = False) -> DynamicInfo:
+def read_dynamic(path: Path, *, weak: bool = False, symbols: bool = True) -> DynamicInfo:
     """The NEEDED libraries and undefined dynamic symbols of ``path``; ``weak``: the weak ones
-    too (an import check makes torch's weak: core/guard_patch.py)."""
+    too (an import check makes torch's weak: core/guard_patch.py); without ``symbols``, the
+    NEEDED libraries alone (torch's own libraries hold 100,000 dynamic symbols, which
+    pyelftools reads one by one: seconds)."""
     from elftools.common.exceptions import ELFError
     from elftools.elf.dynamic import DynamicSection
     from elftools.elf.elffile import ELFFile
@@ -69,7 +71,7 @@ def read_dynamic(path: Path, *, weak: bool = False) -> DynamicInfo:
                 elif section.name == ".dynsym":
                     dynsym = section
             undefined: list[Needed] = []
-            for index, symbol in enumerate(dynsym.iter_symbols() if dynsym is not None else ()):
+            for index, symbol in enumerate(dynsym.iter_symbols() if dynsym is not None and symbols else ()):
                 if not symbol.name or symbol.entry.st_shndx != "SHN_UNDEF":
                     continue
                 if symbol.entry.st_info.bind == "STB_WEAK" and not weak:
@@ -90,7 +92,7 @@ def needed_libraries(path: Path) -> list[str]:
     if not is_elf(path):
         return []
     try:
-        return list(read_dynamic(path).needed_libraries)
+        return list(read_dynamic(path, symbols=False).needed_libraries)
     except BuildError:
         return []
 
