@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from pep517_torch.core.build import build
 from pep517_torch.core.spec import BuildOptions, ExtensionSpec
 from pep517_torch.errors import ConfigError
 from tests.conftest import write
@@ -52,6 +53,19 @@ def test_a_missing_or_empty_include_or_library_directory_is_noted_with_its_key(t
     ]
 
 
+def build_options(root: Path) -> BuildOptions:
+    return BuildOptions(build_dir=root / "b", compiler_launcher="none", source_root=root, pch=False)
+
+
+def failed_build(spec: ExtensionSpec, root: Path) -> list[str]:
+    """The lines of the error that building ``spec`` in ``root`` fails with."""
+    from pep517_torch.errors import BuildError
+
+    with pytest.raises(BuildError) as caught:
+        build([spec], build_options(root), log=lambda _: None)
+    return str(caught.value).splitlines()
+
+
 @pytest.mark.compile
 def test_a_header_not_found_names_the_empty_include_directory_on_the_errors_first_line(
     tmp_path: Path,
@@ -59,19 +73,12 @@ def test_a_header_not_found_names_the_empty_include_directory_on_the_errors_firs
     """The note is printed before the build's progress; when the build then fails on a header
     that directory would hold, the error's first line says it again, and the compiler's own
     error stays last."""
-    from pep517_torch.core.build import build
-    from pep517_torch.errors import BuildError
-
     source = write(tmp_path / "a.cpp", "#include <glm/glm.hpp>\nint a() { return 1; }\n")
     (tmp_path / ".gitmodules").write_text('[submodule "third_party/glm"]\n')
     (tmp_path / "third_party" / "glm").mkdir(parents=True)
     spec = ExtensionSpec("m", (source,), include_dirs=(tmp_path / "third_party" / "glm",),
                          keys=(("include_dirs", "tool.torch-ext.extension[0].include-dirs"),))
-    options = BuildOptions(build_dir=tmp_path / "b", compiler_launcher="none", source_root=tmp_path,
-                           pch=False)
-    with pytest.raises(BuildError) as caught:
-        build([spec], options, log=lambda _: None)
-    first, *rest = str(caught.value).splitlines()
+    first, *rest = failed_build(spec, tmp_path)
     assert first.endswith(
         "; tool.torch-ext.extension[0].include-dirs: include directory third_party/glm is empty"
         " (a git submodule not checked out? git submodule update --init --recursive):"), first
@@ -79,32 +86,24 @@ def test_a_header_not_found_names_the_empty_include_directory_on_the_errors_firs
     assert "fatal error: glm/glm.hpp: No such file or directory" in rest[0], rest
     # the submodule checked out: it builds
     write(tmp_path / "third_party" / "glm" / "glm" / "glm.hpp", "#pragma once\n")
-    build([spec], options, log=lambda _: None)
+    build([spec], build_options(tmp_path), log=lambda _: None)
     # an error that is no missing header, beside an empty directory, is left as the compiler said it
     (tmp_path / "third_party" / "glm" / "glm" / "glm.hpp").unlink()
     (tmp_path / "third_party" / "glm" / "glm").rmdir()
     source.write_text("int a() { return missing; }\n")
-    with pytest.raises(BuildError) as again:
-        build([spec], options, log=lambda _: None)
-    assert str(again.value).splitlines()[0].endswith("build.log):"), str(again.value)
+    first, *_ = failed_build(spec, tmp_path)
+    assert first.endswith("build.log):"), first
 
 
 @pytest.mark.compile
 def test_a_library_not_found_names_the_empty_library_directory_on_the_errors_first_line(
     tmp_path: Path,
 ) -> None:
-    from pep517_torch.core.build import build
-    from pep517_torch.errors import BuildError
-
     source = write(tmp_path / "a.cpp", "int a() { return 1; }\n")
     (tmp_path / "vendor" / "lib").mkdir(parents=True)
     spec = ExtensionSpec("m", (source,), libraries=("fancy",), library_dirs=(tmp_path / "vendor" / "lib",),
                          keys=(("library_dirs", "tool.torch-ext.extension[0].library-dirs"),))
-    options = BuildOptions(build_dir=tmp_path / "b", compiler_launcher="none", source_root=tmp_path,
-                           pch=False)
-    with pytest.raises(BuildError) as caught:
-        build([spec], options, log=lambda _: None)
-    first, *rest = str(caught.value).splitlines()
+    first, *rest = failed_build(spec, tmp_path)
     assert first.endswith("; tool.torch-ext.extension[0].library-dirs: library directory vendor/lib"
                           " is empty:"), first
     assert "cannot find -lfancy" in "\n".join(rest), rest

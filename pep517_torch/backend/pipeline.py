@@ -73,9 +73,7 @@ def _build_wheel(
         with writing(out_dir):
             out_dir.mkdir(parents=True, exist_ok=True)
         platform = None if editable else _platform_tag(project, result)
-        tag = tags.extensions_wheel_tag(
-            [spec.py_limited_api for spec in project.extensions], platform and platform.tag
-        )
+        tag = _wheel_tag(project, platform and platform.tag)
         epoch = source_date_epoch(loaded.env)
         variant = None if editable else _variant(loaded, result)
         budget = None if editable else _budget(loaded, result)
@@ -109,8 +107,12 @@ def predicted_wheel_name(root: Path, config_settings: ConfigSettings) -> str | N
     loaded = load(root, config_settings)
     if loaded.project.variant == "torch":
         return None
-    tag = tags.extensions_wheel_tag([spec.py_limited_api for spec in loaded.project.extensions], "*")
+    tag = _wheel_tag(loaded.project, "*")
     return wheel_filename(loaded.metadata.name, loaded.metadata.version, tag)
+
+
+def _wheel_tag(project: config.ResolvedProject, platform: str | None) -> str:
+    return tags.extensions_wheel_tag([spec.py_limited_api for spec in project.extensions], platform)
 
 
 def _variant(loaded: Loaded, result: BuildResult | None) -> Variant | None:
