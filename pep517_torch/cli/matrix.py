@@ -28,6 +28,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..errors import ConfigError, Pep517TorchError
 from ..shipped_runtime.user_line import error_line, print_line, say
@@ -113,11 +114,7 @@ def probe(given: str, staging: Path) -> Interpreter:
         staged = stage(staging, version)
     except ConfigError as error:
         raise ConfigError(f"{given}: {error}", "--python") from None
-    output = _run(found, given, ["-c", _PROBE, *staged.missing], child_env(staged.folder))
-    try:
-        answer = json.loads(output.strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        raise ConfigError(f"{given}: does not run as a Python interpreter", "--python") from None
+    answer = _ask(found, given, ["-c", _PROBE, *staged.missing], child_env(staged.folder))
     if answer.get("missing"):
         quoted = " ".join(f"'{text}'" for text in answer["missing"])
         raise ConfigError(f"{given}: pep517_torch needs {', '.join(answer['missing'])} for Python"
@@ -145,6 +142,15 @@ def _run(found: str, given: str, arguments: list[str], env: dict[str, str] | Non
         raise ConfigError(f"{given}: does not run as a Python interpreter", "--python") from None
 
 
+def _ask(found: str, given: str, arguments: list[str], env: dict[str, str]) -> dict[str, Any]:
+    """The JSON object a script run by ``found`` prints last; a ConfigError when it prints none."""
+    output = _run(found, given, arguments, env)
+    try:
+        return dict(json.loads(output.strip().splitlines()[-1]))
+    except (ValueError, TypeError, IndexError):
+        raise ConfigError(f"{given}: does not run as a Python interpreter", "--python") from None
+
+
 def answer_name(argv: Sequence[str]) -> None:
     """In the target: print, as JSON, the name its build would give the wheel, or the one line
     its build would fail with before compiling (a bad setting, a Python the project refuses)."""
@@ -163,12 +169,8 @@ def answer_name(argv: Sequence[str]) -> None:
 def named(interpreter: Interpreter, root: Path, settings: Sequence[str]) -> Interpreter:
     """``interpreter`` with the name of the wheel it would build; a ConfigError, the line its
     build would fail with, when it would fail before compiling."""
-    output = _run(interpreter.executable, interpreter.given, ["-c", _NAME, str(root), *settings],
+    answer = _ask(interpreter.executable, interpreter.given, ["-c", _NAME, str(root), *settings],
                   child_env(interpreter.staged))
-    try:
-        answer = json.loads(output.strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        raise ConfigError(f"{interpreter.given}: does not run as a Python interpreter", "--python") from None
     if "problem" in answer:
         raise ConfigError(answer["problem"])  # its own words: _named says whose
     return dataclasses.replace(interpreter, wheel=answer["wheel"])

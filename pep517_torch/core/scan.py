@@ -159,8 +159,8 @@ def leading_header(
     wanted = tuple(wanted)
     seen: set[str] = set()
     current: Path | None = source
-    while current is not None and _identity(current) not in seen:
-        seen.add(_identity(current))
+    while current is not None and (identity := _identity(current)) not in seen:
+        seen.add(identity)
         first = leading_include(current)
         if first is None:
             return None
