@@ -7,7 +7,7 @@ Measures (each on this machine, in this run):
   cold     `pip wheel --no-build-isolation` of fixtures/bench4 (4 TUs with torch/extension.h)
            vs torch's setup.py + BuildExtension built the same way
            (ours: two unity TUs of two files, no PCH; after the wheel is written a detached
-           process makes the PCH the TUs did without, core/pch_background.py: the bench waits
+           process makes the PCH the TUs did without, core/pch/background.py: the bench waits
            for it before the next measurement and reports how long it took)
   noop     the same command again; beside it pip's own floor, the same command with an in-tree
            backend that only copies a wheel (what no backend can go under), in the same rounds

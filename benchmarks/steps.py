@@ -94,9 +94,9 @@ def ninja_seconds(output: str) -> float | None:
 
 
 def wait_background(cache: Path) -> float | None:
-    """Wait for the PCH a wheel build left to be made in the background (core/pch_background.py)
+    """Wait for the PCH a wheel build left to be made in the background (core/pch/background.py)
     in the machine cache ``cache``; how long it took to make (None: no background step ran)."""
-    from pep517_torch.core import pch_background
+    from pep517_torch.core.pch import background as pch_background
     from pep517_torch.shipped_runtime.lock import FileLock
 
     root = cache / "pch"

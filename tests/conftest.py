@@ -106,7 +106,7 @@ def machine_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     Tests that build and their child processes share it, as builds on one machine do. No
     compiler launcher unless a test asks for one: a ccache that `make tools` installed would
     otherwise serve every compile from its own cache, across runs. No PCH made in the
-    background after a wheel build (core/pch_background.py): it would appear in the shared
+    background after a wheel build (core/pch/background.py): it would appear in the shared
     cache while other tests count what their builds precompile; tests/test_pch_background.py
     turns it on, with caches of its own."""
     if os.environ.get("PYTEST_XDIST_WORKER"):  # one machine: its workers share the cache

@@ -17,7 +17,7 @@ import pytest
 import torch
 
 import pep517_torch
-from pep517_torch.core import pch_cache
+from pep517_torch.core.pch import cache as pch_cache
 from pep517_torch.errors import BuildError, ConfigError
 from tests.commands import run_python
 from tests.conftest import HOSTILE_NAME

@@ -1,4 +1,4 @@
-"""The PCH a wheel build leaves behind (issue 37, core/pch_background.py): made after the wheel
+"""The PCH a wheel build leaves behind (issue 37, core/pch/background.py): made after the wheel
 is written by a detached process, sealed before its rename, used by the next build; never two
 at once, never where it cannot be kept, bounded in time.
 
@@ -17,7 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from pep517_torch.core import pch_background, pch_cache, pch_seal, trace_view
+from pep517_torch.core import trace_view
+from pep517_torch.core.pch import (
+    background as pch_background,
+    cache as pch_cache,
+    seal as pch_seal,
+)
 from pep517_torch.core import plan as core_plan
 from pep517_torch.core.spec import BuildOptions, ExtensionSpec
 from pep517_torch.shipped_runtime.lock import FileLock

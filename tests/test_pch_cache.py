@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from pep517_torch.core import flags, pch, pch_cache, scan, toolchain
+from pep517_torch.core import flags, scan, toolchain
+from pep517_torch.core.pch import plan as pch, cache as pch_cache
 from pep517_torch.core.plan import prepare
 from pep517_torch.core.spec import BuildOptions, ExtensionSpec
 from pep517_torch.shipped_runtime.environment import cache_root

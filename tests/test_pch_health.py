@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from pep517_torch.core import pch_cache, pch_health, pch_seal
+from pep517_torch.core.pch import cache as pch_cache, health as pch_health, seal as pch_seal
 from pep517_torch.core.plan import prepare
 from pep517_torch.core.spec import BuildOptions, ExtensionSpec
 from pep517_torch.errors import BuildError

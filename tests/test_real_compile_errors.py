@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from pep517_torch.core import flags, pch_health, plan
+from pep517_torch.core import flags, plan
+from pep517_torch.core.pch import health as pch_health
 from pep517_torch.core.build import build
 from pep517_torch.core.spec import BuildOptions, ExtensionSpec, Kind
 from pep517_torch.core.toolchain import find_torch

@@ -139,7 +139,7 @@ def _budget(loaded: Loaded, result: BuildResult | None) -> Budget | None:
 
 
 def _leave_pch_behind(result: BuildResult, options: BuildOptions) -> None:
-    from ..core import pch_background
+    from ..core.pch import background as pch_background
 
     note = pch_background.start(result.plan, options)
     if note is not None:

@@ -215,7 +215,7 @@ def _cache(args: argparse.Namespace) -> int:
 
     from ..config.checks import parse_size
     from ..config.layers import environment_layer
-    from ..core import pch_cache
+    from ..core.pch import cache as pch_cache
     from ..core.spec import DEFAULT_PCH_CACHE_BYTES
     from ..shipped_runtime.environment import CACHE_DIR, PCH_CACHE_SIZE
 

@@ -89,7 +89,7 @@ def _launcher(path: Path) -> Check:
 def _pch_cache() -> tuple[str, str]:
     from ..config.checks import parse_size
     from ..config.layers import environment_layer
-    from ..core import pch_cache
+    from ..core.pch import cache as pch_cache
     from ..core.spec import DEFAULT_PCH_CACHE_BYTES
 
     configured = environment_layer(os.environ).get("pch_cache_size")

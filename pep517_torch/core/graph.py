@@ -19,7 +19,7 @@ from .flags import ExtensionFlags
 from .import_guard import GUARD_FLAGS, GuardPlan
 from .ninja_syntax import NinjaWriter, escape_value, shell_args
 from .naming import display_base, display_path
-from .pch import PchPlan
+from .pch.plan import PchPlan
 from .spec import ExtensionSpec
 
 
@@ -107,7 +107,7 @@ def render(
     machine (PCH builds, nvcc) when the ``heavy`` pool also counts remote slots (distcc).
     ``arguments`` rewrites compile arguments (path-independent command lines behind a cache).
     ``pch_seal``: the command that seals a shared PCH before it is renamed into place
-    (``pch_seal.py``: a cache entry is never visible without the checksum it is verified by).
+    (``pch/seal.py``: a cache entry is never visible without the checksum it is verified by).
     ``guard_patch``: the command that rewires a guarded artifact after its link
     (``guard_patch.py``; needed when an extension plan has a ``guard``).
     """

@@ -18,7 +18,8 @@ from ..atomic import write_if_changed, writing
 from ..errors import ConfigError, ToolchainError
 from ..project_tree import make_build_dir
 from . import flags as flags_mod
-from . import compile_record, graph, jobs, pch, pch_cache, pch_health, pch_seal, scan, stable_audit
+from . import compile_record, graph, jobs, scan, stable_audit
+from .pch import plan as pch, cache as pch_cache, health as pch_health, seal as pch_seal
 from . import compdb, guard_patch, import_guard, toolchain, unity
 from . import launcher as launchers
 from .naming import artifact_name, display_base, object_name

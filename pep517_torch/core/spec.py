@@ -280,7 +280,7 @@ class BuildOptions:
     env: dict[str, str] = field(default_factory=dict)  # CXX, CC, CUDA_HOME... (not os.environ)
     quiet: bool = False  # no notes, progress or tool output on the log (build.log has them)
     output_dir: Path | None = None  # where artifacts land; default <build_dir>/out
-    # The machine-wide PCH cache wheel builds and the JIT share (pch_cache.py): its directory
+    # The machine-wide PCH cache wheel builds and the JIT share (pch/cache.py): its directory
     # (None: PEP517_TORCH_CACHE_DIR or the user cache) and bound (0: PCHs in the build dir).
     pch_cache_dir: Path | None = None
     pch_cache_size: int = DEFAULT_PCH_CACHE_BYTES

@@ -31,7 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..shipped_runtime import ledger
-from . import graph, pch, scan, unity_regroup
+from . import graph, scan, unity_regroup
+from .pch import plan as pch
 
 MAX_FILES = 8  # per unity TU: an edit recompiles its whole group, and memory grows with it
 

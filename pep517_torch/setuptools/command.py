@@ -97,7 +97,7 @@ class BuildExtension(build_ext):
 
     def _build_with_core(self) -> None:
         from ..core import build as core_build
-        from ..core import pch_background
+        from ..core.pch import background as pch_background
         from ..core.lock import build_lock
         from ..core.toolchain import find_torch
         from .options import build_options, command_options, persistent_build_dir

@@ -11,7 +11,7 @@ through project headers that start by including it (``"ops.h"`` whose first line
 ``<torch/extension.h>``): torch's umbrellas are ``#pragma once``, so including one ahead of
 the TU changes nothing. Each umbrella a project uses gets its own PCH.
 
-Where: a torch umbrella's PCH goes to the machine-wide cache (``pch_cache.py``) that every
+Where: a torch umbrella's PCH goes to the machine-wide cache (``cache.py``) that every
 project and the JIT share. Its key names the compiler, the torch build, the flags and the
 header, not where torch is installed: gcc accepts a .gch whose headers were read elsewhere, so
 builds in throwaway isolated environments share one (with debug info, or with clang, which
@@ -34,11 +34,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import scan
-from .pch_seal import STUB
-from .flags import ExtensionFlags
-from .spec import ExtensionSpec
-from .toolchain import Compiler, TorchInstall
+from .. import scan
+from .seal import STUB
+from ..flags import ExtensionFlags
+from ..spec import ExtensionSpec
+from ..toolchain import Compiler, TorchInstall
 
 
 

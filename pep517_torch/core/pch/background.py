@@ -16,7 +16,7 @@ did not make to a background process, which:
   the memory a PCH build takes free and room for it in the machine cache's bound, and the
   cache evicted to that bound after it;
 - never publishes half a file: the compiler writes a temporary name, the seal is written,
-  then the rename (as the graph's PCH edge does, ``pch_seal.py``); a killed one leaves a
+  then the rename (as the graph's PCH edge does, ``seal.py``); a killed one leaves a
   temporary name the next one removes. A PCH that failed to build is not tried again in the
   background (``background-failed`` in the entry, with the compiler's last lines);
 - holds the entry as a build does (a shared lock), so no eviction removes it meanwhile.
@@ -38,13 +38,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..shipped_runtime.environment import PCH_BACKGROUND, switch
-from ..shipped_runtime.lock import FileLock
-from . import flags, isolation, jobs, pch_cache, pch_seal
+from ...shipped_runtime.environment import PCH_BACKGROUND, switch
+from ...shipped_runtime.lock import FileLock
+from .. import flags, isolation, jobs
+from . import cache as pch_cache, seal as pch_seal
 
 if TYPE_CHECKING:
-    from .plan import BuildPlan
-    from .spec import BuildOptions
+    from ..plan import BuildPlan
+    from ..spec import BuildOptions
 
 LOCK = "background.lock"  # in the cache's root: held by the one background maker
 LOG = "background.log"  # the last background maker's output, in the cache's root
@@ -93,7 +94,7 @@ def wanted(plan: BuildPlan, cache_size: int, env: Mapping[str, str]) -> tuple[li
 def start(plan: BuildPlan, options: BuildOptions) -> str | None:
     """Start the background maker of the PCHs this build wanted and did not make; what to
     tell the user (None: nothing to say). Called by a face once its wheel is written."""
-    from .plan import tool_env
+    from ..plan import tool_env
 
     env, cache_size = tool_env(options), options.pch_cache_size
     entries, reason = wanted(plan, cache_size, env)
@@ -111,9 +112,9 @@ def start(plan: BuildPlan, options: BuildOptions) -> str | None:
             "argv": [*plan.compiler.command, *e.flags, *tuning, "-x", "c++-header", str(e.stub)],
         } for e in entries],
     }
-    package_parent = str(Path(__file__).resolve().parents[2])
+    package_parent = str(Path(__file__).resolve().parents[3])
     boot = ("import sys; sys.path.insert(0, sys.argv[1]);"
-            " from pep517_torch.core.pch_background import main; sys.exit(main(sys.argv[2]))")
+            " from pep517_torch.core.pch.background import main; sys.exit(main(sys.argv[2]))")
     try:
         _spawn([sys.executable, "-c", boot, package_parent, json.dumps(spec)],
                plan.pch_cache_dir, env)

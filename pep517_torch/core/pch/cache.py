@@ -4,7 +4,7 @@ One directory per key (compiler, torch build, flags, header; see ``pch.py``)::
 
     <root>/pch/<key>/pch.h        the stub that includes the torch header
                     /pch.h.gch    written by ninja under a temporary name, then renamed
-                    /pch.h.gch.seal  the entry's seal, written before that rename (pch_seal.py)
+                    /pch.h.gch.seal  the entry's seal, written before that rename (seal.py)
                     /entry.json   what the entry is made with (the flag set), for `cache` too
                     /lock         builds hold it shared; its mtime is the entry's last use
 
@@ -33,11 +33,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
-from ..atomic import write_if_changed
-from ..shipped_runtime.environment import cache_root
-from ..shipped_runtime.lock import FileLock
-from ..shipped_runtime.user_line import format_size  # noqa: F401 (the CLI's and doctor's)
-from . import pch_seal
+from ...atomic import write_if_changed
+from ...shipped_runtime.environment import cache_root
+from ...shipped_runtime.lock import FileLock
+from ...shipped_runtime.user_line import format_size  # noqa: F401 (the CLI's and doctor's)
+from . import seal as pch_seal
 
 LOCK = "lock"
 INFO, GCH = pch_seal.INFO, pch_seal.GCH

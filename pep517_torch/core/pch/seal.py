@@ -5,7 +5,7 @@ An entry is a stub header (``pch.h``, which includes the torch header), its prec
 damaged .gch (truncated by a full disk, overwritten, a bad block) makes every compile that uses
 it fail, or worse; a stub or flag set changed after the fact (a line appended to ``pch.h``) is
 precompiled into every project's TUs that share the entry. So the build that makes a .gch runs
-this file as a script between the compile and the rename that publishes it (``pch_seal.py TMP
+this file as a script between the compile and the rename that publishes it (``seal.py TMP
 FINAL``): a .gch is never visible without its seal ``FINAL.seal``, which records, through the
 ledger, the .gch's identity, size, sha256 and a hash of 32 blocks sampled across it, and the
 sha256 of the stub and of ``entry.json``.
@@ -16,7 +16,7 @@ when its identity says it was touched since it was sealed (another inode or mtim
 later than the seal's: a copy, a restore, any write, even one whose mtime was set back), then
 sealed anew when its bytes are the same. Hashing the whole file each time would read 200-400 MB
 per build; a write within seconds of the sealing that misses every sampled block is the damage
-this does not see. Who may write the entry is ``pch_cache.py``'s check. Standard library and
+this does not see. Who may write the entry is ``cache.py``'s check. Standard library and
 the ledger only: it runs as a script, with no package on the path.
 """
 
@@ -28,9 +28,9 @@ import os
 import sys
 
 if __package__:
-    from ..shipped_runtime import ledger
+    from ...shipped_runtime import ledger
 else:  # run as a script by the PCH edge: the ledger is a file of the runtime, standard library only
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "shipped_runtime"))
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shipped_runtime"))
     import ledger  # type: ignore[no-redef]
 
 SUFFIX = ".seal"
@@ -143,7 +143,7 @@ def damage(gch: str) -> str | None:
 
 def main(argv: list[str]) -> int:
     if len(argv) != 2:
-        print("usage: pch_seal.py MADE FINAL", file=sys.stderr)
+        print("usage: seal.py MADE FINAL", file=sys.stderr)
         return 2
     try:
         write_seal(argv[0], argv[1])

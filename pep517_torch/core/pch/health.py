@@ -1,6 +1,6 @@
 """What a build does about the machine-wide PCH cache's entries beyond using them: verify each
 before use, make none the cache cannot keep, and tell a failure a PCH caused (the build then
-retries without one). Between ``build.py``, which plans and runs, and ``pch_cache.py``, which
+retries without one). Between ``build.py``, which plans and runs, and ``cache.py``, which
 owns the entries."""
 
 from __future__ import annotations
@@ -9,9 +9,10 @@ import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from ..errors import BuildError
-from . import graph, pch, pch_cache
-from .ninja_report import failed_targets
+from ...errors import BuildError
+from .. import graph
+from . import plan as pch, cache as pch_cache
+from ..ninja_report import failed_targets
 
 
 def check_entries(
