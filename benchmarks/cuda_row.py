@@ -52,7 +52,7 @@ def cuda_home() -> dict[str, str]:
     through it. Given as found, so that both compile against one toolkit."""
     if os.environ.get("CUDA_HOME"):
         return {}
-    from pep517_torch.core.cuda import find_cuda
+    from pep517_torch.core.cuda.toolkit import find_cuda
 
     toolkit = find_cuda(os.environ)
     return {"CUDA_HOME": str(toolkit.root)} if toolkit else {}
@@ -61,7 +61,7 @@ def cuda_home() -> dict[str, str]:
 def nvidia_wheel_headers(python: Path) -> dict[str, str]:
     """CPATH for torch's side: the headers of the nvidia-* wheels a CUDA torch installs
     (cusparse.h, cublas_v2.h, which ATen/cuda includes), searched after every -I as ours
-    searches them (core/cuda.py), where the system toolkit lacks them (a trimmed one)."""
+    searches them (core/cuda/toolkit.py), where the system toolkit lacks them (a trimmed one)."""
     found = subprocess.run(  # every nvidia/*/include on its path (a layered venv's too)
         [str(python), "-c", "import glob, os, nvidia; print(os.pathsep.join(sorted(p for d in"
          " nvidia.__path__ for p in glob.glob(os.path.join(d, '*', 'include')))))"],

@@ -52,7 +52,7 @@ HOST_CONFIG_13_0 = """\
 def require_cuda_torch() -> tuple[toolchain.TorchInstall, object]:
     """The CUDA-torch tier's torch and nvcc; skips the calling test module (one line) under a
     CPU torch or without nvcc."""
-    from pep517_torch.core import cuda
+    from pep517_torch.core.cuda import toolkit as cuda
 
     torch, toolkit = toolchain.find_torch(), cuda.find_cuda(os.environ)
     if not torch.has_cuda_runtime or toolkit is None:

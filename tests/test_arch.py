@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from pep517_torch.core.arch import default_arch_entries, resolve_arch_flags, user_arch_flags
-from pep517_torch.core.arch_list import NAMED_ARCHES, ArchEntry, format_arch_list, parse_arch_list
-from pep517_torch.core.cuda import CudaToolkit, require_cuda
+from pep517_torch.core.cuda.arch_flags import default_arch_entries, resolve_arch_flags, user_arch_flags
+from pep517_torch.core.cuda.arch_list import NAMED_ARCHES, ArchEntry, format_arch_list, parse_arch_list
+from pep517_torch.core.cuda.toolkit import CudaToolkit, require_cuda
 from pep517_torch.errors import ConfigError
 from tests.cuda_tools import (
     NVCC_13_0_CODES,
@@ -377,7 +377,7 @@ def test_visible_gpus_and_explicit_lists_win_over_torchs_arch_list(tmp_path: Pat
 
 def test_torch_arch_list_is_read_from_libtorch_python(tmp_path: Path) -> None:
     """torch.cuda.get_arch_list() without importing torch: the C string in libtorch_python."""
-    from pep517_torch.core.cuda_checks import torch_arch_list
+    from pep517_torch.core.cuda.checks import torch_arch_list
 
     lib = tmp_path / "lib"
     lib.mkdir()
@@ -410,7 +410,7 @@ def test_the_environment_list_reaches_the_core_through_build_options(tmp_path: P
     """The core reads no TORCH_CUDA_ARCH_LIST itself: the faces put it into BuildOptions, with
     the variable as the name their errors give it."""
     from pep517_torch.config.layers import environment_options
-    from pep517_torch.core.cuda_setup import arch_flags
+    from pep517_torch.core.cuda.build_setup import arch_flags
     from pep517_torch.core.spec import BuildOptions, ExtensionSpec
 
     env = {**NO_GPU_ENV, "TORCH_CUDA_ARCH_LIST": "Ampere"}

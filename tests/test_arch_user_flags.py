@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pep517_torch.core.arch import archs_named_by, check_user_arch_flags, resolve_arch_flags
+from pep517_torch.core.cuda.arch_flags import archs_named_by, check_user_arch_flags, resolve_arch_flags
 from pep517_torch.errors import ConfigError
 from tests.cuda_tools import REAL_ROOT, real_toolkit_available
 from tests.test_arch import NO_GPU_ENV, NVCC_12_8, NVCC_13_0, fake_cuda_project

@@ -15,7 +15,7 @@ from tests.torch_doubles import substitute_torch
 
 GCC = Compiler(("/usr/bin/c++",), Path("/usr/bin/g++"), "gcc", (12, 2, 0), None)
 CSRC = FIXTURES / "cuda" / "csrc"
-CUDA: dict[str, Any] = dict(  # what cuda.py would have found
+CUDA: dict[str, Any] = dict(  # what core/cuda/toolkit.py would have found
     cuda_include_dirs=(Path("/cuda/include"), Path("/wheels/nvidia/cu13/include")),
     cuda_library_dirs=(Path("/cuda/lib64"),),
     host_compiler_for_nvcc="/opt/gcc-12/bin/gcc",

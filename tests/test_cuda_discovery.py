@@ -13,15 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from pep517_torch.core import cuda_checks
-from pep517_torch.core.cuda import (
+from pep517_torch.core.cuda import checks as cuda_checks
+from pep517_torch.core.cuda.toolkit import (
     CudaToolkit,
     find_cuda,
     nvcc_wheel_requirements,
     nvidia_wheel_dirs,
     require_cuda,
 )
-from pep517_torch.core.cuda_checks import check_host_compiler, check_versions, visible_gpu_archs
+from pep517_torch.core.cuda.checks import check_host_compiler, check_versions, visible_gpu_archs
 from pep517_torch.errors import ToolchainError
 from tests.cuda_tools import (
     REAL_NVCC,
@@ -144,7 +144,7 @@ def test_wrapper_whose_dryrun_fails_is_rejected_with_reason(tmp_path: Path) -> N
 
 def test_modules_do_not_import_torch() -> None:
     code = (
-        "import sys; import pep517_torch.core.cuda, pep517_torch.core.arch; "
+        "import sys; import pep517_torch.core.cuda.toolkit, pep517_torch.core.cuda.arch_flags; "
         "print('torch' in sys.modules)"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
@@ -486,8 +486,8 @@ def test_real_nvcc_wheel_in_a_venv(tmp_path: Path) -> None:
     probe = f"""
 import json, subprocess, sys
 sys.path.insert(0, {str(ROOT)!r})
-from pep517_torch.core.cuda import require_cuda
-from pep517_torch.core.cuda_checks import check_host_compiler
+from pep517_torch.core.cuda.toolkit import require_cuda
+from pep517_torch.core.cuda.checks import check_host_compiler
 t = require_cuda({{"PATH": {SYSTEM_PATH!r}}}, search_paths=[])
 check_host_compiler(t, "gcc", (12, 2), [])
 includes = [f"-I{{d}}" for d in (*t.include_dirs, *t.extra_include_dirs)]

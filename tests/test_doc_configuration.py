@@ -214,7 +214,7 @@ def test_cuda_example_builds_with_cuda_on(text: str, tmp_path: Path, monkeypatch
     nvcc (against this CPU torch: the kernels are built, not run)."""
     if sys.platform != "linux":
         pytest.skip("nvcc builds are tested on Linux")
-    from pep517_torch.core import cuda
+    from pep517_torch.core.cuda import toolkit as cuda
 
     if cuda.find_cuda(dict(__import__("os").environ)) is None:
         pytest.skip("no nvcc")

@@ -17,7 +17,7 @@ import pytest
 
 from pep517_torch.abi.fatbin import DeviceCode, read_device_code
 from pep517_torch.core import build as core_build
-from pep517_torch.core import cuda
+from pep517_torch.core.cuda import toolkit as cuda
 from pep517_torch.core.spec import BuildOptions, ExtensionSpec, Kind
 from pep517_torch.errors import ConfigError
 from pep517_torch.shipped_runtime import trace

@@ -9,7 +9,7 @@ import pytest
 
 from pep517_torch.config import Facts
 from pep517_torch.backend.discovery import Discovery
-from pep517_torch.core import cuda
+from pep517_torch.core.cuda import toolkit as cuda
 from tests.config_helpers import resolve
 
 EXT = {"name": "demo._a", "sources": ["a.cpp"]}

@@ -318,7 +318,7 @@ GPU_FILES = {"api.cpp": "", "k.cu": "__global__ void k(float* x) { x[0] = 1; }\n
 
 def _arch_flags_in(document: dict[str, object]) -> list[str]:
     """Every nvcc option choosing GPU architectures anywhere in [tool.torch-ext]."""
-    from pep517_torch.core.arch import arch_options
+    from pep517_torch.core.cuda.arch_flags import arch_options
 
     found: list[str] = []
 

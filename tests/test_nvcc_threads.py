@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from pep517_torch.core import plan as core_plan
-from pep517_torch.core import cuda, jobs
+from pep517_torch.core import jobs
+from pep517_torch.core.cuda import toolkit as cuda
 from pep517_torch.core.spec import BuildOptions, ExtensionSpec
 from pep517_torch.errors import ToolchainError
 

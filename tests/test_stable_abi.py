@@ -171,7 +171,7 @@ def test_cuda_kernels_built_beside_a_cpu_torch_make_no_cpu_wheel(tmp_path: Path)
     """Issue 34 item 3: fixtures/stable with -Ccuda=true against the CPU torch. Its binaries need
     CUDA 13: the build record says so, the local label and the index page follow, and under the
     CPU torch the import fails in one line naming both torches, never `undefined symbol`."""
-    from pep517_torch.core import cuda
+    from pep517_torch.core.cuda import toolkit as cuda
 
     toolkit = cuda.find_cuda(os.environ)
     torch = find_torch()

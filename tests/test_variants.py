@@ -31,7 +31,8 @@ from pathlib import Path
 
 import pytest
 
-from pep517_torch.core import cuda, toolchain
+from pep517_torch.core import toolchain
+from pep517_torch.core.cuda import toolkit as cuda
 from pep517_torch.distribution.variants_index import split_name, write_variants_json
 from tests.commands import run, run_cli
 from tests.conftest import FIXTURES

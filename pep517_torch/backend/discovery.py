@@ -43,7 +43,7 @@ class Discovery:
 
     def _nvcc(self) -> tuple[bool, str | None]:
         if not self._toolkit:
-            from ..core import cuda
+            from ..core.cuda import toolkit as cuda
 
             self._toolkit.append(cuda.find_cuda(self.env))
         found = self._toolkit[0]

@@ -107,7 +107,7 @@ def binaries_cuda(project: config.ResolvedProject, torch: toolchain.TorchInstall
         return None
     if torch.cuda:
         return torch.cuda.split(".")[0]
-    from ..core import cuda
+    from ..core.cuda import toolkit as cuda
 
     toolkit = getattr(found, "toolkit", None) or cuda.find_cuda(getattr(found, "env", os.environ))
     return str(toolkit.version[0]) if toolkit is not None else None

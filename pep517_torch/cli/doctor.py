@@ -113,7 +113,7 @@ def _ninja() -> tuple[str, str]:
 
 
 def _cuda() -> tuple[str, str]:
-    from ..core import cuda, cuda_checks
+    from ..core.cuda import toolkit as cuda, checks as cuda_checks
     from ..core.toolchain import find_torch
 
     toolkit = cuda.find_cuda(os.environ)
@@ -131,14 +131,14 @@ def _cuda() -> tuple[str, str]:
 
 
 def _arch() -> tuple[str, str]:
-    from ..core import arch, cuda, cuda_checks
+    from ..core.cuda import arch_flags as arch, toolkit as cuda, checks as cuda_checks
     from ..core.toolchain import find_torch
 
     toolkit = cuda.find_cuda(os.environ)
     if toolkit is None:
         return "info", "CUDA archs: n/a (no nvcc)"
     from ..config.layers import environment_options
-    from ..core.arch_list import parse_arch_list
+    from ..core.cuda.arch_list import parse_arch_list
 
     options = environment_options(os.environ)
     keys = dict(options["keys"])

@@ -10,7 +10,7 @@ from typing import ClassVar, Literal
 
 from ..abi import limited_api
 from ..abi import stable_abi
-from ..core.arch_list import arch_list_problem
+from ..core.cuda.arch_list import arch_list_problem
 from .checks import (
     extension_name_problem,
     library_name,

@@ -32,7 +32,7 @@ from .spec import BuildOptions, ExtensionSpec
 
 if TYPE_CHECKING:
     from ..abi.fatbin import DeviceCode
-    from .cuda import CudaToolkit
+    from .cuda.toolkit import CudaToolkit
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 A flag list is single arguments (never shell-split again); an option's value is attached
 (``-DX``, ``-std=c++20``, ``--define-macro=X``) or the next argument (``-D X``, ``-arch sm_80``).
-On top of that: which GPU architectures it chooses (``core/arch.py``), which macros it defines
+On top of that: which GPU architectures it chooses (``core/cuda/arch_flags.py``), which macros it defines
 and undefines, also through the options that hand arguments on to the preprocessor or the host
 compiler (gcc's ``-Wp,`` and ``-Xpreprocessor``, clang's ``-Xclang``, nvcc's ``-Xcompiler`` and
 ``--compiler-options``, whose values nvcc splits at commas and spaces), which files it reads

@@ -55,7 +55,7 @@ def nvcc_heavy_tuning(host_family: str) -> tuple[str, ...]:
 @dataclass(frozen=True)
 class ResolvedTools:
     """Everything the flags depend on besides the spec, resolved once per build from what
-    ``toolchain.py`` and ``cuda.py`` found: the compiler, torch, Python's and CUDA's directories."""
+    ``toolchain.py`` and ``cuda/toolkit.py`` found: the compiler, torch, Python's and CUDA's directories."""
 
     compiler: Compiler
     torch: TorchInstall
@@ -226,7 +226,7 @@ def _device_link_flags(
     """``nvcc -dlink`` arguments: the compile's architectures (nvcc would otherwise link for its
     default arch only), position-independent host code for the shared library, the library
     search path for ``dlink_libraries``, then the user's flags."""
-    from .arch import user_arch_flags
+    from .cuda.arch_flags import user_arch_flags
 
     ccbin = ["-ccbin", tools.host_compiler_for_nvcc] if tools.host_compiler_for_nvcc else []
     return [

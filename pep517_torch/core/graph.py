@@ -363,7 +363,7 @@ def step_details(
     for ext in extensions:
         archs: list[str] = []
         if ext.flags.nvcc:
-            from .arch import archs_named_by  # CUDA builds only
+            from .cuda.arch_flags import archs_named_by  # CUDA builds only
 
             archs = archs_named_by(ext.flags.nvcc)
         for unit in ext.units:

@@ -26,8 +26,8 @@ from .naming import artifact_name, display_base, object_name
 from .spec import BuildOptions, ExtensionSpec, first_duplicate, is_cuda_source
 
 if TYPE_CHECKING:
-    from .cuda import CudaToolkit
-    from .cuda_setup import CudaSetup
+    from .cuda.toolkit import CudaToolkit
+    from .cuda.build_setup import CudaSetup
 
 
 @dataclass(frozen=True)
@@ -134,7 +134,7 @@ class _Planner:
         arch_flags: tuple[str, ...] = ()
         gpu_targets = 0
         if spec.uses_cuda:
-            from . import cuda_setup  # CUDA builds only
+            from .cuda import build_setup as cuda_setup  # CUDA builds only
 
             arch_flags, gpu_targets = cuda_setup.arch_flags(
                 spec, self.options, self.toolkit, self.notes, self.tools.torch
@@ -218,7 +218,7 @@ def prepare(
     tools = flags_mod.ResolvedTools(compiler, torch, toolchain.python_include_dir())
     cuda: CudaSetup | None = None
     if any(s.uses_cuda for s in specs):
-        from . import cuda_setup  # CUDA builds only
+        from .cuda import build_setup as cuda_setup  # CUDA builds only
 
         cuda = cuda_setup.set_up(specs, options, compiler, torch, notes, toolkit)
         tools = dataclasses.replace(
@@ -256,7 +256,7 @@ def prepare(
         unity_plan = unity.apply(plans, job_plan.heavy, build_dir, planner.pch_plans.values(), stale)
         notes.extend(unity_plan.notes)
     if cuda is not None:
-        from .cuda_setup import set_nvcc_threads
+        from .cuda.build_setup import set_nvcc_threads
 
         set_nvcc_threads(plans, job_plan, cuda.toolkit, environment)
     if check_only:

@@ -24,7 +24,7 @@ def _wants_cuda(device_type: str, cuda: bool | None) -> bool:
 
 
 def _cuda_dirs() -> tuple[list[str], list[str]]:
-    from ..core import cuda
+    from ..core.cuda import toolkit as cuda
 
     toolkit = cuda.require_cuda(os.environ)
     includes = [str(p) for p in (*toolkit.include_dirs, *toolkit.extra_include_dirs)]

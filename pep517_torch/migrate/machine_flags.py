@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from ..core.arch import arch_options, archs_named_by
+from ..core.cuda.arch_flags import arch_options, archs_named_by
 from .convert import CUDA_SUFFIXES, Converted
 from .gpu_probes import ABSENT, BY_CUDA, OTHER, REFERENCE, Gpu, chosen, describe
 from .record import SetupRun

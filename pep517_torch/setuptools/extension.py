@@ -101,7 +101,7 @@ def SyclExtension(  # noqa: N802  (torch's names)
 
 def cuda_home() -> str | None:
     """torch's ``CUDA_HOME``: the toolkit root our CUDA discovery finds, or None."""
-    from ..core import cuda
+    from ..core.cuda import toolkit as cuda
 
     toolkit = cuda.find_cuda(os.environ)
     return str(toolkit.root) if toolkit is not None else None

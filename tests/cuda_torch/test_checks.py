@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from pep517_torch.core import plan as core_plan
-from pep517_torch.core import cuda_checks
+from pep517_torch.core.cuda import checks as cuda_checks
 from pep517_torch.core.spec import BuildOptions, ExtensionSpec
 from pep517_torch.errors import ToolchainError
 from tests.cuda_tools import SYSTEM_PATH, make_fake_toolkit, require_cuda_torch

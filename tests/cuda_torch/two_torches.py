@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from pep517_torch.core import cuda, toolchain
+from pep517_torch.core import toolchain
+from pep517_torch.core.cuda import toolkit as cuda
 from tests.conftest import FIXTURES
 
 TORCH = toolchain.find_torch()

@@ -15,8 +15,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Literal
 
-from ..errors import ToolchainError
-from .cuda import (
+from ...errors import ToolchainError
+from .toolkit import (
     CudaToolkit,
     env_path,
     file_stamp,

@@ -1,4 +1,4 @@
-"""CUDA toolkit discovery (version and host-compiler checks: :mod:`.cuda_checks`).
+"""CUDA toolkit discovery (version and host-compiler checks: :mod:`.checks`).
 
 Where the toolkit comes from, in this order (the first usable one wins):
 
@@ -36,11 +36,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..shipped_runtime import ledger
-from ..shipped_runtime.input_audit import note
-from ..errors import ToolchainError
-from . import probe_cache
-from .toolchain import run_probe
+from ...shipped_runtime import ledger
+from ...shipped_runtime.input_audit import note
+from ...errors import ToolchainError
+from .. import probe_cache
+from ..toolchain import run_probe
 
 DEFAULT_SEARCH_PATHS: tuple[Path, ...] = (Path("/usr/local/cuda"),)
 WHEEL_FOUND_VIA = "nvidia-cuda-nvcc wheel"

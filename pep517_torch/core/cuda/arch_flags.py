@@ -31,11 +31,11 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from ..errors import ConfigError
+from ...errors import ConfigError
 from .arch_list import ArchEntry, format_arch_list, parse_arch_list
-from .cuda import CudaToolkit
-from .cuda_checks import visible_gpu_archs
-from .flag_syntax import ARCH_OPTIONS, options
+from .toolkit import CudaToolkit
+from .checks import visible_gpu_archs
+from ..flag_syntax import ARCH_OPTIONS, options
 
 _NVCC_ARCH_NAME = re.compile(r"(?:sm|compute|lto)_(\d+)(\d)([af]?)")
 
@@ -66,7 +66,7 @@ def resolve_arch_flags(
 
     ``flag_key`` names where the user's flag at an index of ``user_nvcc_flags`` was given;
     ``choose`` is where the caller's face sets the arch list (named in the notes);
-    ``torch_archs``: ``torch.cuda.get_arch_list()`` of a CUDA torch (``cuda_checks.torch_arch_list``)."""
+    ``torch_archs``: ``torch.cuda.get_arch_list()`` of a CUDA torch (``checks.torch_arch_list``)."""
     user_arch = arch_options(user_nvcc_flags)
     if user_arch:
         check_user_arch_flags(user_nvcc_flags, toolkit, flag_key)

@@ -1,7 +1,7 @@
 """The syntax of CUDA architecture lists: a pure parser, no nvcc needed.
 
 The config layer checks ``cuda-arch-list``, ``TORCH_CUDA_ARCH_LIST`` and ``-Ccuda-arch-list``
-with it as it reads them; :mod:`.arch` turns parsed entries into the flags a toolkit can build.
+with it as it reads them; :mod:`.arch_flags` turns parsed entries into the flags a toolkit can build.
 
 Syntax of ``cuda-arch-list`` (and of ``TORCH_CUDA_ARCH_LIST``): a list of entries, or one string
 of entries separated by ``;``, ``,`` or spaces.
@@ -26,7 +26,7 @@ a name
     Ampere+Tegra (8.7) and Blackwell+Tegra (11.0).
 ``native``
     the GPUs visible now (``nvidia-smi``), clamped to what this nvcc can build; with no GPU
-    visible, the default (:mod:`.arch`).
+    visible, the default (:mod:`.arch_flags`).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ..errors import ConfigError
+from ...errors import ConfigError
 
 # torch 2.13's table (torch.utils.cpp_extension._get_cuda_arch_flags).
 NAMED_ARCHES: dict[str, str] = {

@@ -8,10 +8,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import ConfigError
-from ..shipped_runtime.environment import NVCC_THREADS
-from . import arch, cuda, cuda_checks, graph, jobs, toolchain
-from .spec import BuildOptions, ExtensionSpec
+from ...errors import ConfigError
+from ...shipped_runtime.environment import NVCC_THREADS
+from .. import graph, jobs, toolchain
+from . import arch_flags as arch, toolkit as cuda, checks as cuda_checks
+from ..spec import BuildOptions, ExtensionSpec
 
 
 COMPRESS_MODE_SINCE = (12, 8)  # nvcc --compress-mode
