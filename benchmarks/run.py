@@ -15,7 +15,7 @@ Measures (each on this machine, in this run):
   edit     one .cpp changed (csrc/norm.cpp), the same command again (ours: the edited file's
            unity TU compiles again with that PCH and the other TU keeps its object; bench4's
            files are a few lines each, so one TU of two costs what one file costs and the edited
-           file stays in its group: core/unity_regroup.py splits files with code of their own)
+           file stays in its group: core/unity/regroup.py splits files with code of their own)
   edit_header  a declaration added to csrc/ops.h, which all four files include (ours: every
            file compiles, so the cold unity groups come back, with the PCH)
   second   fixtures/bench4h (another project of four TUs) built cold right after, on the same

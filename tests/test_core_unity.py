@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pep517_torch.core import unity
+from pep517_torch.core.unity import groups as unity
 
 HEAD = "#include <torch/extension.h>\n"
 

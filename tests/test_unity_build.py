@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from pep517_torch.core import unity
+from pep517_torch.core.unity import groups as unity
 from tests.tiny_project import c_api_module, pyproject
 
 pytestmark = pytest.mark.compile

@@ -6,7 +6,7 @@ of that file cost one compile, and a header every file includes brings the cold 
 The sources include a small torch header (c10's macros), which makes them torch-heavy, and
 compile in about a second each; every build runs with two heavy job slots. Each has ~6000
 code tokens of its own (a long function), as a file with a few kernels has: enough for a split
-to pay (core/unity_regroup.py weighs a TU's fixed part against its members' own code).
+to pay (core/unity/regroup.py weighs a TU's fixed part against its members' own code).
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from pep517_torch.core import trace_view, unity_regroup
+from pep517_torch.core import trace_view
+from pep517_torch.core.unity import regroup as unity_regroup
 from tests import test_unity_build as unity_build
 from tests.test_unity_build import PYPROJECT, module_source
 

@@ -20,7 +20,8 @@ from ..project_tree import make_build_dir
 from . import flags as flags_mod
 from . import compile_record, graph, jobs, scan, stable_audit
 from .pch import plan as pch, cache as pch_cache, health as pch_health, seal as pch_seal
-from . import compdb, guard_patch, import_guard, toolchain, unity
+from . import compdb, guard_patch, import_guard, toolchain
+from .unity import groups as unity
 from . import launcher as launchers
 from .naming import artifact_name, display_base, object_name
 from .spec import BuildOptions, ExtensionSpec, first_duplicate, is_cuda_source

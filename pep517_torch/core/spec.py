@@ -285,7 +285,7 @@ class BuildOptions:
     pch_cache_dir: Path | None = None
     pch_cache_size: int = DEFAULT_PCH_CACHE_BYTES
     pch_eager: bool = False  # build a torch header's PCH even if no TU would wait (the JIT)
-    # Compile torch-heavy C++ files in unity TUs, one per heavy job slot (unity.py): a one-off
+    # Compile torch-heavy C++ files in unity TUs, one per heavy job slot (unity/groups.py): a one-off
     # build's choice; None (the JIT, editable installs): one TU per file, the dev loop's.
     unity: bool | None = None
     # The face's name for a field, for messages: where its value came from or where a user of

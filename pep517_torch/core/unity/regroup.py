@@ -36,8 +36,8 @@ import heapq
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from ..shipped_runtime import ledger
-from . import scan
+from ...shipped_runtime import ledger
+from .. import scan
 
 SECTION = "unity_groups"  # the ledger's: each extension's groups in the last plan
 # A TU's cost in units of its fixed part (parsing torch, instantiating and compiling what its

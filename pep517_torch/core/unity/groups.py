@@ -30,9 +30,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..shipped_runtime import ledger
-from . import graph, scan, unity_regroup
-from .pch import plan as pch
+from ...shipped_runtime import ledger
+from .. import graph, scan
+from . import regroup as unity_regroup
+from ..pch import plan as pch
 
 MAX_FILES = 8  # per unity TU: an edit recompiles its whole group, and memory grows with it
 
