@@ -116,7 +116,7 @@ def bench_cuda(results: dict[str, dict[str, float]], python: Path) -> None:
 def compile_command(build_dir: Path, suffix: str) -> tuple[str, str]:
     """The command ninja runs for the object whose name ends with ``suffix`` (relative to
     ``build_dir``, where it runs), and that object."""
-    from pep517_torch.core.toolchain import find_ninja
+    from pep517_torch.core.toolchain.tools import find_ninja
 
     ninja = str(find_ninja({}))
     targets = subprocess.run([ninja, "-C", str(build_dir), "-t", "targets", "all"],

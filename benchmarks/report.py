@@ -123,8 +123,8 @@ def machine() -> str:
                 break
     except OSError:
         pass
-    from pep517_torch.core.jobs import cpu_count, memory_available
-    from pep517_torch.core.toolchain import find_compiler, find_torch
+    from pep517_torch.core.toolchain.jobs import cpu_count, memory_available
+    from pep517_torch.core.toolchain.tools import find_compiler, find_torch
 
     compiler = find_compiler(os.environ)
     memory = (memory_available() or 0) / 1024**3

@@ -57,7 +57,7 @@ def anatomy_table(results: dict[str, dict[str, object]]) -> str:
     device = max((v for k, v in ours.items() if k.startswith("device pass")), default=0.0)
     host_front = ours.get("host: preprocessing", 0.0) + ours.get("host: cudafe++ (torch's headers, EDG)", 0.0)
     critical = max(host_front, device) + ours.get("fatbinary", 0.0) + ours.get("host: gcc on cudafe++'s output", 0.0)
-    from pep517_torch.core.jobs import cpu_count
+    from pep517_torch.core.toolchain.jobs import cpu_count
 
     cores = cpu_count()
     cpu = ours["the .cu alone, one thread: CPU"] + ours["the .cpp alone: CPU"]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pep517_torch.core import toolchain
+from pep517_torch.core.toolchain import tools as toolchain
 
 REAL_ROOT = Path("/usr/local/cuda-13.0")
 REAL_NVCC = REAL_ROOT / "bin" / "nvcc"

@@ -149,7 +149,7 @@ def test_the_jit_names_its_argument(tmp_path: Path, monkeypatch: pytest.MonkeyPa
 
 
 def ninjas() -> list[str]:
-    from pep517_torch.core.toolchain import find_ninja
+    from pep517_torch.core.toolchain.tools import find_ninja
 
     found = {str(find_ninja(os.environ))}  # PyPI's when installed (1.13), else PATH's
     system = shutil.which("ninja", path="/usr/bin:/usr/local/bin:/bin")
@@ -165,7 +165,7 @@ def test_slowest_objects_start_first(
 ) -> None:
     """With one job, ninja's log lists objects in the order they ran: nvcc objects by the number
     of GPU targets, then the torch TU, then light C++, whatever order the sources are listed."""
-    from pep517_torch.core import toolchain
+    from pep517_torch.core.toolchain import tools as toolchain
     from pep517_torch.core.build import build
     from pep517_torch.core.spec import BuildOptions, ExtensionSpec, Kind
 

@@ -9,7 +9,7 @@ import pytest
 
 from pep517_torch.core import flags
 from pep517_torch.core.spec import BuildType, ExtensionSpec, Kind
-from pep517_torch.core.toolchain import Compiler, TorchInstall, find_torch
+from pep517_torch.core.toolchain.tools import Compiler, TorchInstall, find_torch
 from tests.conftest import FIXTURES, write
 from tests.torch_doubles import substitute_torch
 

@@ -11,7 +11,7 @@ import pytest
 from pep517_torch.core import naming, ninja_syntax
 from pep517_torch.core.plan import prepare
 from pep517_torch.core.spec import BuildOptions, ExtensionSpec, Kind
-from pep517_torch.core.toolchain import find_ninja
+from pep517_torch.core.toolchain.tools import find_ninja
 
 NASTY = ["a b", "dollar$x", "colon:y", "quote'q", 'dq"x', "hash#h", "semi;s", "amp&a", "ünï", "$(touch PWNED)"]
 

@@ -1,10 +1,10 @@
-"""Job counts bounded by cores and free memory (core/jobs.py)."""
+"""Job counts bounded by cores and free memory (core/toolchain/jobs.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from pep517_torch.core import jobs
+from pep517_torch.core.toolchain import jobs
 
 
 def test_job_plan_bounded_by_memory_and_overridden_by_request(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 import pep517_torch
-from pep517_torch.core import toolchain
+from pep517_torch.core.toolchain import tools as toolchain
 from pep517_torch.core.cuda import arch_flags as arch, arch_list, toolkit as cuda
 from pep517_torch.core import build as core_build
 from pep517_torch.core import plan as core_plan

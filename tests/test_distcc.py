@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from pep517_torch.backend import pipeline
-from pep517_torch.core import jobs
+from pep517_torch.core.toolchain import jobs
 from pep517_torch.core.plan import prepare
 from pep517_torch.core.spec import BuildOptions, ExtensionSpec
 from pep517_torch.errors import ToolchainError

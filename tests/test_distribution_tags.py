@@ -8,7 +8,7 @@ import sysconfig
 import pytest
 from packaging.tags import parse_tag, sys_tags
 
-from pep517_torch.core.toolchain import ext_suffix
+from pep517_torch.core.toolchain.tools import ext_suffix
 from pep517_torch.distribution.tags import extensions_wheel_tag, platform_tag, python_tag, wheel_tag
 from pep517_torch.errors import ConfigError
 

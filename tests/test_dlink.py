@@ -20,7 +20,8 @@ from typing import Any
 
 import pytest
 
-from pep517_torch.core import flags, toolchain
+from pep517_torch.core import flags
+from pep517_torch.core.toolchain import tools as toolchain
 from pep517_torch.core.cuda import arch_flags as arch, toolkit as cuda
 from pep517_torch.core import build as core_build
 from pep517_torch.core import plan as core_plan

@@ -77,7 +77,7 @@ def test_a_header_that_lies_about_its_sections_is_read_as_no_object(tmp_path: Pa
 def test_needed_libraries_read_the_dynamic_section_alone(monkeypatch: pytest.MonkeyPatch) -> None:
     """torch's libtorch_cpu.so has ~100,000 dynamic symbols: its NEEDED list (the import check
     reads it on every build under a CUDA torch) must not walk them one by one."""
-    from pep517_torch.core.toolchain import find_torch
+    from pep517_torch.core.toolchain.tools import find_torch
 
     library = find_torch().library_dir / "libtorch_cpu.so"
     full = elf.read_dynamic(library)

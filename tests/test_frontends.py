@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.commands import run, run_python
-from pep517_torch.core import toolchain
+from pep517_torch.core.toolchain import tools as toolchain
 from tests.conftest import ROOT
 from tests.tiny_project import write_project
 

@@ -22,7 +22,7 @@ import pytest
 
 from pep517_torch.core import guard_patch, import_guard
 from pep517_torch.core.spec import ExtensionSpec, Kind
-from pep517_torch.core.toolchain import TorchInstall, find_torch
+from pep517_torch.core.toolchain.tools import TorchInstall, find_torch
 from tests.commands import run, run_python
 from tests.conftest import write_tree
 from tests.tiny_project import c_api_module, pyproject

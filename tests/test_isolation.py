@@ -9,7 +9,7 @@ import pytest
 
 from pep517_torch.backend import pipeline, stages
 from pep517_torch.core import build as core_build
-from pep517_torch.core import isolation, toolchain
+from pep517_torch.core.toolchain import isolation, tools as toolchain
 
 from .tiny_project import write_project
 from .torch_doubles import version_only_torch

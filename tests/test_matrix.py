@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from pep517_torch.backend import pipeline as glue
-from pep517_torch.core import toolchain
+from pep517_torch.core.toolchain import tools as toolchain
 from pep517_torch.config.pyproject import tomllib
 from pep517_torch.distribution.index import write_index
 from pep517_torch.distribution.torch_requirement import local_label

@@ -226,7 +226,7 @@ setup(ext_modules=[CppExtension("p._C", ["a.cpp"])])
 
 
 def test_the_torch_pin_decision_is_printed(capsys: pytest.CaptureFixture[str]) -> None:
-    from pep517_torch.core.toolchain import find_torch
+    from pep517_torch.core.toolchain.tools import find_torch
     from pep517_torch.distribution.metadata import torch_pin
 
     assert main([str(FIXTURES / "small_things")]) == 0

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from pep517_torch.backend import pipeline
-from pep517_torch.core import toolchain
+from pep517_torch.core.toolchain import tools as toolchain
 from pep517_torch.errors import ConfigError
 from tests.commands import run_python
 from tests.conftest import write_tree

@@ -1,4 +1,4 @@
-"""nvcc --threads within the jobs budget (core/jobs.py), and the ninja text that carries it;
+"""nvcc --threads within the jobs budget (core/toolchain/jobs.py), and the ninja text that carries it;
 nothing is compiled."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from pep517_torch.core import plan as core_plan
-from pep517_torch.core import jobs
+from pep517_torch.core.toolchain import jobs
 from pep517_torch.core.cuda import toolkit as cuda
 from pep517_torch.core.spec import BuildOptions, ExtensionSpec
 from pep517_torch.errors import ToolchainError

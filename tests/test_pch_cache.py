@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from pep517_torch.core import flags, scan, toolchain
+from pep517_torch.core import flags, scan
+from pep517_torch.core.toolchain import tools as toolchain
 from pep517_torch.core.pch import plan as pch, cache as pch_cache
 from pep517_torch.core.plan import prepare
 from pep517_torch.core.spec import BuildOptions, ExtensionSpec

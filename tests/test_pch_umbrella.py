@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from pep517_torch.core import toolchain
+from pep517_torch.core.toolchain import tools as toolchain
 from pep517_torch.core.build import BuildResult, build
 from pep517_torch.core.spec import BuildOptions, ExtensionSpec, Kind
 from tests.commands import run_python

@@ -1,4 +1,4 @@
-"""The probe cache (core/probe_cache.py): answers kept while the files a probe read keep their
+"""The probe cache (core/toolchain/probe_cache.py): answers kept while the files a probe read keep their
 stamps; a touched or replaced file is probed again, a failure never stored. Nothing runs."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pep517_torch.core import probe_cache
+from pep517_torch.core.toolchain import probe_cache
 from pep517_torch.shipped_runtime.environment import NO_PROBE_CACHE
 
 

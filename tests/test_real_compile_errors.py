@@ -21,7 +21,7 @@ from pep517_torch.core import flags, plan
 from pep517_torch.core.pch import health as pch_health
 from pep517_torch.core.build import build
 from pep517_torch.core.spec import BuildOptions, ExtensionSpec, Kind
-from pep517_torch.core.toolchain import find_torch
+from pep517_torch.core.toolchain.tools import find_torch
 from pep517_torch.errors import BuildError, ConfigError
 from tests.conftest import ROOT, count, write
 from tests.tiny_project import write_project

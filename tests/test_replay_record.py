@@ -11,7 +11,7 @@ import pytest
 
 from pep517_torch.backend import noop_cache
 from pep517_torch.shipped_runtime import input_audit
-from pep517_torch.core import probe_cache
+from pep517_torch.core.toolchain import probe_cache
 from pep517_torch.core.cuda import toolkit as cuda
 from pep517_torch.distribution import platform_decision
 from pep517_torch.backend.noop_record import ReadEnv

@@ -23,7 +23,7 @@ import pytest
 import setuptools
 from setuptools.dist import Distribution
 
-from pep517_torch.core import toolchain
+from pep517_torch.core.toolchain import tools as toolchain
 from pep517_torch.core.cuda import toolkit as cuda
 from pep517_torch.core.spec import BuildType, ExtensionSpec
 from pep517_torch.distribution.metadata import torch_pin

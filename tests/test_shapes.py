@@ -26,7 +26,7 @@ import pytest
 from packaging.version import Version
 
 from pep517_torch.backend import pipeline as glue
-from pep517_torch.core import toolchain
+from pep517_torch.core.toolchain import tools as toolchain
 from pep517_torch.core.cuda import toolkit as cuda
 from pep517_torch.core import flags as flags_mod
 from pep517_torch.errors import ConfigError

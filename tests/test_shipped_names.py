@@ -16,7 +16,7 @@ from types import SimpleNamespace
 import pytest
 
 from pep517_torch.backend import pipeline
-from pep517_torch.core.toolchain import find_torch
+from pep517_torch.core.toolchain.tools import find_torch
 from pep517_torch.errors import ConfigError
 from pep517_torch.setuptools.translate import CommandOptions, extension_spec
 from tests.conftest import count, write

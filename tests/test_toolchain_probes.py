@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pep517_torch.core import toolchain
+from pep517_torch.core.toolchain import tools as toolchain
 from pep517_torch.core.cuda import toolkit as cuda
 from pep517_torch.errors import ToolchainError
 from tests.cuda_tools import write_script

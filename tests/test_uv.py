@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from pep517_torch.core import toolchain
+from pep517_torch.core.toolchain import tools as toolchain
 from tests.conftest import ROOT
 from tests.installed.uv_index import Unavailable, requires_dist, uv_sources
 from tests.installed.venvs import installed_env, own_wheel

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import pytest
 
-from pep517_torch.core import toolchain
+from pep517_torch.core.toolchain import tools as toolchain
 from pep517_torch.core.cuda import toolkit as cuda
 from pep517_torch.distribution.variants_index import split_name, write_variants_json
 from tests.commands import run, run_cli

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pep517_torch.core import toolchain
+from pep517_torch.core.toolchain import tools as toolchain
 
 
 def version_only_torch(site_packages: Path, version: str) -> toolchain.TorchInstall:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from .. import config
 from ..config import ConfigSettings
-from ..core import isolation, toolchain
+from ..core.toolchain import isolation, tools as toolchain
 from ..distribution import tags
 from ..errors import ToolchainError
 

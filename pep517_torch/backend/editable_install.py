@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..atomic import writing
-from ..core import isolation
+from ..core.toolchain import isolation
 from ..config import ConfigSettings
 from ..errors import ConfigError
 from ..shipped_runtime.user_line import user_line

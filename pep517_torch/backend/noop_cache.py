@@ -115,7 +115,7 @@ def _found(name: str) -> list[Any] | None:
 
 
 def _torch() -> list[Any] | None:
-    """torch's folder as core/toolchain.py finds it (without importing it), and the identity
+    """torch's folder as core/toolchain/tools.py finds it (without importing it), and the identity
     of its version.py (a reinstall, another build or version)."""
     found = _found("torch")
     if found is None:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from packaging.requirements import Requirement
 
 from .. import config
-from ..core import isolation, toolchain
+from ..core.toolchain import isolation, tools as toolchain
 from ..core.spec import ExtensionSpec, Kind
 from ..config import ConfigSettings
 from .discovery import resolve

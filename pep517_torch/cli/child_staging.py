@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
-from ..core import toolchain
+from ..core.toolchain import tools as toolchain
 from ..errors import ConfigError, ToolchainError
 
 PACKAGE = Path(__file__).resolve().parent.parent  # this pep517_torch

@@ -14,7 +14,7 @@ Check = Callable[[], tuple[str, str]]  # -> (verdict, text); verdict: ok | warn 
 
 
 def _torch() -> tuple[str, str]:
-    from ..core.toolchain import find_torch
+    from ..core.toolchain.tools import find_torch
 
     torch = find_torch()
     flavour = f"CUDA {torch.cuda} build" if torch.cuda else "CPU build"
@@ -24,7 +24,7 @@ def _torch() -> tuple[str, str]:
 
 
 def _compiler() -> tuple[str, str]:
-    from ..core.toolchain import find_compiler, minimum_versions_text
+    from ..core.toolchain.tools import find_compiler, minimum_versions_text
 
     compiler = find_compiler(os.environ)
     via = f" via {compiler.launcher}" if compiler.launcher else ""
@@ -54,8 +54,8 @@ def _launcher_setting(path: Path) -> tuple[str, str]:
 
 def _find_launcher(path: Path) -> tuple[str, str, list[str], str | None, str]:
     """(setting, origin, launcher, its name, the command that runs it)."""
-    from ..core import launcher as launchers
-    from ..core.toolchain import find_compiler
+    from ..core.toolchain import launcher as launchers
+    from ..core.toolchain.tools import find_compiler
 
     setting, origin = _launcher_setting(path)
     compiler = find_compiler(os.environ)
@@ -66,7 +66,7 @@ def _find_launcher(path: Path) -> tuple[str, str, list[str], str | None, str]:
 
 def _launcher(path: Path) -> Check:
     def check() -> tuple[str, str]:
-        from ..core import launcher as launchers
+        from ..core.toolchain import launcher as launchers
 
         setting, origin, _, name, command = _find_launcher(path)
         where = f'compiler-launcher = "{setting}" ({origin})'
@@ -105,7 +105,7 @@ def _pch_cache() -> tuple[str, str]:
 
 
 def _ninja() -> tuple[str, str]:
-    from ..core.toolchain import find_ninja
+    from ..core.toolchain.tools import find_ninja
 
     ninja = find_ninja(os.environ)
     version = subprocess.run([str(ninja), "--version"], capture_output=True, text=True).stdout
@@ -114,7 +114,7 @@ def _ninja() -> tuple[str, str]:
 
 def _cuda() -> tuple[str, str]:
     from ..core.cuda import toolkit as cuda, checks as cuda_checks
-    from ..core.toolchain import find_torch
+    from ..core.toolchain.tools import find_torch
 
     toolkit = cuda.find_cuda(os.environ)
     if toolkit is None:
@@ -132,7 +132,7 @@ def _cuda() -> tuple[str, str]:
 
 def _arch() -> tuple[str, str]:
     from ..core.cuda import arch_flags as arch, toolkit as cuda, checks as cuda_checks
-    from ..core.toolchain import find_torch
+    from ..core.toolchain.tools import find_torch
 
     toolkit = cuda.find_cuda(os.environ)
     if toolkit is None:
@@ -161,8 +161,8 @@ def _arch() -> tuple[str, str]:
 def _resources(path: Path) -> Check:
     def check() -> tuple[str, str]:
         from ..config.layers import environment_layer
-        from ..core import launcher as launchers
-        from ..core.jobs import plan_jobs
+        from ..core.toolchain import launcher as launchers
+        from ..core.toolchain.jobs import plan_jobs
 
         requested = environment_layer(os.environ).get("jobs")
         distributed = None

@@ -23,10 +23,11 @@ from ..shipped_runtime.ninja import LOG_NAME
 from ..shipped_runtime.user_line import print_line, user_line
 from ..shipped_runtime import ledger
 from ..shipped_runtime.ninja import explained_outputs
-from . import compile_record, stable_audit, toolchain
+from . import compile_record, stable_audit
+from .toolchain import tools as toolchain
 from .unity import groups as unity
 from .pch import cache as pch_cache, health as pch_health
-from . import launcher as launchers
+from .toolchain import launcher as launchers
 from .ninja_report import Log, NinjaRun, failed_targets, run_ninja
 from .plan import BuildPlan, prepare, tool_env
 from .spec import BuildOptions, ExtensionSpec

@@ -15,7 +15,7 @@ from ..abi import limited_api
 from ..abi import stable_abi as stable
 from . import flag_syntax
 from .spec import BUILD_TYPE_FLAGS, BuildType, ExtensionSpec, Kind
-from .toolchain import Compiler, TorchInstall
+from .toolchain.tools import Compiler, TorchInstall
 
 # torch's nvcc defaults: its headers define these half/bfloat16 operators themselves.
 TORCH_NVCC_FLAGS = (
@@ -55,7 +55,7 @@ def nvcc_heavy_tuning(host_family: str) -> tuple[str, ...]:
 @dataclass(frozen=True)
 class ResolvedTools:
     """Everything the flags depend on besides the spec, resolved once per build from what
-    ``toolchain.py`` and ``cuda/toolkit.py`` found: the compiler, torch, Python's and CUDA's directories."""
+    ``toolchain/tools.py`` and ``cuda/toolkit.py`` found: the compiler, torch, Python's and CUDA's directories."""
 
     compiler: Compiler
     torch: TorchInstall

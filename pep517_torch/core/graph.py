@@ -31,7 +31,7 @@ class CompileUnit:
     heavy: bool  # includes torch headers: runs in the memory-bounded pool
     pch: PchPlan | None = None
     gpu_targets: int = 0  # nvcc: the GPU architectures (SASS and PTX) it compiles for
-    nvcc_threads: int = 1  # nvcc --threads: targets compiled at once (1: no flag; jobs.py)
+    nvcc_threads: int = 1  # nvcc --threads: targets compiled at once (1: no flag; toolchain/jobs.py)
     members: tuple[Path, ...] = ()  # a unity TU's sources (``source`` includes each of them)
 
     @property

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from ..abi.elf import needed_libraries
 from .spec import ExtensionSpec, Kind
-from .toolchain import TorchInstall
+from .toolchain.tools import TorchInstall
 
 SOURCE = Path(__file__).resolve().parent.parent / "resources" / "import_guard.c"
 OBJECT = "pep517_torch_import_guard.o"  # in obj/<extension>/, beside the sources' (x.cpp.o)

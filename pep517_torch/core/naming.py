@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 from .spec import ExtensionSpec, Kind
-from .toolchain import ext_suffix
+from .toolchain.tools import ext_suffix
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._+/-]")
 

@@ -18,11 +18,13 @@ from ..atomic import write_if_changed, writing
 from ..errors import ConfigError, ToolchainError
 from ..project_tree import make_build_dir
 from . import flags as flags_mod
-from . import compile_record, graph, jobs, scan, stable_audit
+from . import compile_record, graph, scan, stable_audit
+from .toolchain import jobs
 from .pch import plan as pch, cache as pch_cache, health as pch_health, seal as pch_seal
-from . import compdb, guard_patch, import_guard, toolchain
+from . import compdb, guard_patch, import_guard
+from .toolchain import tools as toolchain
 from .unity import groups as unity
-from . import launcher as launchers
+from .toolchain import launcher as launchers
 from .naming import artifact_name, display_base, object_name
 from .spec import BuildOptions, ExtensionSpec, first_duplicate, is_cuda_source
 

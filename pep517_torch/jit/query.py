@@ -7,7 +7,7 @@ import os
 import re
 from typing import TYPE_CHECKING
 
-from ..core import toolchain
+from ..core.toolchain import tools as toolchain
 from ..errors import ToolchainError
 from ..shipped_runtime.environment import TORCH_DONT_CHECK_COMPILER_ABI, is_true
 

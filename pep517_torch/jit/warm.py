@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import ModuleType
 
-from ..core.identity import torch_flavour
+from ..core.toolchain.lookup import torch_flavour
 from ..core.ninja_syntax import unwritable_character
 from ..errors import ConfigError
 from ..shipped_runtime.environment import PCH, TORCH_EXTENSIONS_DIR, switch, user_cache_home

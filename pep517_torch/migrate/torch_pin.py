@@ -33,7 +33,7 @@ def decide_torch_requirement(plan: Plan, carried: list[str] | None = None) -> No
 
     ``carried``: the torch lines of Requires-Dist as a build here computes them (the check's
     load of the tables); None where that load failed: then computed from the pin alone."""
-    from ..core.toolchain import find_torch
+    from ..core.toolchain.tools import find_torch
     from ..distribution.metadata import merge_requirements, torch_pin
 
     default = fields_by_key(ProjectSettings)[KEY].default

@@ -99,7 +99,7 @@ class BuildExtension(build_ext):
         from ..core import build as core_build
         from ..core.pch import background as pch_background
         from ..core.lock import build_lock
-        from ..core.toolchain import find_torch
+        from ..core.toolchain.tools import find_torch
         from .options import build_options, command_options, persistent_build_dir
         from .translate import extension_spec
 

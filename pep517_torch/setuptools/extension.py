@@ -13,7 +13,7 @@ from typing import Any
 
 import setuptools
 
-from ..core import toolchain
+from ..core.toolchain import tools as toolchain
 from ..errors import ToolchainError
 from ..jit.query import include_paths as torch_include_paths
 from ..jit.query import library_paths as torch_library_paths

@@ -22,7 +22,7 @@ from ..config.model import DEFAULT_BUILD_DIR
 from ..config.resolve import format_build_dir
 from ..config.layers import environment_options, passthrough_env
 from ..core.spec import BuildOptions, BuildType
-from ..core.toolchain import TorchInstall
+from ..core.toolchain.tools import TorchInstall
 from ..backend.discovery import build_dir_values
 from .translate import CommandOptions
 

@@ -36,7 +36,7 @@ def _add_pin(dist: Any, mode: str) -> str:
     """Pin ``install_requires``; return what was done, for BuildExtension's build log."""
     from packaging.requirements import InvalidRequirement, Requirement
 
-    from ..core.toolchain import find_torch
+    from ..core.toolchain.tools import find_torch
     from ..distribution.metadata import merge_requirements, torch_pin
     from ..errors import ToolchainError
 

@@ -18,7 +18,7 @@ from ..abi import limited_api
 from ..config.checks import shipped_name_problem
 from ..core.flags import torch_libraries
 from ..core.spec import BuildType, ExtensionSpec, is_cuda_source
-from ..core.toolchain import TorchInstall
+from ..core.toolchain.tools import TorchInstall
 from ..errors import ConfigError
 from .extension import CUDART, DLINK_ATTRIBUTE, DLINK_LIBRARIES_ATTRIBUTE, cuda_directories
 

@@ -5,7 +5,7 @@ config/layers.py turns the settings' variables (the model's ``env`` metadata nam
 here) into values and passes the tools' on to the compile core; the JIT, the PCH and probe
 caches and the editable hook read theirs through the names and helpers below. The compiler
 caches' own settings (``CCACHE_BASEDIR``, ``SCCACHE_SERVER_PORT``...) are the launchers'
-business: core/launcher.py sets and reads them.
+business: core/toolchain/launcher.py sets and reads them.
 """
 
 from __future__ import annotations

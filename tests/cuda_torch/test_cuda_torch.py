@@ -26,7 +26,8 @@ from pathlib import Path
 
 import pytest
 
-from pep517_torch.core import guard_patch, toolchain
+from pep517_torch.core import guard_patch
+from pep517_torch.core.toolchain import tools as toolchain
 from pep517_torch.core.pch import cache as pch_cache
 from tests.conftest import FIXTURES
 from tests.cuda_tools import fatbin_contents, find_cuobjdump, require_cuda_torch

@@ -10,7 +10,8 @@ from pathlib import Path
 
 from ...errors import ConfigError
 from ...shipped_runtime.environment import NVCC_THREADS
-from .. import graph, jobs, toolchain
+from .. import graph
+from ..toolchain import jobs, tools as toolchain
 from . import arch_flags as arch, toolkit as cuda, checks as cuda_checks
 from ..spec import BuildOptions, ExtensionSpec
 
@@ -103,7 +104,7 @@ _THREADS_FLAGS = ("-t", "--threads")
 def set_nvcc_threads(
     plans: Sequence[graph.ExtensionPlan], job_plan: jobs.JobPlan, toolkit: cuda.CudaToolkit, env: dict[str, str]
 ) -> None:
-    """nvcc --threads for each .cu with several GPU targets, within the jobs budget (jobs.py);
+    """nvcc --threads for each .cu with several GPU targets, within the jobs budget (toolchain/jobs.py);
     none where the extension's own flags already say, or nvcc predates the flag (11.2)."""
     if tuple(toolkit.version) < (11, 2):
         return

@@ -39,8 +39,8 @@ from pathlib import Path
 from ...shipped_runtime import ledger
 from ...shipped_runtime.input_audit import note
 from ...errors import ToolchainError
-from .. import probe_cache
-from ..toolchain import run_probe
+from ..toolchain import probe_cache
+from ..toolchain.tools import run_probe
 
 DEFAULT_SEARCH_PATHS: tuple[Path, ...] = (Path("/usr/local/cuda"),)
 WHEEL_FOUND_VIA = "nvidia-cuda-nvcc wheel"

@@ -40,7 +40,8 @@ from typing import TYPE_CHECKING, Any
 
 from ...shipped_runtime.environment import PCH_BACKGROUND, switch
 from ...shipped_runtime.lock import FileLock
-from .. import flags, isolation, jobs
+from .. import flags
+from ..toolchain import isolation, jobs
 from . import cache as pch_cache, seal as pch_seal
 
 if TYPE_CHECKING:
@@ -52,7 +53,7 @@ LOG = "background.log"  # the last background maker's output, in the cache's roo
 FAILED = "background-failed"  # in an entry: the background build of its PCH failed
 TIME_LIMIT_S = 30 * 60
 NICE = 10
-PCH_BYTES = 5 * 1024**3 // 2  # a PCH build of torch/extension.h peaks at ~2.5 GB (jobs.py)
+PCH_BYTES = 5 * 1024**3 // 2  # a PCH build of torch/extension.h peaks at ~2.5 GB (toolchain/jobs.py)
 _TEMPORARY = ".background.tmp"
 
 

@@ -38,7 +38,7 @@ from .. import scan
 from .seal import STUB
 from ..flags import ExtensionFlags
 from ..spec import ExtensionSpec
-from ..toolchain import Compiler, TorchInstall
+from ..toolchain.tools import Compiler, TorchInstall
 
 
 

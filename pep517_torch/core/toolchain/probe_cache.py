@@ -20,10 +20,10 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ..atomic import write_atomic
-from ..shipped_runtime.input_audit import note
-from ..shipped_runtime.environment import CACHE_DIR, NO_PROBE_CACHE, XDG_CACHE_HOME, cache_root
-from ..shipped_runtime.ledger import identity
+from ...atomic import write_atomic
+from ...shipped_runtime.input_audit import note
+from ...shipped_runtime.environment import CACHE_DIR, NO_PROBE_CACHE, XDG_CACHE_HOME, cache_root
+from ...shipped_runtime.ledger import identity
 
 FILE = "probes.json"
 VERSION = 1

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from ..shipped_runtime.environment import VIRTUAL_ENV
-from .toolchain import TorchInstall, find_torch
+from ...shipped_runtime.environment import VIRTUAL_ENV
+from .tools import TorchInstall, find_torch
 
 ISOLATED_ENV_MARKERS = ("pip-build-env-", "build-env-", "builds-v0")  # pip, build, uv
 BUILD_DIR_SUFFIX = "-isolated"  # appended to {torch_version}: never the normal build's folder

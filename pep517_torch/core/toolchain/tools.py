@@ -20,11 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from ..errors import ToolchainError
-from ..shipped_runtime import ledger
-from ..shipped_runtime.ledger import LAUNCHERS
+from ...errors import ToolchainError
+from ...shipped_runtime import ledger
+from ...shipped_runtime.ledger import LAUNCHERS
 from . import probe_cache
-from .identity import torch_flavour, which
+from .lookup import torch_flavour, which
 
 CompilerFamily = Literal["gcc", "clang", "unknown"]
 # The oldest compilers torch 2.x extensions build with: its headers need C++17 (C++20 from

@@ -19,11 +19,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import ToolchainError
-from ..shipped_runtime.environment import user_cache_home
+from ...errors import ToolchainError
+from ...shipped_runtime.environment import user_cache_home
 from . import probe_cache
-from .identity import which
-from .toolchain import Compiler, split_command
+from .lookup import which
+from .tools import Compiler, split_command
 
 CACHES = frozenset({"ccache", "sccache"})
 DISTCC = "distcc"

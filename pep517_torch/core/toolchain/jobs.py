@@ -14,8 +14,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import ToolchainError
-from ..shipped_runtime.environment import NVCC_THREADS
+from ...errors import ToolchainError
+from ...shipped_runtime.environment import NVCC_THREADS
 
 HEAVY_TU_BYTES = 9 * 1024**3 // 4  # 2.25 GiB per torch TU, with headroom
 

@@ -1,0 +1,1 @@
+"""The tools a build runs and how: the C++ compiler, ninja, torch and Python headers (found without importing torch), what stands in front of the compilers (ccache, sccache, distcc), how many run at once, what tool probes found, and whether torch comes from a throwaway build environment."""
