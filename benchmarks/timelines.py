@@ -19,7 +19,7 @@ def phases(project: Path, before: dict[Path, object] | None = None) -> list[list
     """The steps of the last build in ``project`` as [name, start s, seconds], in start order:
     from its build-trace.json (ours), or from what its ninja log gained since ``before``
     (torch's BuildExtension drives ninja too: build/temp.*/.ninja_log)."""
-    from pep517_torch.core.trace_view import steps
+    from pep517_torch.core.ninja.trace_view import steps
     from pep517_torch.shipped_runtime.trace import Mark, entries_since
 
     logs = sorted((project / "build").glob("*/.ninja_log"), key=lambda path: path.stat().st_mtime)

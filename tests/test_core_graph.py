@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from pep517_torch.core import naming, ninja_syntax
+from pep517_torch.core import naming
+from pep517_torch.core.ninja import syntax as ninja_syntax
 from pep517_torch.core.plan import prepare
 from pep517_torch.core.spec import BuildOptions, ExtensionSpec, Kind
 from pep517_torch.core.toolchain.tools import find_ninja

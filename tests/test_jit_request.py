@@ -16,7 +16,7 @@ from tests.conftest import write
 WARM_PATH_MODULES = {
     f"pep517_torch{suffix}"
     for suffix in (
-        "", "._version", ".errors", ".core", ".core.toolchain", ".core.toolchain.lookup", ".core.ninja_syntax",
+        "", "._version", ".errors", ".core", ".core.toolchain", ".core.toolchain.lookup", ".core.ninja", ".core.ninja.syntax",
         ".core.suffixes", ".jit", ".jit.api", ".jit.request", ".jit.stamp", ".jit.warm",
         ".shipped_runtime", ".shipped_runtime.environment", ".shipped_runtime.ledger",
         ".shipped_runtime.user_line",

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 import pep517_torch
-from pep517_torch.core.ninja_syntax import escape_path
+from pep517_torch.core.ninja.syntax import escape_path
 from pep517_torch.errors import ConfigError
 from tests.config_helpers import resolve, resolve_error
 from tests.conftest import count

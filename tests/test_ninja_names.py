@@ -22,7 +22,7 @@ import pytest
 
 import pep517_torch
 from pep517_torch.config import ResolvedProject
-from pep517_torch.core.ninja_syntax import DEPFILE_REBUILDS, escape_path, unnameable_character
+from pep517_torch.core.ninja.syntax import DEPFILE_REBUILDS, escape_path, unnameable_character
 from pep517_torch.core.toolchain.tools import find_ninja
 from pep517_torch.errors import ConfigError
 from tests.config_helpers import resolve

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from pep517_torch.core import trace_view
+from pep517_torch.core.ninja import trace_view
 from pep517_torch.core.pch import (
     background as pch_background,
     cache as pch_cache,

@@ -57,7 +57,8 @@ def test_a_damaged_or_unwritable_cache_only_costs_a_probe(tmp_path: Path) -> Non
 
 
 def test_the_compile_record_reads_back_every_path_the_writer_escaped() -> None:
-    from pep517_torch.core import compile_record, ninja_syntax
+    from pep517_torch.core import compile_record
+    from pep517_torch.core.ninja import syntax as ninja_syntax
 
     writer = ninja_syntax.NinjaWriter()
     hostile = ["a b.o", "c$d:e.o", "/abs/dir with spaces/ü.cpp", "x$$ y;z#h.h"]

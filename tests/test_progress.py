@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from pep517_torch.core.toolchain import tools as toolchain
-from pep517_torch.core.ninja_report import run_ninja
+from pep517_torch.core.ninja.report import run_ninja
 from pep517_torch.shipped_runtime import ninja as progress
 from pep517_torch.errors import BuildError
 

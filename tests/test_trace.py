@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pep517_torch.core import trace_view
+from pep517_torch.core.ninja import trace_view
 from pep517_torch.shipped_runtime import ledger, trace
 from tests.tiny_project import set_value, write_project
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from pep517_torch.core import trace_view
+from pep517_torch.core.ninja import trace_view
 from pep517_torch.core.unity import regroup as unity_regroup
 from tests import test_unity_build as unity_build
 from tests.test_unity_build import PYPROJECT, module_source

@@ -254,7 +254,7 @@ def _explain(args: argparse.Namespace) -> int:
 
 def _trace(args: argparse.Namespace) -> int:
     from ..atomic import write_atomic
-    from ..core import trace_view
+    from ..core.ninja import trace_view
     from ..errors import OutputError
 
     build_dir = _trace_dir(args.build_dir)

@@ -9,7 +9,7 @@ from pathlib import Path
 from ..abi import limited_api
 from ..abi import stable_abi as stable
 from ..core import flag_syntax
-from ..core.ninja_syntax import shown, unnameable_character
+from ..core.ninja.syntax import shown, unnameable_character
 from ..core.spec import BuildType, ExtensionSpec, Kind, first_duplicate, is_cuda_source
 from ..errors import ConfigError
 from .checks import split_list

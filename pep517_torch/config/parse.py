@@ -16,7 +16,7 @@ import typing
 from collections.abc import Mapping
 from typing import Any, Literal, Union, get_args, get_origin
 
-from ..core.ninja_syntax import unwritable_character
+from ..core.ninja.syntax import unwritable_character
 from ..errors import ConfigError
 from .fields import Partial, toml_key
 

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..core.ninja_syntax import shown, unnameable_character
+from ..core.ninja.syntax import shown, unnameable_character
 from ..core.spec import BuildOptions, BuildType
 from ..errors import ConfigError
 from .entry_points import check_entry_points

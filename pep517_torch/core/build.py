@@ -28,7 +28,7 @@ from .toolchain import tools as toolchain
 from .unity import groups as unity
 from .pch import cache as pch_cache, health as pch_health
 from .toolchain import launcher as launchers
-from .ninja_report import Log, NinjaRun, failed_targets, run_ninja
+from .ninja.report import Log, NinjaRun, failed_targets, run_ninja
 from .plan import BuildPlan, prepare, tool_env
 from .spec import BuildOptions, ExtensionSpec
 
@@ -65,7 +65,7 @@ class BuildResult:
         timeline = run.timeline  # then the slowest steps and idle job slots, a line each
         if not timeline:  # a no-op
             return "\n".join([first, *code])
-        from . import trace_view
+        from .ninja import trace_view
 
         trace_file = self.plan.build_dir / trace.TRACE_NAME
         return "\n".join([first, *code, *trace_view.summary_lines(timeline, trace_file)])

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from .flags import ExtensionFlags
 from .import_guard import GUARD_FLAGS, GuardPlan
-from .ninja_syntax import NinjaWriter, escape_value, shell_args
+from .ninja.syntax import NinjaWriter, escape_value, shell_args
 from .naming import display_base, display_path
 from .pch.plan import PchPlan
 from .spec import ExtensionSpec

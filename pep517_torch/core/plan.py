@@ -21,7 +21,8 @@ from . import flags as flags_mod
 from . import compile_record, graph, scan, stable_audit
 from .toolchain import jobs
 from .pch import plan as pch, cache as pch_cache, health as pch_health, seal as pch_seal
-from . import compdb, guard_patch, import_guard
+from . import guard_patch, import_guard
+from .ninja import compdb
 from .toolchain import tools as toolchain
 from .unity import groups as unity
 from .toolchain import launcher as launchers

@@ -16,7 +16,7 @@ from pathlib import Path
 from ..abi import stable_abi as stable
 from ..errors import ConfigError
 from . import flag_syntax
-from .ninja_syntax import shown, unnameable_character
+from .ninja.syntax import shown, unnameable_character
 from .suffixes import (  # re-exported: spec users find the suffixes here too
     CUDA_HEADER_SUFFIXES,
     CUDA_SUFFIXES,

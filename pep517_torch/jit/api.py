@@ -8,7 +8,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-from ..core.ninja_syntax import shown, unnameable_character, unwritable_character
+from ..core.ninja.syntax import shown, unnameable_character, unwritable_character
 from ..core.suffixes import CUDA_HEADER_SUFFIXES, is_header
 from ..errors import ConfigError
 from ..shipped_runtime.environment import TORCH_EXTENSIONS_DIR

@@ -10,7 +10,8 @@ from pathlib import Path
 
 from ..atomic import writing
 from ..core import build as core_build
-from ..core import compile_record, trace_view
+from ..core import compile_record
+from ..core.ninja import trace_view
 from ..core.lock import build_lock
 from ..core.spec import BuildOptions, ExtensionSpec, Kind
 from ..config.layers import environment_options

@@ -16,7 +16,7 @@ from pathlib import Path
 from types import ModuleType
 
 from ..core.toolchain.lookup import torch_flavour
-from ..core.ninja_syntax import unwritable_character
+from ..core.ninja.syntax import unwritable_character
 from ..errors import ConfigError
 from ..shipped_runtime.environment import PCH, TORCH_EXTENSIONS_DIR, switch, user_cache_home
 from . import stamp

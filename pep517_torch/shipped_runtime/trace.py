@@ -19,7 +19,7 @@ ninja's slots fill), and the timeline is written as Chrome trace-event JSON (Per
 Part of the standard-library runtime: the editable hook, which runs where pep517_torch may
 not be installed, writes with it the trace of the rebuilds it runs with plain ninja, naming
 steps from the ``steps`` section the last core build left in the build folder's ledger. Reading a
-trace back, and showing it, is core/trace_view.py's.
+trace back, and showing it, is core/ninja/trace_view.py's.
 """
 
 from __future__ import annotations

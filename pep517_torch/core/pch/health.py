@@ -12,7 +12,7 @@ from pathlib import Path
 from ...errors import BuildError
 from .. import graph
 from . import plan as pch, cache as pch_cache
-from ..ninja_report import failed_targets
+from ..ninja.report import failed_targets
 
 
 def check_entries(

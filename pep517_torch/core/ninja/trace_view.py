@@ -14,7 +14,7 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..shipped_runtime.trace import TRACE_NAME, Step, Timeline
+from ...shipped_runtime.trace import TRACE_NAME, Step, Timeline
 
 
 def summary_lines(found: Timeline, trace_file: Path | None = None) -> list[str]:

@@ -18,11 +18,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import BuildError
-from ..shipped_runtime import ninja as ninja_follower
-from ..shipped_runtime.ninja import Progress, first_error, run_ninja_followed
-from ..shipped_runtime.trace import Timeline
-from ..shipped_runtime.user_line import print_line, user_line
+from ...errors import BuildError
+from ...shipped_runtime import ninja as ninja_follower
+from ...shipped_runtime.ninja import Progress, first_error, run_ninja_followed
+from ...shipped_runtime.trace import Timeline
+from ...shipped_runtime.user_line import print_line, user_line
 
 Log = Callable[[str], None]
 

@@ -9,7 +9,7 @@ import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 
-from ..atomic import write_if_changed
+from ...atomic import write_if_changed
 
 NAME = "compile_commands.json"
 
