@@ -1,4 +1,4 @@
-"""The import check inside the library (core/import_guard.py, core/guard_patch.py,
+"""The import check inside the library (core/postlink/import_guard.py, core/postlink/guard_patch.py,
 resources/import_guard.c), on tiny C libraries and stand-ins for torch: no torch TU compiles.
 
 A stand-in torch is a package with ``__version__`` and ``version.cuda``; its libraries are tiny
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from pep517_torch.core import guard_patch, import_guard
+from pep517_torch.core.postlink import guard_patch, import_guard
 from pep517_torch.core.spec import ExtensionSpec, Kind
 from pep517_torch.core.toolchain.tools import TorchInstall, find_torch
 from tests.commands import run, run_python

@@ -21,7 +21,7 @@ from pep517_torch.backend import pipeline
 from pep517_torch.abi import stable_abi
 from pep517_torch.core import flags
 from pep517_torch.core.spec import ExtensionSpec
-from pep517_torch.core.stable_audit import is_torch_cxx
+from pep517_torch.core.postlink.stable_audit import is_torch_cxx
 from pep517_torch.core.toolchain.tools import find_torch
 from pep517_torch.errors import ConfigError
 from tests.conftest import FIXTURES, write, write_tree

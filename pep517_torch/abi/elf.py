@@ -45,7 +45,7 @@ def is_elf(path: Path) -> bool:
 
 def read_dynamic(path: Path, *, weak: bool = False, symbols: bool = True) -> DynamicInfo:
     """The NEEDED libraries and undefined dynamic symbols of ``path``; ``weak``: the weak ones
-    too (an import check makes torch's weak: core/guard_patch.py); without ``symbols``, the
+    too (an import check makes torch's weak: core/postlink/guard_patch.py); without ``symbols``, the
     NEEDED libraries alone (torch's own libraries hold 100,000 dynamic symbols, which
     pyelftools reads one by one: seconds)."""
     from elftools.common.exceptions import ELFError

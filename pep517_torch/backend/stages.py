@@ -84,11 +84,11 @@ def import_check_torch(
     static_torch: bool,
 ) -> str | None:
     """The torch ``spec``'s artifact checks at import (``torch-import-check``; the check lives
-    in the artifact, core/import_guard.py), or None. true: every module and library; "auto":
+    in the artifact, core/postlink/import_guard.py), or None. true: every module and library; "auto":
     where the wheel's requirement cannot say which torch it needs: a static torch requirement
     kept as written (no pin of the build torch), and an extension that needs a CUDA torch (no
     requirement names torch's CUDA variant)."""
-    from ..core.import_guard import needs_cuda_torch
+    from ..core.postlink.import_guard import needs_cuda_torch
 
     if spec.kind is Kind.EXECUTABLE:
         return None
@@ -101,7 +101,7 @@ def import_check_torch(
 def binaries_cuda(project: config.ResolvedProject, torch: toolchain.TorchInstall, found: object) -> str | None:
     """The CUDA major (``"13"``) of the torch the extensions' binaries will need, or None:
     torch's own when it has CUDA, else (stable-ABI CUDA kernels beside a CPU torch) nvcc's."""
-    from ..core.import_guard import needs_cuda_torch
+    from ..core.postlink.import_guard import needs_cuda_torch
 
     if not any(needs_cuda_torch(spec, torch) for spec in project.extensions):
         return None

@@ -23,7 +23,8 @@ from ..shipped_runtime.ninja import LOG_NAME
 from ..shipped_runtime.user_line import print_line, user_line
 from ..shipped_runtime import ledger
 from ..shipped_runtime.ninja import explained_outputs
-from . import compile_record, stable_audit
+from . import compile_record
+from .postlink import stable_audit
 from .toolchain import tools as toolchain
 from .unity import groups as unity
 from .pch import cache as pch_cache, health as pch_health

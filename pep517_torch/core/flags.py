@@ -268,7 +268,7 @@ def _torch_link(spec: ExtensionSpec, torch: TorchInstall) -> list[str]:
     libtorch.so among its NEEDED even where the linker drops unused libraries: libtorch.so of a
     CUDA torch brings in libtorch_cuda (the C shim's ``aoti_torch_get_current_cuda_stream``)
     and the CUDA libraries at load time, whichever torch (even a CPU one) it was linked
-    against, and an import check (core/import_guard.py) drops them from NEEDED."""
+    against, and an import check (core/postlink/import_guard.py) drops them from NEEDED."""
     flags = [f"-l{lib}" for lib in torch_libraries(spec, torch)]
     if spec.uses_cuda and (spec.stable_abi is not None or spec.import_check_torch is not None):
         index = flags.index("-ltorch")

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .flags import ExtensionFlags
-from .import_guard import GUARD_FLAGS, GuardPlan
+from .postlink.import_guard import GUARD_FLAGS, GuardPlan
 from .ninja.syntax import NinjaWriter, escape_value, shell_args
 from .naming import display_base, display_path
 from .pch.plan import PchPlan
@@ -53,7 +53,7 @@ class ExtensionPlan:
     flags: ExtensionFlags
     output: str  # relative to the build directory
     units: list[CompileUnit] = field(default_factory=list)
-    guard: GuardPlan | None = None  # the artifact's own import check (import_guard.py)
+    guard: GuardPlan | None = None  # the artifact's own import check (postlink/import_guard.py)
 
     @property
     def dlink_object(self) -> str | None:
@@ -109,7 +109,7 @@ def render(
     ``pch_seal``: the command that seals a shared PCH before it is renamed into place
     (``pch/seal.py``: a cache entry is never visible without the checksum it is verified by).
     ``guard_patch``: the command that rewires a guarded artifact after its link
-    (``guard_patch.py``; needed when an extension plan has a ``guard``).
+    (``postlink/guard_patch.py``; needed when an extension plan has a ``guard``).
     """
     w = NinjaWriter()
     dlinking = any(ext.dlink_object for ext in extensions)

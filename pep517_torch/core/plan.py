@@ -18,10 +18,11 @@ from ..atomic import write_if_changed, writing
 from ..errors import ConfigError, ToolchainError
 from ..project_tree import make_build_dir
 from . import flags as flags_mod
-from . import compile_record, graph, scan, stable_audit
+from . import compile_record, graph, scan
+from .postlink import stable_audit
 from .toolchain import jobs
 from .pch import plan as pch, cache as pch_cache, health as pch_health, seal as pch_seal
-from . import guard_patch, import_guard
+from .postlink import guard_patch, import_guard
 from .ninja import compdb
 from .toolchain import tools as toolchain
 from .unity import groups as unity
@@ -59,7 +60,7 @@ class BuildPlan:
     uses_pch: bool = False  # some compile uses a precompiled header, or some edge makes one
     unity: dict[str, tuple[Path, ...]] = dataclasses.field(default_factory=dict)  # object -> members
     root: Path | None = None  # the project the build folder belongs to (None: the JIT's)
-    # the CUDA major ("13", nvcc's) a torch needs to run these artifacts (import_guard.py's
+    # the CUDA major ("13", nvcc's) a torch needs to run these artifacts (postlink/import_guard.py's
     # needs_cuda_torch), or None
     cuda_needed: str | None = None
     facts: dict[str, object] = dataclasses.field(default_factory=dict)  # compile_record.facts

@@ -114,7 +114,7 @@ class ExtensionSpec:
     dlink_libraries: tuple[str, ...] = ()
     extra_dlink_flags: tuple[str, ...] = ()
     # The torch (torch.__version__) the artifact's own import check compares the running one
-    # with (core/import_guard.py); None: no check (the JIT's, an editable rebuild's choice).
+    # with (core/postlink/import_guard.py); None: no check (the JIT's, an editable rebuild's choice).
     import_check_torch: str | None = None
     # Where values came from, for error messages: ("field" or "field[index]", the face's name
     # for it: a TOML key path, an argument name). Not part of what is built.

@@ -1,4 +1,4 @@
-/* pep517_torch's import check, compiled into every guarded artifact (core/import_guard.py).
+/* pep517_torch's import check, compiled into every guarded artifact (core/postlink/import_guard.py).
 
    The build includes this file from a generated one that defines the parameters:
      GUARD_MODULE     "pkg._C"            the module (dotted)
@@ -8,7 +8,7 @@
      GUARD_BUILT_FOR  "torch 2.14.1+cu130" how messages name what it was built for
      GUARD_CUDA_ADVICE "..."              what a user without that CUDA does about it
 
-   After linking, core/guard_patch.py rewires the file: torch's symbols become weak and torch's
+   After linking, core/postlink/guard_patch.py rewires the file: torch's symbols become weak and torch's
    CUDA libraries leave DT_NEEDED, so that loading succeeds whatever torch runs; DT_INIT_ARRAY
    holds guard_init alone, which checks the running torch and only then runs the library's own
    initialisers (its operator registrations); PyInit_<name> enters through guard_pyinit. A

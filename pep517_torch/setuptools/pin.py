@@ -11,7 +11,7 @@ A pyproject.toml whose ``[project]`` table declares the dependencies statically 
 ``dynamic``, or filled from ``[tool.setuptools.dynamic]``) gets no pin: setuptools would
 overwrite it, and static metadata must not change; the hook says so instead. A wheel without
 our pin (static dependencies, ``torch_requirement="none"``, no plugin) gets the import check
-instead: BuildExtension builds each artifact with its own (``core/import_guard.py``).
+instead: BuildExtension builds each artifact with its own (``core/postlink/import_guard.py``).
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from pep517_torch.core import guard_patch
+from pep517_torch.core.postlink import guard_patch
 from pep517_torch.core.toolchain import tools as toolchain
 from pep517_torch.core.pch import cache as pch_cache
 from tests.conftest import FIXTURES

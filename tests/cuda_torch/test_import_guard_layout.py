@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from pep517_torch.core import guard_patch
+from pep517_torch.core.postlink import guard_patch
 from pep517_torch.core.toolchain import tools as toolchain
 from tests.conftest import FIXTURES
 from tests.cuda_tools import require_cuda_torch

@@ -21,7 +21,7 @@ import sysconfig
 import zipfile
 from pathlib import Path
 
-from pep517_torch.core import guard_patch
+from pep517_torch.core.postlink import guard_patch
 from tests.conftest import ROOT
 from tests.cuda_torch.two_torches import CPU_PYTHON, MARKS, TORCH, light_cuda_project
 from tests.installed.venvs import installed_env, own_wheel

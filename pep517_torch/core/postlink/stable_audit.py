@@ -16,10 +16,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..abi import elf, stable_abi
-from ..errors import BuildError, ConfigError
-from . import flag_syntax, graph, naming
-from .spec import ExtensionSpec
+from ...abi import elf, stable_abi
+from ...errors import BuildError, ConfigError
+from .. import flag_syntax, graph, naming
+from ..spec import ExtensionSpec
 
 TORCH_NAMESPACES = frozenset({"at", "c10", "torch", "caffe2"})
 STABLE_NAMESPACES = frozenset({"stable", "headeronly"})  # torch::stable, torch::headeronly

@@ -18,11 +18,11 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..abi.elf import needed_libraries
-from .spec import ExtensionSpec, Kind
-from .toolchain.tools import TorchInstall
+from ...abi.elf import needed_libraries
+from ..spec import ExtensionSpec, Kind
+from ..toolchain.tools import TorchInstall
 
-SOURCE = Path(__file__).resolve().parent.parent / "resources" / "import_guard.c"
+SOURCE = Path(__file__).resolve().parents[2] / "resources" / "import_guard.c"
 OBJECT = "pep517_torch_import_guard.o"  # in obj/<extension>/, beside the sources' (x.cpp.o)
 # Always dropped from NEEDED: torch's CUDA libraries and the CUDA runtime (the CUDA torch's own
 # libtorch.so needs them; a CPU torch has none of them).
