@@ -21,13 +21,12 @@ from .layers import (
     passthrough_env,
 )
 from .fields import toml_key
-from .layout import resolve_layout
 from .checks import parse_size
 from .model import BUILD_DIR_PLACEHOLDERS, ProjectSettings
 from .overrides import Origins, apply_overrides, current_cuda
 from .product import ConfigSettings, Facts, ResolvedProject
 from .pyproject import parse_settings
-from .shipping import check_module_collisions, in_tree_path, package_files
+from .shipping import check_module_collisions, in_tree_path, package_files, resolve_layout
 from .version import resolve_version
 
 
