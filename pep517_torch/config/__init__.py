@@ -9,7 +9,7 @@ from __future__ import annotations
 from .extension_model import ExtensionSettings
 from .layers import config_setting_fields
 from .model import ProjectSettings
-from .product import ConfigSettings, Facts, PackageLayout, ResolvedProject, VersionSource
+from .resolved import ConfigSettings, Facts, PackageLayout, ResolvedProject, VersionSource
 from .pyproject import parse_settings, read_pyproject
 from .resolve import resolve_project
 from .version import version_string

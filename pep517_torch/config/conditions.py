@@ -13,7 +13,7 @@ from packaging.version import InvalidVersion, Version
 
 from .extension_model import Condition, EnvTest
 from .parse import key_path, quote_key
-from .product import Facts
+from .resolved import Facts
 
 
 def cuda_enabled(setting: Literal["auto"] | bool, facts: Facts) -> bool:

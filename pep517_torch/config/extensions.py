@@ -19,7 +19,7 @@ from .model import ProjectSettings
 from .overrides import Origins
 from .parse import index_path, key_path
 from .paths import directory, existing_file, expand_glob
-from .product import Facts
+from .resolved import Facts
 
 
 @dataclass(frozen=True)

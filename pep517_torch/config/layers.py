@@ -27,7 +27,7 @@ from ..shipped_runtime.environment import (
 from .fields import toml_key
 from .model import ProjectSettings
 from .parse import convert, describe_type, one_line_problem, type_hints, union_members
-from .product import ConfigSettings
+from .resolved import ConfigSettings
 
 
 

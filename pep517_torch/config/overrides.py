@@ -18,7 +18,7 @@ from .extension_model import ExtensionSettings
 from .fields import toml_key
 from .model import ProjectSettings
 from .parse import index_path, key_path
-from .product import Facts
+from .resolved import Facts
 from .pyproject import TOOL_TABLE
 
 SettingsT = TypeVar("SettingsT", ProjectSettings, ExtensionSettings)

@@ -24,7 +24,7 @@ from .fields import toml_key
 from .checks import parse_size
 from .model import BUILD_DIR_PLACEHOLDERS, ProjectSettings
 from .overrides import Origins, apply_overrides, current_cuda
-from .product import ConfigSettings, Facts, ResolvedProject
+from .resolved import ConfigSettings, Facts, ResolvedProject
 from .pyproject import parse_settings
 from .shipping import check_module_collisions, in_tree_path, package_files, resolve_layout
 from .version import resolve_version

@@ -22,7 +22,7 @@ from .fields import MODULE_NAME_PATTERN
 from .model import ProjectSettings
 from .overrides import Origins
 from .paths import contained, expand_glob
-from .product import PackageLayout
+from .resolved import PackageLayout
 
 # Top-level directory names a flat layout never ships (after setuptools' flat-layout finder).
 FLAT_LAYOUT_EXCLUDE = frozenset(

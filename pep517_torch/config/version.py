@@ -18,7 +18,7 @@ from .model import ProjectSettings
 from .overrides import Origins
 from .parse import key_path
 from .paths import existing_file
-from .product import ResolvedProject, VersionSource
+from .resolved import ResolvedProject, VersionSource
 
 VERSION_FILE_KEY = "tool.torch-ext.version.file"
 VERSION_PATTERN_KEY = "tool.torch-ext.version.pattern"
