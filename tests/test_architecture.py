@@ -70,7 +70,7 @@ def test_every_module_is_in_the_module_table() -> None:
         relative = module.relative_to(PACKAGE).as_posix()
         if module.parent != PACKAGE and module.name == "__init__.py":
             continue
-        row = next((r for r in rows if r.startswith(f"| `{module.parent.name}/` |")), "")
+        row = next((r for r in rows if r.startswith(f"| `{module.parent.relative_to(PACKAGE).as_posix()}/` |")), "")
         if f"`{relative}`" not in table and f"`{module.name}`" not in row:
             missing.append(relative)
     assert missing == [], "docs/architecture.md's module table does not list these"

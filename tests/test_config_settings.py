@@ -186,7 +186,7 @@ def test_a_new_environment_setting_needs_only_the_model(monkeypatch: pytest.Monk
     from pep517_torch.config.fields import setting
     from pep517_torch.config.model import ProjectSettings
     from pep517_torch.jit import stamp
-    from pep517_torch.migrate.settings_keys import backend_variables
+    from pep517_torch.migrate.convert.settings_keys import backend_variables
 
     @dataclasses.dataclass(frozen=True, kw_only=True)
     class WithNewSetting(ProjectSettings):

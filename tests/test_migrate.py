@@ -24,8 +24,8 @@ from hypothesis import strategies as st
 from pep517_torch.config import parse_settings
 from pep517_torch.config.pyproject import tomllib
 from pep517_torch.migrate import MigrateError, check_text, main, migrate
-from pep517_torch.migrate.pyproject_file import splice, split_blocks
-from pep517_torch.migrate.toml_writer import Table, render, value
+from pep517_torch.migrate.convert.pyproject_file import splice, split_blocks
+from pep517_torch.migrate.convert.toml_writer import Table, render, value
 from tests.commands import run
 from tests.setup_py_builds import (
     COMPUTE, FIXTURE_VARIABLES, FIXTURES, GOOD, per_shape, wheel_contents,

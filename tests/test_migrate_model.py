@@ -16,15 +16,15 @@ from pep517_torch.config.model import ProjectSettings
 from pep517_torch.config.parse import fields_by_key, type_hints, union_members
 from pep517_torch.config.pyproject import tomllib
 from pep517_torch.errors import MigrateError, Pep517TorchError
-from pep517_torch.migrate.convert import Converted
-from pep517_torch.migrate.diff import diff
-from pep517_torch.migrate.render import render_plan
-from pep517_torch.migrate.settings_keys import (
+from pep517_torch.migrate.convert.tables import Converted
+from pep517_torch.migrate.convert.diff import diff
+from pep517_torch.migrate.convert.render import render_plan
+from pep517_torch.migrate.convert.settings_keys import (
     EXTENSION_DEFAULTS,
     PROJECT_DEFAULTS,
     extension_default,
 )
-from pep517_torch.migrate.plan import Override, Plan
+from pep517_torch.migrate.convert.plan import Override, Plan
 
 
 def other_value(cls: type, key: str, default: Any) -> Any:

@@ -23,10 +23,10 @@ import pytest
 from pep517_torch.config import Facts
 from pep517_torch.config.pyproject import tomllib
 from pep517_torch.migrate import main, migrate
-from pep517_torch.migrate.convert import convert
-from pep517_torch.migrate.intercept import run_setup
-from pep517_torch.migrate.plan import Observed
-from pep517_torch.migrate.verify import disagreements
+from pep517_torch.migrate.convert.tables import convert
+from pep517_torch.migrate.intercept.run import run_setup
+from pep517_torch.migrate.convert.plan import Observed
+from pep517_torch.migrate.matches_runs import disagreements
 from tests.commands import run
 from tests.migrate_helpers import (
     FIXTURES,

@@ -196,7 +196,7 @@ def test_license_classifiers_become_an_expression_or_stay_without_a_warning(
 def test_every_mapped_classifier_is_an_spdx_expression() -> None:
     from packaging.licenses import canonicalize_license_expression
 
-    from pep517_torch.migrate.license_classifiers import SPDX_OF_CLASSIFIER
+    from pep517_torch.migrate.convert.license_classifiers import SPDX_OF_CLASSIFIER
 
     for classifier, spdx in SPDX_OF_CLASSIFIER.items():
         assert classifier.startswith("License :: ")

@@ -1,9 +1,9 @@
 """``python -m pep517_torch migrate``: a torch extension's setup.py -> pyproject.toml.
 
-The setup.py runs with ``setup()`` intercepted (nothing is built), as often as needed to see
-the choices it makes from its environment; :mod:`.variants` turns those into `cuda` tables
-and overrides, :mod:`.render` writes the TOML and :mod:`.pyproject_file` merges it into an
-existing pyproject.toml. See docs/migrate.md.
+The setup.py runs with ``setup()`` intercepted (nothing is built: :mod:`.intercept`), as often
+as needed to see the choices it makes from its environment; :mod:`.variants` turns those into
+`cuda` tables and overrides (:mod:`.convert`), :mod:`.convert.render` writes the TOML and
+:mod:`.convert.pyproject_file` merges it into an existing pyproject.toml. See docs/migrate.md.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from ..atomic import write_atomic
 from ..cli import PROG
 from ..config.pyproject import tomllib
 from ..errors import MigrateError
-from .sandbox import DEFAULT_TIMEOUT
+from .intercept.sandbox import DEFAULT_TIMEOUT
 
 __all__ = ["MigrateError", "Migration", "main", "migrate", "write"]
 MOVED_DEPENDENCIES = (
@@ -82,13 +82,13 @@ def migrate(setup_py: str | os.PathLike[str] = "setup.py", *,
             timeout: float = DEFAULT_TIMEOUT) -> Migration:
     """Run ``setup_py`` (or ``<dir>/setup.py``) intercepted and generate its tables; each run
     of it, in a process of its own, may take ``timeout`` seconds."""
-    from .check import build_here
-    from .convert import dynamic_dependencies
-    from .metadata import settle_license
-    from .pyproject_file import merge_project
-    from .render import render_plan
-    from .torch_pin import decide_torch_requirement
-    from .verify import disagreements, facts_here
+    from .builds_here import build_here
+    from .convert.tables import dynamic_dependencies
+    from .convert.metadata import settle_license
+    from .convert.pyproject_file import merge_project
+    from .convert.render import render_plan
+    from .convert.torch_pin import decide_torch_requirement
+    from .matches_runs import disagreements, facts_here
     from .variants import make_plan
 
     path = _setup_path(setup_py)
@@ -132,7 +132,7 @@ def migrate(setup_py: str | os.PathLike[str] = "setup.py", *,
 
 def write(migration: Migration, *, force: bool = False) -> Path:
     """Create or update pyproject.toml next to the setup.py; other tables are kept."""
-    from .pyproject_file import splice
+    from .convert.pyproject_file import splice
 
     if migration.has_torch_ext and not force:
         raise MigrateError(f"{migration.pyproject}: already has a [tool.torch-ext] table;"

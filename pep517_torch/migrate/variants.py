@@ -14,20 +14,21 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import MigrateError
-from .convert import Converted, build_requirements, convert
-from .diff import diff
-from . import machine_flags, sandbox
-from .gpu_probes import BY_CUDA, GpuChoice
-from .intercept import run_setup
-from .machine_flags import MachineFlags
-from .plan import Observed, Plan, add_changes
-from .record import SetupRun
-from .torch_cuda import require_cuda
-from .variables import describe, vary_variables
+from .convert.tables import Converted, build_requirements, convert
+from .convert.diff import diff
+from .convert import machine_flags
+from .intercept import sandbox
+from .intercept.gpu_probes import BY_CUDA, GpuChoice
+from .intercept.run import run_setup
+from .convert.machine_flags import MachineFlags
+from .convert.plan import Observed, Plan, add_changes
+from .intercept.record import SetupRun
+from .convert.torch_cuda import require_cuda
+from .convert.variables import describe, vary_variables
 
 
 class Runner:
-    """Runs and converts one setup.py, each run in a process of its own (:mod:`.sandbox`);
+    """Runs and converts one setup.py, each run in a process of its own (:mod:`.intercept.sandbox`);
     failures become their one-line reason, but for a run past the timeout, which ends it all."""
 
     def __init__(self, path: Path, timeout: float = sandbox.DEFAULT_TIMEOUT) -> None:

@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..abi import limited_api
-from ..abi import stable_abi
-from ..core.flags import OPENMP_DEFINE
+from ...abi import limited_api
+from ...abi import stable_abi
+from ...core.flags import OPENMP_DEFINE
 
 LIMITED_API_DEFINE = "Py_LIMITED_API"
 OPENMP_FLAGS = ("-fopenmp", "-Xcompiler=-fopenmp")

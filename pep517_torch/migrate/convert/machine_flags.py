@@ -4,7 +4,7 @@ A setup.py that computes ``-gencode`` flags from the local GPU
 (``torch.cuda.get_device_capability()``, ``nvidia-smi``, a fixed fallback without one), or from
 ``$TORCH_CUDA_ARCH_LIST``, would have its flags frozen for the machine migrate ran on: a wheel
 without code for the GPUs it meets, whose build ignores ``TORCH_CUDA_ARCH_LIST``. The setup.py
-runs again with two GPUs of migrate's choosing and without one (:mod:`.gpu_probes`), and with
+runs again with two GPUs of migrate's choosing and without one (:mod:`..intercept.gpu_probes`), and with
 an arch list of its own; an extension whose arch flags change with them loses them all, so
 pep517_torch's arch-list policy chooses (``cuda-arch-list``, ``TORCH_CUDA_ARCH_LIST`` at build
 time, else torch's own list: docs/cuda.md), and a note names what setup.py chose.
@@ -15,10 +15,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from ..core.cuda.arch_flags import arch_options, archs_named_by
-from .convert import CUDA_SUFFIXES, Converted
-from .gpu_probes import ABSENT, BY_CUDA, OTHER, REFERENCE, Gpu, chosen, describe
-from .record import SetupRun
+from ...core.cuda.arch_flags import arch_options, archs_named_by
+from .tables import CUDA_SUFFIXES, Converted
+from ..intercept.gpu_probes import ABSENT, BY_CUDA, OTHER, REFERENCE, Gpu, chosen, describe
+from ..intercept.record import SetupRun
 
 ARCH_KEYS = ("extra-cuda-cflags", "extra-cflags")
 ARCH_VARIABLE = "TORCH_CUDA_ARCH_LIST"

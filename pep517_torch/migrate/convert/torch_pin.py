@@ -8,9 +8,9 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
-from ..config.model import ProjectSettings
-from ..config.parse import fields_by_key
-from ..errors import Pep517TorchError
+from ...config.model import ProjectSettings
+from ...config.parse import fields_by_key
+from ...errors import Pep517TorchError
 from .plan import Plan
 
 KEY = "torch-requirement"
@@ -33,8 +33,8 @@ def decide_torch_requirement(plan: Plan, carried: list[str] | None = None) -> No
 
     ``carried``: the torch lines of Requires-Dist as a build here computes them (the check's
     load of the tables); None where that load failed: then computed from the pin alone."""
-    from ..core.toolchain.tools import find_torch
-    from ..distribution.metadata import merge_requirements, torch_pin
+    from ...core.toolchain.tools import find_torch
+    from ...distribution.metadata import merge_requirements, torch_pin
 
     default = fields_by_key(ProjectSettings)[KEY].default
     mode = plan.base.tool.get(KEY, default)

@@ -6,8 +6,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..config.pyproject import tomllib
-from ..errors import MigrateError
+from ...config.pyproject import tomllib
+from ...errors import MigrateError
 
 REPLACED_ROOTS = ("build-system", "project")
 KEY_PART = re.compile(r"""\s*("(?:[^"\\]|\\.)*"|'[^']*'|[A-Za-z0-9_-]+)\s*(\.|$)""")

@@ -10,12 +10,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, get_origin
 
-from ..config.fields import toml_key
-from ..config.extension_model import CudaVariant, ExtensionSettings
-from ..config.model import PROJECT_ONLY_KEYS, OverrideAppend, ProjectSettings
-from ..config.parse import fields_by_key, partial_keys, type_hints, union_members
-from ..config.layers import env_fields
-from ..shipped_runtime.environment import PASSTHROUGH_ENV
+from ...config.fields import toml_key
+from ...config.extension_model import CudaVariant, ExtensionSettings
+from ...config.model import PROJECT_ONLY_KEYS, OverrideAppend, ProjectSettings
+from ...config.parse import fields_by_key, partial_keys, type_hints, union_members
+from ...config.layers import env_fields
+from ...shipped_runtime.environment import PASSTHROUGH_ENV
 
 EXTENSION_NAME_KEY = "name"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .convert import Converted
+from .tables import Converted
 from .settings_keys import (
     APPENDABLE,
     EXTENSION_DEFAULTS,

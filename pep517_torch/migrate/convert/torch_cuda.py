@@ -14,8 +14,8 @@ import glob
 from pathlib import Path
 from typing import Any
 
-from ..core import scan
-from ..core.spec import CUDA_HEADER_SUFFIXES, CUDA_SUFFIXES
+from ...core import scan
+from ...core.spec import CUDA_HEADER_SUFFIXES, CUDA_SUFFIXES
 from .metadata import Notes
 
 

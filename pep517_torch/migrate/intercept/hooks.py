@@ -1,7 +1,7 @@
 """The patches that record a setup.py run: setup(), torch's factories, CUDA probes, os.environ.
 
 Installed by :func:`patched` around one execution and undone afterwards; see
-:mod:`.intercept` for what is recorded and why.
+:mod:`.run` for what is recorded and why.
 """
 
 from __future__ import annotations
@@ -178,7 +178,7 @@ def patched(recorder: Recorder) -> Iterator[None]:
         replace(setuptools, "setup", recorder.setup)
         for core in _distutils_cores():
             replace(core, "setup", recorder.setup)
-        from ..setuptools import extension as our_extension  # a setup.py that switched imports
+        from ...setuptools import extension as our_extension  # a setup.py that switched imports
 
         for factory in ("CppExtension", "CUDAExtension"):
             replace(cpp_extension, factory, recorder.extension_factory(factory))

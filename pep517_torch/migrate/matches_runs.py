@@ -18,8 +18,8 @@ from ..config import Facts, resolve_project
 from ..config.pyproject import tomllib
 from ..core.spec import ExtensionSpec
 from ..errors import Pep517TorchError
-from .plan import Observed, Plan
-from .render import render_plan
+from .convert.plan import Observed, Plan
+from .convert.render import render_plan
 
 BUILD_DIR_VARIABLES = {"wheel_tag": "verify", "python_tag": "verify", "torch_version": "verify"}
 FAKE_TORCH_CUDA = "12.8"

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .convert import Converted
+from .tables import Converted
 from .diff import MISSING, Change, Diff
 from .settings_keys import CUDA_TABLE_KEYS, CUDA_TABLE_REPLACED
 

@@ -1,6 +1,6 @@
 """What one intercepted execution of a setup.py recorded, and the marks the patches leave.
 
-Shared by :mod:`.hooks` (which records) and :mod:`.intercept` (which runs the setup.py), so
+Shared by :mod:`.hooks` (which records) and :mod:`.run` (which runs the setup.py), so
 neither imports the other's internals.
 """
 
@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..setuptools.pin import MARKER as BUILD_EXTENSION_MARKER
+from ...setuptools.pin import MARKER as BUILD_EXTENSION_MARKER
 
 FACTORY_ATTRIBUTE = "_pep517_migrate_factory"
 EXTRAS_ATTRIBUTE = "_pep517_migrate_extras"

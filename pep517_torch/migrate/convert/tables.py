@@ -15,17 +15,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..core.spec import CUDA_HEADER_SUFFIXES
-from ..core.spec import CUDA_SUFFIXES as CUDA_SOURCE_SUFFIXES
-from ..errors import MigrateError
-from .record import FAKE_CUDA_HOME, SetupRun, build_ext_options, factory_extras, factory_of
-from .compile_args import (
-    LIMITED_API_DEFINE,
-    interpret,
-    limited_api_tag,
-    macro_value,
-    take_define,
+from ...core.spec import CUDA_HEADER_SUFFIXES
+from ...core.spec import CUDA_SUFFIXES as CUDA_SOURCE_SUFFIXES
+from ...errors import MigrateError
+from ..intercept.record import (
+    FAKE_CUDA_HOME,
+    SetupRun,
+    build_ext_options,
+    factory_extras,
+    factory_of,
 )
+from .compile_args import LIMITED_API_DEFINE, interpret, limited_api_tag, macro_value, take_define
 from .metadata import Notes, project_table, version_source
 from .settings_keys import EXTENSION_DEFAULTS
 from .setup_cfg import with_setup_cfg

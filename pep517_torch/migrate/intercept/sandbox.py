@@ -25,10 +25,10 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ..errors import MigrateError
-from .convert import convert, installed_distributions
+from ...errors import MigrateError
+from ..convert.tables import convert, installed_distributions
 from .gpu_probes import BY_CUDA, GpuChoice
-from .intercept import run_setup
+from .run import run_setup
 from .record import SetupRun
 
 DEFAULT_TIMEOUT = 300.0  # seconds one run of setup.py may take (migrate --timeout)
@@ -50,7 +50,7 @@ def available() -> bool:
 def run_isolated(path: Path, *, env: Mapping[str, str | None] | None = None,
                  cuda: bool | None = None, gpu: GpuChoice = BY_CUDA,
                  timeout: float = DEFAULT_TIMEOUT) -> SetupRun:
-    """:func:`.intercept.run_setup` in a process of its own, its conversion attached
+    """:func:`.run.run_setup` in a process of its own, its conversion attached
     (``SetupRun.conversion``). Raises what run_setup raises, and :class:`SetupTimeout`."""
     with contextlib.suppress(ImportError):  # once here, every run inherits them; else
         import setuptools  # noqa: F401       # run_setup says what is missing, in the run

@@ -21,7 +21,7 @@ import traceback
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from ..errors import MigrateError
+from ...errors import MigrateError
 from .gpu_probes import BY_CUDA, GpuChoice
 from .hooks import Recorder, patched
 from .record import SetupRun

@@ -12,7 +12,7 @@ import json
 import os
 from collections.abc import Callable, Mapping
 
-from .convert import Converted
+from .tables import Converted
 from .diff import MISSING, Change, Diff, diff
 from .plan import Observed, Override, Plan, add_changes, without_cuda_tables
 from .settings_keys import backend_variables

@@ -1,0 +1,1 @@
+"""Converting what a setup.py run recorded: its setup() call to [project], [tool.torch-ext] and extension tables, the differences between runs to conditions and overrides, and the text of pyproject.toml."""
