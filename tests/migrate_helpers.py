@@ -9,10 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from pep517_torch.migrate import main
+from pep517_torch.cli import main as cli_main
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures" / "migrate"
+
+
+def migrate_main(argv: list[str]) -> int:
+    """``python -m pep517_torch migrate ARGV``, in this process (the command line is cli's)."""
+    return cli_main(["migrate", *argv])
+
 # Read by the fixtures' setup.py files; the expected output assumes them unset.
 VARIABLES = ("USE_CUDA", "BOTHBR_CPU_ONLY", "BOTHBR_KEEP_SYMBOLS", "SUFFIXED_VERSION_SUFFIX",
              "P_SUFFIX", "P_STREAMS", "CUDA_HOME", "CUDA_PATH")
@@ -44,7 +50,7 @@ def written(tmp_path: Path, source: Path | str, files: Mapping[str, str] | None 
         shutil.copytree(source, project)
     else:
         project = project_with(tmp_path, source, files)
-    assert main([str(project), "--write", "--force"]) == 0
+    assert migrate_main([str(project), "--write", "--force"]) == 0
     return project
 
 

@@ -104,6 +104,57 @@ def test_no_import_circle_inside_a_package(package: Path) -> None:
     assert circles == []
 
 
+FACES = ("buildapi.py", "cli/", "jit/", "setuptools/", "migrate/")
+# The face-to-face imports there are, each with its reason; any other is a defect.
+FACE_IMPORTS = {
+    ("cli/", "migrate/"): "the command line is cli's: it offers migrate's arguments and run",
+    ("migrate/intercept/hooks.py", "setuptools/"): "a setup.py may be written against our"
+    " setuptools face: migrate patches its two factories while one runs",
+}
+
+
+def _launcher(module: Path) -> bool:
+    """A ``__main__.py`` below the top is a launcher: it hands its argv to cli/."""
+    return module.name == "__main__.py" and module.parent != PACKAGE
+
+
+def test_a_face_imports_no_other_face() -> None:
+    """The faces (PEP 517 hooks, command line, JIT, setup.py, migrate) meet only in the
+    sequencing (backend/) and the layers below: one face never reaches into another."""
+    found = set()
+    for module in MODULES:
+        source = _unit(list(module.relative_to(PACKAGE).with_suffix("").parts))
+        if source not in FACES or _launcher(module):
+            continue
+        for parts, _ in _relative_imports(module):
+            target = _unit(parts)
+            if target in FACES and target != source:
+                relative = module.relative_to(PACKAGE).as_posix()
+                found.add((relative, target) if (relative, target) in FACE_IMPORTS else (source, target))
+    assert found <= set(FACE_IMPORTS), sorted(found - set(FACE_IMPORTS))
+
+
+def test_no_import_circle_between_packages() -> None:
+    """The edges of the table above (launchers aside) have no circle."""
+    graph: dict[str, set[str]] = {}
+    for module in MODULES:
+        if _launcher(module):
+            continue
+        source = _unit(list(module.relative_to(PACKAGE).with_suffix("").parts))
+        for parts, _ in _relative_imports(module):
+            target = _unit(parts)
+            if target is not None and target not in (source, "__init__.py"):
+                graph.setdefault(source, set()).add(target)
+
+    def reaches(start: str, goal: str, seen: frozenset[str] = frozenset()) -> bool:
+        return any(
+            n == goal or (n not in seen and reaches(n, goal, seen | {n}))
+            for n in graph.get(start, ())
+        )
+
+    assert sorted(unit for unit in graph if reaches(unit, unit)) == []
+
+
 def test_one_tomllib_shim() -> None:
     shim = PACKAGE / "config" / "pyproject.py"
     offenders = [

@@ -23,7 +23,8 @@ from hypothesis import strategies as st
 
 from pep517_torch.config import parse_settings
 from pep517_torch.config.pyproject import tomllib
-from pep517_torch.migrate import MigrateError, check_text, main, migrate
+from pep517_torch.migrate.command import MigrateError, check_text, migrate
+from tests.migrate_helpers import migrate_main as main
 from pep517_torch.migrate.convert.pyproject_file import splice, split_blocks
 from pep517_torch.migrate.convert.toml_writer import Table, render, value
 from tests.commands import run

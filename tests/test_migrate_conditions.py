@@ -12,7 +12,7 @@ import pytest
 
 from pep517_torch.config import Facts, resolve_project
 from pep517_torch.config.pyproject import tomllib
-from pep517_torch.migrate import migrate
+from pep517_torch.migrate.command import migrate
 from pep517_torch.migrate.builds_here import build_problems_here
 from tests.config_helpers import VARS
 from tests.migrate_helpers import clean_env, project_with

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from pep517_torch.config.pyproject import tomllib
-from pep517_torch.migrate import main, migrate
+from pep517_torch.migrate.command import migrate
+from tests.migrate_helpers import migrate_main as main
 from tests.migrate_helpers import (
     FIXTURES,
     metadata_version,

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pep517_torch.config.pyproject import tomllib
-from pep517_torch.migrate import migrate
+from pep517_torch.migrate.command import migrate
 from pep517_torch.migrate.intercept.run import run_setup
 from tests.conftest import count
 from tests.migrate_helpers import ROOT, project_with, unset_fixture_variables  # noqa: F401

@@ -22,7 +22,8 @@ import pytest
 
 from pep517_torch.config import Facts
 from pep517_torch.config.pyproject import tomllib
-from pep517_torch.migrate import main, migrate
+from pep517_torch.migrate.command import migrate
+from tests.migrate_helpers import migrate_main as main
 from pep517_torch.migrate.convert.tables import convert
 from pep517_torch.migrate.intercept.run import run_setup
 from pep517_torch.migrate.convert.plan import Observed

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pep517_torch.migrate import main
+from tests.migrate_helpers import migrate_main as main
 from tests.conftest import count
 from tests.cuda_tools import SYSTEM_PATH, make_fake_toolkit
 from tests.migrate_helpers import clean_env, project_with, unset_fixture_variables  # noqa: F401
@@ -344,7 +344,7 @@ def test_arch_flags_that_follow_the_machine_are_left_to_the_arch_list_policy(
     GPU) was written as fixed -gencode flags, so TORCH_CUDA_ARCH_LIST was ignored at build time
     and the wheel held no code for other GPUs. Now such flags are left out, with a note."""
     from pep517_torch.config.pyproject import tomllib
-    from pep517_torch.migrate import migrate
+    from pep517_torch.migrate.command import migrate
 
     monkeypatch.delenv("TORCH_CUDA_ARCH_LIST", raising=False)
     follows, code = GPU_SHAPES[shape]

@@ -306,7 +306,7 @@ setup(name="p", version="1.0", packages=["p"], ext_modules=[CppExtension(
 ])
 def test_migrate_turns_the_define_and_the_limited_api_into_stable_abi(tmp_path: Path, define: str, expected: str) -> None:
     from pep517_torch.config.pyproject import tomllib
-    from pep517_torch.migrate import migrate
+    from pep517_torch.migrate.command import migrate
     from tests.migrate_helpers import project_with
 
     root = project_with(tmp_path, STABLE_SETUP_PY.format(define=define))
@@ -318,7 +318,7 @@ def test_migrate_turns_the_define_and_the_limited_api_into_stable_abi(tmp_path: 
 
 def test_migrate_keeps_a_define_it_cannot_read(tmp_path: Path) -> None:
     from pep517_torch.config.pyproject import tomllib
-    from pep517_torch.migrate import migrate
+    from pep517_torch.migrate.command import migrate
     from tests.migrate_helpers import project_with
 
     root = project_with(tmp_path, STABLE_SETUP_PY.format(define="-DTORCH_TARGET_VERSION=MY_TARGET"))

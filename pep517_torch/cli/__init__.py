@@ -298,10 +298,10 @@ def _age(seconds: float) -> str:
     return f"{max(seconds, 0):.0f} s"
 
 
-def _migrate(argv: list[str]) -> int:
-    from ..migrate import main as migrate_main
+def _migrate(args: argparse.Namespace) -> int:
+    from .. import migrate
 
-    return migrate_main(argv)
+    return migrate.run(args)
 
 
 def _settings_epilog() -> str:
@@ -383,17 +383,18 @@ def _parser() -> argparse.ArgumentParser:
                               help="build directory (default: ., else the newest under ./build)")
     trace_parser.add_argument("--html", metavar="FILE",
                               help="also write the timeline as one self-contained HTML page")
-    commands.add_parser("migrate", help="convert a setup.py to pyproject.toml", add_help=False)
+    from .. import migrate
+
+    migrate.add_arguments(commands.add_parser(
+        "migrate", help="convert a setup.py to pyproject.toml", description=migrate.DESCRIPTION))
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["migrate"]:
-        return _migrate(argv[1:])
     args = _parser().parse_args(argv)
     handlers = {"wheel": _wheel, "sdist": _sdist, "doctor": _doctor, "cache": _cache,
-                "trace": _trace, "index": _index, "explain": _explain}
+                "trace": _trace, "index": _index, "explain": _explain, "migrate": _migrate}
     try:
         return handlers[args.command](args)
     except Pep517TorchError as exc:

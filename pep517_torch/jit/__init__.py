@@ -17,9 +17,9 @@ _QUERIES = frozenset({
 
 def __getattr__(name: str) -> Any:
     if name in _QUERIES:  # imported on first use: load() stays light
-        from . import query
+        from ..core.toolchain import queries
 
-        return getattr(query, name)
+        return getattr(queries, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

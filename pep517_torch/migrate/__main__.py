@@ -1,7 +1,8 @@
-"""``python -m pep517_torch.migrate [setup.py] [--write] [--force]``."""
+"""``python -m pep517_torch.migrate [setup.py] [--write] [--force]``: a launcher of
+``python -m pep517_torch migrate`` (the command line is cli's)."""
 
 import sys
 
-from . import main
+from ..cli import main
 
-raise SystemExit(main(sys.argv[1:]))
+raise SystemExit(main(["migrate", *sys.argv[1:]]))

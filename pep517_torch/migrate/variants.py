@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import MigrateError
+from . import DEFAULT_TIMEOUT
 from .convert.tables import Converted, build_requirements, convert
 from .convert.diff import diff
 from .convert import machine_flags
@@ -31,7 +32,7 @@ class Runner:
     """Runs and converts one setup.py, each run in a process of its own (:mod:`.intercept.sandbox`);
     failures become their one-line reason, but for a run past the timeout, which ends it all."""
 
-    def __init__(self, path: Path, timeout: float = sandbox.DEFAULT_TIMEOUT) -> None:
+    def __init__(self, path: Path, timeout: float = DEFAULT_TIMEOUT) -> None:
         self.path = path
         self.timeout = timeout
         # what every conversion loses: the flags that follow the machine (machine_flags.py)
@@ -116,7 +117,7 @@ def _cuda_only(plan: Plan, reason: str) -> None:
                             " required")
 
 
-def make_plan(path: Path, timeout: float = sandbox.DEFAULT_TIMEOUT) -> Plan:
+def make_plan(path: Path, timeout: float = DEFAULT_TIMEOUT) -> Plan:
     """Run ``path`` as often as its environment reads require and build the plan (each run
     may take ``timeout`` seconds)."""
     runner = Runner(path, timeout)

@@ -34,9 +34,9 @@ def __getattr__(name: str) -> Any:
 
         return cuda_home()
     if name in _QUERIES:
-        from ..jit import query
+        from ..core.toolchain import queries
 
-        return getattr(query, name)
+        return getattr(queries, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

@@ -15,8 +15,7 @@ import setuptools
 
 from ..core.toolchain import tools as toolchain
 from ..errors import ToolchainError
-from ..jit.query import include_paths as torch_include_paths
-from ..jit.query import library_paths as torch_library_paths
+from ..core.toolchain.queries import include_paths as torch_include_paths, library_paths as torch_library_paths
 
 CPU_LIBRARIES = ("c10", "torch", "torch_cpu")
 TORCH_PYTHON = "torch_python"

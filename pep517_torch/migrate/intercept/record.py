@@ -6,11 +6,10 @@ neither imports the other's internals.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-from ...setuptools.pin import MARKER as BUILD_EXTENSION_MARKER
 
 FACTORY_ATTRIBUTE = "_pep517_migrate_factory"
 EXTRAS_ATTRIBUTE = "_pep517_migrate_extras"
@@ -52,6 +51,7 @@ def factory_extras(extension: object) -> dict[str, Any]:
 def build_ext_options(command_class: object) -> dict[str, Any] | None:
     """The ``BuildExtension.with_options(...)`` options of a cmdclass entry, if it has any."""
     options = getattr(command_class, OPTIONS_ATTRIBUTE, None)
-    if options is None and getattr(command_class, BUILD_EXTENSION_MARKER, False):
-        options = getattr(command_class, "torch_ext_options", {})  # pep517_torch.setuptools'
+    if options is None:  # pep517_torch.setuptools' BuildExtension keeps them here
+        ours = getattr(command_class, "torch_ext_options", None)
+        options = ours if isinstance(ours, Mapping) else None
     return dict(options) if options is not None else None

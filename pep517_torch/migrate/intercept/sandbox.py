@@ -26,12 +26,12 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import MigrateError
+from .. import DEFAULT_TIMEOUT
 from ..convert.tables import convert, installed_distributions
 from .gpu_probes import BY_CUDA, GpuChoice
 from .run import run_setup
 from .record import SetupRun
 
-DEFAULT_TIMEOUT = 300.0  # seconds one run of setup.py may take (migrate --timeout)
 OUTPUT_LIMIT = 1 << 20  # bytes of a run's output kept (the rest is counted)
 GRACE = 10.0  # seconds migrate waits past the timeout for the supervisor before killing it
 POLL = 0.02  # seconds between looks at a process being stopped

@@ -7,9 +7,9 @@ import os
 import re
 from typing import TYPE_CHECKING
 
-from ..core.toolchain import tools as toolchain
-from ..errors import ToolchainError
-from ..shipped_runtime.environment import TORCH_DONT_CHECK_COMPILER_ABI, is_true
+from . import tools as toolchain
+from ...errors import ToolchainError
+from ...shipped_runtime.environment import TORCH_DONT_CHECK_COMPILER_ABI, is_true
 
 if TYPE_CHECKING:
     from torch.torch_version import TorchVersion
@@ -24,7 +24,7 @@ def _wants_cuda(device_type: str, cuda: bool | None) -> bool:
 
 
 def _cuda_dirs() -> tuple[list[str], list[str]]:
-    from ..core.cuda import toolkit as cuda
+    from ..cuda import toolkit as cuda
 
     toolkit = cuda.require_cuda(os.environ)
     includes = [str(p) for p in (*toolkit.include_dirs, *toolkit.extra_include_dirs)]
