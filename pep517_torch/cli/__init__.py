@@ -168,9 +168,7 @@ def _index(args: argparse.Namespace) -> int:
 
     directory = _resolved(args.directory)
     result = write_index(directory)
-    for skipped in result.skipped:
-        say(skipped.line())
-    for line in result.left:
+    for line in [*(s.line() for s in result.skipped), *result.left]:
         say(line)
     for variant, wheels in result.variants.items():
         count = f"{len(wheels)} wheel{'s' if len(wheels) != 1 else ''} built for torch {variant}"
@@ -184,10 +182,12 @@ def _index(args: argparse.Namespace) -> int:
         say(f"{wheel.path.name}: no torch build record (not built against torch by"
             " pep517_torch): on no variant page", sys.stdout)
     for removed in result.removed:
-        say(f"removed {removed} (no wheel of its torch is left)", sys.stdout)
+        say(f"removed {removed} (index wrote it; no wheel here is left for it to list)", sys.stdout)
     if result.overview is not None:
         say(f"wrote {result.overview}", sys.stdout)
     _write_variants_json(directory)
+    if not result.found:
+        raise Pep517TorchError(f"{directory}: no wheel (*.whl) here: no page written")
     return 0
 
 

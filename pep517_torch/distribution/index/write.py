@@ -1,8 +1,9 @@
 """``write_index(DIR)``: what goes where. Per torch variant, the find-links page
 ``torch-<variant>.html`` and the simple repository ``torch-<variant>/`` (its root ``index.html`` and
 one ``<project>/index.html`` per project, linking the wheels in DIR: no copies); then DIR's
-``index.html`` naming them. Pages of variants no longer present are removed when, and only
-when, they still hold what ``index`` wrote (``folder.py``)."""
+``index.html`` naming them (when there is one). Pages of ours no longer wanted are removed when, and only when, their name is one ``index`` writes and they still hold
+what it wrote (``folder.py``): a wheel is the user's, never removed, whatever the manifest says.
+Every page links only wheels this run found in DIR."""
 
 from __future__ import annotations
 
@@ -12,9 +13,8 @@ from pathlib import Path
 
 from . import pages
 from .folder import MANIFEST, Folder, Refused, digest
+from .pages import OVERVIEW
 from .wheels import IndexedWheel, Skipped, scan
-
-OVERVIEW = "index.html"
 
 
 @dataclass
@@ -22,6 +22,7 @@ class IndexResult:
     variants: dict[str, list[IndexedWheel]]  # variant -> its wheels
     unrecorded: list[IndexedWheel]  # no build record: on no page
     skipped: list[Skipped]  # not wheels index will list
+    found: int = 0  # every *.whl entry of DIR, used or skipped
     pages: dict[str, Path] = field(default_factory=dict)  # variant -> its find-links page
     repositories: dict[str, Path] = field(default_factory=dict)  # variant -> its simple repository
     overview: Path | None = None
@@ -29,8 +30,13 @@ class IndexResult:
     left: list[str] = field(default_factory=list)  # one line each: what was in the way, kept
 
 
+def ours(relative: str) -> bool:
+    """The names of the files ``index`` writes: its pages."""
+    return pages.is_page_name(relative)
+
+
 def write_index(directory: Path) -> IndexResult:
-    with Folder.opened(directory) as folder:
+    with Folder.opened(directory, ours, pages.is_repository_folder) as folder:
         wheels, skipped = scan(folder.fd, directory)
         variants: dict[str, list[IndexedWheel]] = {}
         for wheel in wheels:
@@ -38,14 +44,15 @@ def write_index(directory: Path) -> IndexResult:
                 variants.setdefault(wheel.variant, []).append(wheel)
         result = IndexResult(dict(sorted(variants.items())),
                              [w for w in wheels if w.variant is None], skipped,
-                             left=list(folder.notes))
+                             found=len(wheels) + len(skipped), left=list(folder.notes))
         writes = _Writes(folder, result, previous=set(folder.owned))
         for variant, listed in result.variants.items():
             _write_variant(writes, variant, listed)
-        overview = pages.overview(result.variants, {p.name for p in result.pages.values()},
-                                  set(result.repositories))
-        if writes.put(OVERVIEW, overview):
-            result.overview = directory / OVERVIEW
+        if result.variants:  # an overview of nothing is no page: a stale one of ours goes
+            overview = pages.overview(result.variants, {p.name for p in result.pages.values()},
+                                      set(result.repositories))
+            if writes.put(OVERVIEW, overview):
+                result.overview = directory / OVERVIEW
         writes.remove_stale()
         folder.owned = {relative: {hashed} for relative, hashed in writes.current.items()}
         folder.save_manifest()
