@@ -395,6 +395,20 @@ def test_what_disagrees_is_said_and_nothing_is_written_through_a_symlink(tmp_pat
     assert "Inconsistency in default-priorities.namespace" in said
 
 
+def test_two_labels_naming_the_same_properties_are_said_and_written_as_variantlib_does(
+        tmp_path: Path) -> None:
+    folder = tmp_path / "w"
+    variant_wheel(folder, f"demo-1.0-{TAG}-pt213cpu.whl", ours("pt213cpu", "2.13"))
+    document = ours("pt213cpu", "2.13")
+    document["variants"] = {"again": document["variants"]["pt213cpu"]}
+    variant_wheel(folder, f"demo-1.0-{TAG}-again.whl", document)
+    done = run_cli("index", folder)
+    assert done.stderr == ("pep517_torch: demo-1.0-variants.json: labels again, pt213cpu name the"
+                           " same properties: an installer cannot choose between them\n")
+    theirs, said = variantlib_index(folder, tmp_path)
+    assert "share the same variant properties" in said and written(folder) == theirs
+
+
 def test_variant_wheel_names() -> None:
     assert variant_wheel_name("demo-1.0-cp311-cp311-linux_x86_64.whl") is None
     assert variant_wheel_name("demo-1.0-1-cp311-cp311-linux_x86_64.whl") is None  # a build tag

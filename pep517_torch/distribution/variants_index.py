@@ -147,7 +147,7 @@ def read_variant_metadata(data: bytes, label: str) -> VariantMetadata:
     ((named, table),) = variants.items()
     if named != label:
         raise VariantError(f"describes label {named!r}, the file name's is {label!r}")
-    found = set()
+    found: set[tuple[str, str, str]] = set()
     for namespace, features in _table(table, f"variants.{named}").items():
         for feature, values in _table(features, f"variants.{named}.{namespace}").items():
             key = f"variants.{named}.{namespace}.{feature}"
@@ -166,7 +166,6 @@ def read_variant_metadata(data: bytes, label: str) -> VariantMetadata:
     if missing:
         raise VariantError(f"no provider for namespace {', '.join(sorted(missing))}")
     return VariantMetadata(label, tuple(sorted(found)), tuple(namespaces), providers)
-
 
 
 @dataclass(frozen=True)

@@ -78,19 +78,25 @@ def scan(directory_fd: int, directory: Path) -> tuple[list[IndexedWheel], list[S
     return wheels, skipped
 
 
-def _read(directory_fd: int, directory: Path, name: str) -> IndexedWheel:
-    label = None
+def _parse_name(name: str) -> tuple[NormalizedName, Version, str | None]:
+    """The project, version and variant label (None: a plain wheel) of a wheel's file name."""
     try:
         project, version, _, _ = parse_wheel_filename(name)
+        return project, version, None
     except InvalidWheelFilename as error:
         variant = variant_wheel_name(name)
         if variant is None:
             raise _Unusable(f"not a valid wheel file name ({error})") from None
-        plain, label = variant
-        project, version, _, _ = parse_wheel_filename(plain)
-        namever = "-".join(name.split("-")[:2])
-        if not is_file_name(file_name(namever)):
-            raise _Unusable(f"{namever!r} cannot name a -variants.json file") from None
+    plain, label = variant
+    project, version, _, _ = parse_wheel_filename(plain)
+    namever = "-".join(name.split("-")[:2])
+    if not is_file_name(file_name(namever)):
+        raise _Unusable(f"{namever!r} cannot name a -variants.json file")
+    return project, version, label
+
+
+def _read(directory_fd: int, directory: Path, name: str) -> IndexedWheel:
+    project, version, label = _parse_name(name)
     try:  # a wheel may be a link to a file elsewhere; a FIFO or device must not block us
         fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=directory_fd)
     except OSError as error:
