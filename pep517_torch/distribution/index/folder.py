@@ -105,12 +105,11 @@ class Folder:
         current = self.fd
         try:
             for depth, part in enumerate(parts[:-1]):
-                if create:  # a folder a page of ours is in goes once empty, whoever made it
+                if create:
                     try:
                         os.mkdir(part, 0o755, dir_fd=current)
                     except FileExistsError:
                         pass
-                    self.folders.add("/".join(parts[:depth + 1]))
                 try:
                     current = os.open(part, _open_flags(True), dir_fd=current)
                 except FileNotFoundError:
@@ -121,6 +120,8 @@ class Folder:
                     raise Refused(self._why(error, "/".join(parts[:depth + 1]), current,
                                             part)) from None
                 fds.append(current)
+                if create:  # a folder a page of ours is in goes once empty, whoever made it
+                    self.folders.add("/".join(parts[:depth + 1]))
             yield current
         finally:
             for fd in fds:
