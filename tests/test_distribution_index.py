@@ -7,6 +7,7 @@ wheels are written with the wheel writer, with fake build records."""
 from __future__ import annotations
 
 import hashlib
+import html
 import json
 import os
 import re
@@ -14,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import urllib.parse
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -105,6 +107,7 @@ def test_a_record_names_its_variant(text: str, variant: str) -> None:
     ('["2.13.0"]', "not a JSON object but list"),
     ("torch 2.13.0", "not JSON"),
     (b"\xff\xfe".decode("latin-1"), "not JSON"),
+    ("[" * 60_000, "not JSON (maximum recursion depth"),  # under 64 KiB: was a traceback
 ])
 def test_a_bad_record_is_refused_naming_the_field(text: str, says: str) -> None:
     with pytest.raises(RecordError, match=re.escape(says)):
@@ -185,7 +188,8 @@ def test_pages_of_a_variant_gone_are_removed_and_files_not_ours_stay(
     assert not (house / f"torch-{CUDA}.html").exists()
     assert not (house / f"torch-{CUDA}" / "my-ops").exists()  # ours, removed with its folder
     assert (house / f"torch-{CUDA}" / "notes.txt").read_text() == "mine\n"  # not ours: kept
-    assert f"pep517_torch: removed {house}/torch-{CUDA}.html (no wheel of its torch is left)" in out
+    assert (f"pep517_torch: removed {house}/torch-{CUDA}.html (index wrote it; no wheel here is"
+            " left for it to list)") in out
     assert sorted(re.findall(r'href="([^"]+)"', (house / "index.html").read_text())) == [
         "torch-2.13.0%2Bcpu/"]  # the page in the way is not linked
     # the user's removal gives the page back to index
@@ -224,12 +228,121 @@ def test_a_manifest_naming_paths_outside_is_ignored(house: Path, tmp_path: Path,
     victim = tmp_path / "victim.html"
     victim.write_text("x")
     digest = hashlib.sha256(b"x").hexdigest()
-    (house / MANIFEST).write_text(json.dumps({"files": {"../victim.html": [digest]},
+    (house / MANIFEST).write_text(json.dumps({"generator": "pep517_torch index",
+                                              "files": {"../victim.html": [digest]},
                                               "folders": ["..", "/tmp"]}))
     status, _, err = run_index(house, capsys)
     assert status == 0 and victim.read_text() == "x"
-    assert err == (f"pep517_torch: {house}/{MANIFEST}: not index's manifest: ignored, no file of"
-                   " this folder counted as ours\n")
+    assert err == (f"pep517_torch: {house}/{MANIFEST}: not index's manifest (names"
+                   " '../victim.html', not a file index writes): ignored, no file of this folder"
+                   " counted as ours\n")
+
+
+def links_resolve(house: Path) -> list[str]:
+    """Every href of every page under ``house``, each checked to name a file that is there."""
+    hrefs = []
+    for page in house.rglob("*.html"):
+        for href in re.findall(r'href="([^"]+)"', page.read_text()):
+            target = page.parent / urllib.parse.unquote(html.unescape(href).split("#")[0])
+            assert target.exists(), f"{page} links {href}, which is not there"
+            hrefs.append(href)
+    return hrefs
+
+
+def test_a_forged_manifest_never_costs_a_wheel_and_no_page_links_a_missing_file(
+        house: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 43 item 1: a manifest naming the wheels with their real hashes (a forged one, or
+    one copied from elsewhere) deleted them and left pages linking them."""
+    assert run_index(house, capsys)[0] == 0
+    wheels = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in house.glob("*.whl")}
+    manifest = json.loads((house / MANIFEST).read_text())
+    manifest["files"].update({name: [sha] for name, sha in wheels.items()})
+    (house / MANIFEST).write_text(json.dumps(manifest))
+    for page in [*house.glob("*.html"), *house.rglob("torch-*/**/index.html")]:
+        page.unlink()  # pages that would link the wheels again, once written
+    status, out, err = run_index(house, capsys)
+    assert status == 0
+    assert {p.name: hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in house.glob("*.whl")} == wheels  # every wheel, untouched
+    assert "removed" not in out
+    assert re.fullmatch(re.escape(f"pep517_torch: {house}/{MANIFEST}: not index's manifest (names")
+                        + r" '[^']+\.whl', not a file index writes\): ignored, no file of this"
+                        r" folder counted as ours\n", err), err
+    assert len(links_resolve(house)) == 13  # overview 4, find-links 3, roots 3, projects 3
+    # the pages it wrote are its own again: wheels gone, their pages go, none links a ghost
+    for wheel in house.glob("*pt214cu130*.whl"):
+        wheel.unlink()
+    status, out, err = run_index(house, capsys)
+    assert (status, err) == (0, "")
+    assert f"pep517_torch: removed {house}/torch-{CUDA}.html" in out
+    assert not (house / f"torch-{CUDA}").exists() and len(links_resolve(house)) == 8
+    assert len(list(house.glob("*.whl"))) == 3
+
+
+@pytest.mark.parametrize("manifest", [
+    "fifo", "dev-zero", "folder", "huge", "deep", "bad-utf8", "list", "no-generator",
+    "bad-hash", "wheel-folder"])
+def test_a_manifest_that_is_not_ours_is_named_in_one_line_and_read_as_absent(
+        house: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], manifest: str) -> None:
+    """Read as a regular file only (never a FIFO that blocks, never /dev/zero through a
+    link), bounded, every field checked: a bad one is one line, and no file counts as ours."""
+    assert run_index(house, capsys)[0] == 0
+    target = house / MANIFEST
+    good = json.loads(target.read_text())
+    target.unlink()
+    page = next(iter(sorted(good["files"])))
+    if manifest == "fifo":
+        os.mkfifo(target)
+    elif manifest == "dev-zero":
+        target.symlink_to("/dev/zero")
+    elif manifest == "folder":
+        target.mkdir()
+    else:
+        target.write_bytes({
+            "huge": b'{"generator": "pep517_torch index", "x": "' + b"y" * (5 << 20) + b'"}',
+            "deep": b"[" * 100_000 + b"]" * 100_000,
+            "bad-utf8": b'{"generator": "\xff"}',
+            "list": b"[]",
+            "no-generator": json.dumps({**good, "generator": "x"}).encode(),
+            "bad-hash": json.dumps({**good, "files": {page: ["../x"]}}).encode(),
+            "wheel-folder": json.dumps({**good, "folders": ["pure-1.0-py3-none-any.whl"]}).encode(),
+        }[manifest])
+    (house / "index.html").write_text("edited\n")  # ours by the good manifest: not by this one
+    status, out, err = run_index(house, capsys)
+    lines = err.splitlines()
+    if manifest == "folder":  # nowhere to keep what it writes: one line, nothing written
+        assert (status, lines) == (1, [
+            f"pep517_torch: error: {target}: a folder is in the way: index keeps its list of the"
+            " files it wrote there; remove it"])
+        assert (house / "index.html").read_text() == "edited\n"
+        return
+    assert status == 0, err
+    assert lines[0].startswith(f"pep517_torch: {house}/{MANIFEST}: ")
+    assert lines[0].endswith(": ignored, no file of this folder counted as ours")
+    assert f"{house}/index.html: not written by index" in err  # nothing counted as ours
+    assert (house / "index.html").read_text() == "edited\n" and "Traceback" not in err
+    assert len(list(house.glob("*.whl"))) == 4
+
+
+def test_index_of_a_folder_without_a_wheel_says_so_and_fails(
+        house: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 43 item 8: an empty index.html was written without a word, exit 0."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "notes.txt").write_text("mine\n")
+    status, out, err = run_index(empty, capsys)
+    assert (status, out) == (1, "")
+    assert err == f"pep517_torch: error: {empty}: no wheel (*.whl) here: no page written\n"
+    assert [p.name for p in empty.iterdir()] == ["notes.txt"]  # no page, no manifest
+    # the wheels of an indexed folder gone: its pages go with them, then the same line
+    assert run_index(house, capsys)[0] == 0
+    for wheel in house.glob("*.whl"):
+        wheel.unlink()
+    status, out, err = run_index(house, capsys)
+    assert status == 1
+    assert err == f"pep517_torch: error: {house}: no wheel (*.whl) here: no page written\n"
+    assert out.count("pep517_torch: removed ") == 8
+    assert sorted(p.name for p in house.iterdir()) == [MANIFEST]
 
 
 def test_whatever_is_not_a_usable_wheel_is_skipped_in_one_line(

@@ -82,3 +82,20 @@ def test_a_shown_output_is_the_tail_of_what_was_printed() -> None:
     problem = mismatch(("Processing x.whl", "2.13.0+cpu tensor([1., 3.])"), printed)
     assert problem is not None and "the block printed" in problem and "  Installed" in problem
     assert mismatch(("a", "b", "c", "d", "e"), "b\nc\nd\ne\n") is not None
+
+
+def test_every_command_of_the_publishing_page_runs_in_the_installed_tier() -> None:
+    """Issue 43 item 9: the variants section's command was printed but never run (it was
+    refused). Every ```sh block of docs/publishing.md is marked runnable, and the variants
+    section's shows the labels and the index lines it prints."""
+    lines = (ROOT / "docs" / "publishing.md").read_text().splitlines()
+    unmarked = [n + 1 for n, line in enumerate(lines)
+                if line.strip() == "```sh" and not (n and lines[n - 1].strip().startswith(
+                    "<!-- runnable"))]
+    assert unmarked == []
+    variants = [run for run in steps(ROOT / "docs" / "publishing.md")
+                if isinstance(run, Run) and "-Cvariant=torch" in run.script]
+    assert len(variants) == 1 and variants[0].expected is not None
+    assert "-Clocal-version=none" in variants[0].script  # the page's pyproject sets it
+    shown = "\n".join(variants[0].expected)
+    assert "-pt213cpu.whl" in shown and "-pt214cpu.whl" in shown and "skipped" not in shown

@@ -33,7 +33,7 @@ import pytest
 
 from pep517_torch.core.toolchain import tools as toolchain
 from pep517_torch.core.cuda import toolkit as cuda
-from pep517_torch.distribution.variants_index import split_name, write_variants_json
+from pep517_torch.distribution.wheel_variant import variant_wheel_name
 from tests.commands import run, run_cli
 from tests.conftest import FIXTURES
 
@@ -67,7 +67,8 @@ def uv() -> str:
 
 def built(out: Path, label: str | None, name: str = "lightops") -> Path:
     """The one wheel of ``name`` in ``out`` with this variant label (None: the plain one)."""
-    found = [p for p in out.glob(f"{name}-*.whl") if split_name(p.name)[2] == label]
+    found = [p for p in out.glob(f"{name}-*.whl")
+             if (variant_wheel_name(p.name) or (p.name, None))[1] == label]
     assert len(found) == 1, (label, sorted(p.name for p in out.iterdir()))
     return found[0]
 
@@ -150,7 +151,7 @@ def test_variantlib_accepts_every_variant_wheel(wheels: dict[str, Path]) -> None
                         for ns, features in sorted(prop[1].items())
                         for feature, values in sorted(features.items())
                         for line in (f"{ns} :: {feature} :: {v}" for v in values)], done.stdout
-        label = split_name(wheels[role].name)[2]
+        label = variant_wheel_name(wheels[role].name)[1]  # type: ignore[index]
         assert f"Variant: `{label}`" in done.stdout
 
 
@@ -277,70 +278,6 @@ def test_max_wheel_size_names_the_largest_members(wheels: dict[str, Path], tmp_p
                    env=NO_GPU, timeout=1200)
     assert fits.returncode == 0, fits.stderr
     assert [p.name for p in out.glob("*.whl")] == [wheels["cuda"].name]
-
-
-# ----------------------------------------------------------- the index file's own refusals
-
-
-def write_variant_wheel(folder: Path, filename: str, document: object) -> Path:
-    path = folder / filename
-    name, version = filename.split("-")[:2]
-    with zipfile.ZipFile(path, "w") as archive:
-        archive.writestr(f"{name}-{version}.dist-info/METADATA", f"Name: {name}\n")
-        if document is not None:
-            archive.writestr(f"{name}-{version}.dist-info/variant.json", json.dumps(document))
-    return path
-
-
-def document(label: str, value: str, namespaces: list[str] | None = None) -> dict[str, object]:
-    return {"$schema": "https://variants-schema.wheelnext.dev/v0.2.0.json",
-            "default-priorities": {"namespace": namespaces or ["abi_dependency"]},
-            "providers": {"abi_dependency": {"builtin": "abi_dependency"}},
-            "variants": {label: {"abi_dependency": {"torch": [value]}}}}
-
-
-def test_index_leaves_out_what_disagrees(tmp_path: Path) -> None:
-    """Compiles nothing: hand-made wheels."""
-    folder = tmp_path / "w"
-    folder.mkdir()
-    tag = "cp311-cp311-linux_x86_64"
-    write_variant_wheel(folder, f"demo-1.0-{tag}-pt213cpu.whl", document("pt213cpu", "2.13"))
-    write_variant_wheel(folder, f"demo-1.0-cp312-cp312-linux_x86_64-pt213cpu.whl",
-                        document("pt213cpu", "2.12"))  # the label names other properties
-    write_variant_wheel(folder, f"demo-1.0-{tag}-pt214cpu.whl", document("pt213cpu", "2.14"))
-    write_variant_wheel(folder, f"demo-1.0-{tag}-pt212cpu.whl", None)
-    write_variant_wheel(folder, f"demo-1.0-{tag}-pt219cpu.whl",
-                        document("pt219cpu", "2.19", ["nvidia", "abi_dependency"]))
-    (folder / "not-a-wheel.whl").write_text("")
-    (folder / "demo-2.0-variants.json").symlink_to(tmp_path / "elsewhere.json")
-    write_variant_wheel(folder, f"demo-2.0-{tag}-pt213cpu.whl", document("pt213cpu", "2.13"))
-    found = write_variants_json(folder)
-    assert list(found.written) == [folder / "demo-1.0-variants.json"]
-    written = json.loads((folder / "demo-1.0-variants.json").read_text())
-    assert written["variants"] == {"pt213cpu": {"abi_dependency": {"torch": ["2.13"]}}}
-    reasons = "\n".join(found.skipped)
-    assert "demo-1.0-cp312-cp312-linux_x86_64-pt213cpu.whl: label 'pt213cpu' names other" in reasons
-    assert f"demo-1.0-{tag}-pt214cpu.whl: its variant.json does not describe exactly its label" in reasons
-    assert f"demo-1.0-{tag}-pt212cpu.whl: 0 variant.json files, not one" in reasons
-    assert f"demo-1.0-{tag}-pt219cpu.whl: namespace priorities" in reasons
-    assert "not-a-wheel.whl: not a wheel file name" in reasons
-    assert "demo-2.0-variants.json: a symlink or not a file; not written" in reasons
-    assert not (tmp_path / "elsewhere.json").exists()  # never written through the link
-    assert len(found.skipped) == 6
-    assert found.pip_lines() == ["demo-1.0-variants.json: pip skips variant wheels and finds no"
-                                 " plain wheel of demo 1.0 here: add one (a build with"
-                                 " -Cvariant=none), or serve local-label wheels (-Cvariant=none"
-                                 " -Clocal-version=torch) on the torch pages"]
-
-
-def test_wheel_names() -> None:
-    assert split_name("demo-1.0-cp311-cp311-linux_x86_64.whl") == ("demo", "1.0", None)
-    assert split_name("demo-1.0-1-cp311-cp311-linux_x86_64.whl") == ("demo", "1.0", None)
-    assert split_name("Demo.X-1.0-cp311-cp311-linux_x86_64-pt213cpu.whl") == (
-        "demo_x", "1.0", "pt213cpu")
-    assert split_name("demo-1.0-1-cp311-cp311-linux_x86_64-cu130.whl") == ("demo", "1.0", "cu130")
-    assert split_name("demo-1.0-cp311-cp311-linux_x86_64-CPU.whl") is None
-    assert split_name("demo-1.0.whl") is None
 
 
 def test_frontends_building_a_variant(wheels: dict[str, Path], tmp_path: Path) -> None:

@@ -168,9 +168,8 @@ def _index(args: argparse.Namespace) -> int:
 
     directory = _resolved(args.directory)
     result = write_index(directory)
-    for skipped in result.skipped:
-        say(skipped.line())
-    for line in result.left:
+    for line in [*(s.line() for s in result.skipped), *result.left, *result.variants_problems,
+                 *result.variants_notes]:
         say(line)
     for variant, wheels in result.variants.items():
         count = f"{len(wheels)} wheel{'s' if len(wheels) != 1 else ''} built for torch {variant}"
@@ -184,23 +183,16 @@ def _index(args: argparse.Namespace) -> int:
         say(f"{wheel.path.name}: no torch build record (not built against torch by"
             " pep517_torch): on no variant page", sys.stdout)
     for removed in result.removed:
-        say(f"removed {removed} (no wheel of its torch is left)", sys.stdout)
+        say(f"removed {removed} (index wrote it; no wheel here is left for it to list)", sys.stdout)
     if result.overview is not None:
         say(f"wrote {result.overview}", sys.stdout)
-    _write_variants_json(directory)
-    return 0
-
-
-def _write_variants_json(directory: Path) -> None:
-    """PEP 825's ``<name>-<version>-variants.json`` beside the pages (uv reads it to choose a
-    wheel variant), and what plain pip, which skips variant wheels, can install instead."""
-    from ..distribution.variants_index import write_variants_json
-
-    found = write_variants_json(directory)
-    for path, wheels in found.written.items():
+    for path, wheels in result.variants_json.items():
         say(f"wrote {path}: {len(wheels)} variant wheel{'s' * (len(wheels) != 1)}", sys.stdout)
-    for line in [*found.skipped, *found.pip_lines()]:
+    for line in result.pip_lines:
         say(line, sys.stdout)
+    if not result.found:
+        raise Pep517TorchError(f"{directory}: no wheel (*.whl) here: no page written")
+    return 0
 
 
 def _doctor(args: argparse.Namespace) -> int:

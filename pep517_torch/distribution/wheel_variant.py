@@ -25,6 +25,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
 SCHEMA = "https://variants-schema.wheelnext.dev/v0.2.0.json"  # variantlib 0.2's own
 VARIANT_JSON = "variant.json"
 NULL_LABEL = "null"
@@ -35,18 +37,28 @@ VALUE = re.compile(r"[a-z0-9_.]+")
 
 @dataclass(frozen=True)
 class Provider:
-    """How an installer learns which values of a namespace this machine supports."""
+    """How an installer learns which values of a namespace this machine supports: variantlib
+    0.2's ``ProviderInfo`` (equal when every field is), written as it writes one."""
 
     requires: tuple[str, ...] = ()  # the plugin's requirements
     plugin_api: str | None = None
     builtin: str | None = None  # a provider built into installers
+    optional: bool = False
+    static_properties: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (feature, values), by feature
+    feature_order: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, object]:
         found: dict[str, object] = {}
         if self.requires:
             found["requires"] = list(self.requires)
-        if self.plugin_api:
+        if self.optional:
+            found["optional"] = True
+        if self.plugin_api is not None:
             found["plugin-api"] = self.plugin_api
+        if self.static_properties:
+            found["static-properties"] = {f: list(v) for f, v in self.static_properties}
+        if self.feature_order:
+            found["feature-order"] = list(self.feature_order)
         if self.builtin:
             found["builtin"] = self.builtin
         return found
@@ -114,6 +126,25 @@ class Variant:
     def lines(self) -> list[str]:
         """``abi_dependency :: torch :: 2.14``, ... one per value."""
         return [line for prop in self.properties for line in prop.lines()]
+
+
+def variant_wheel_name(filename: str) -> tuple[str, str] | None:
+    """A PEP 825 variant wheel's file name (``{name}-{ver}(-{build})?-{py}-{abi}-{plat}-{label}.whl``)
+    as (the plain wheel name it extends, its label); None for a plain wheel's name or what is no
+    wheel's. A sixth component that starts with a digit is a build tag, as variantlib reads it."""
+    try:
+        parse_wheel_filename(filename)
+        return None
+    except InvalidWheelFilename:
+        pass
+    stem, _, label = filename.removesuffix(".whl").rpartition("-")
+    if not filename.endswith(".whl") or not stem or not LABEL.fullmatch(label):
+        return None
+    try:
+        parse_wheel_filename(stem + ".whl")
+    except InvalidWheelFilename:
+        return None
+    return stem + ".whl", label
 
 
 def label_problem(label: str) -> str | None:

@@ -7,8 +7,10 @@ wheel in DIR, each checked first (``wheels.py``), and writes per torch variant a
 page ``torch-2.14.1+cu130.html`` and a PEP 503 simple repository ``torch-2.14.1+cu130/``
 (``pages.py``, ``write.py``), both listing only the wheels built for that torch, with
 ``#sha256=`` fragments: ``pip install myops -f DIR/torch-2.14.1+cu130.html`` or
-``pip install --index-url file://DIR/torch-2.14.1+cu130/ myops``. It writes only inside DIR,
-never through a symlink, and replaces or removes only files it wrote (``folder.py``).
+``pip install --index-url file://DIR/torch-2.14.1+cu130/ myops``. For variant wheels (PEP 825)
+it writes ``<name>-<version>-variants.json`` instead (``variants_index.py``). It writes only
+inside DIR, never through a symlink, and replaces or removes only files it wrote, never a wheel
+(``folder.py``: its manifest is read as untrusted input).
 """
 
 from __future__ import annotations

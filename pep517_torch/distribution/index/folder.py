@@ -5,9 +5,15 @@ Every path is walked from the folder's descriptor one checked name at a time (no
 written under a fresh name (``O_EXCL``) and renamed over the old entry, so a symlink standing
 there is never written through. Which files are ours is a manifest of our own in the folder,
 ``.pep517_torch-index.json``: each file we wrote with the hashes of what we wrote. A file is
-replaced or removed only while its content is one we wrote; anything else (a hand-written
-page, a symlink, a folder in the way) is left as it is and reported. The manifest lists every
-hash before the pages are written, so an interrupted run leaves nothing it would disown.
+replaced or removed only while its content is one we wrote and its name one ``index`` writes
+(``ours``: a page, a ``-variants.json``; never a wheel); anything else (a hand-written page, a
+symlink, a folder in the way) is left as it is and reported. The manifest lists every hash
+before the pages are written, so an interrupted run leaves nothing it would disown.
+
+The manifest is the folder's, so it is read as untrusted input: a regular file only (never
+through a symlink, never a FIFO or device), up to ``MANIFEST_LIMIT``, and checked whole (our
+generator, every name one ``index`` writes or makes, every hash a sha256); one that fails is
+named in one line with why and read as absent: no file of the folder counts as ours.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ import os
 import re
 import secrets
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,7 +37,10 @@ from ...errors import OutputError
 MANIFEST = ".pep517_torch-index.json"
 GENERATOR = "pep517_torch index"
 _NAME = re.compile(r"\.?[A-Za-z0-9][A-Za-z0-9._+-]*")  # never '.', '..', a '/' or empty
+_NAMES = re.compile(rf"{_NAME.pattern}(?:/{_NAME.pattern})*")
 _PAGE_LIMIT = 64 * 1024 * 1024
+MANIFEST_LIMIT = 4 * 1024 * 1024  # a few hundred bytes per page: thousands of pages
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 class Refused(Exception):
@@ -57,17 +66,22 @@ def _open_flags(directory: bool) -> int:
 @dataclass
 class Folder:
     """An open folder (its descriptor, held and locked while ``index`` runs) and what of it
-    is ours (``owned``: relative path -> hashes of contents we wrote; ``folders`` we made)."""
+    is ours (``owned``: relative path -> hashes of contents we wrote; ``folders`` we made).
+    ``ours`` and ``our_folders`` say which names ``index`` writes and makes: no other is ever
+    taken from the manifest, replaced or removed."""
 
     fd: int
     path: Path
+    ours: Callable[[str], bool]
+    our_folders: Callable[[str], bool]
     owned: dict[str, set[str]] = field(default_factory=dict)
     folders: set[str] = field(default_factory=set)
     notes: list[str] = field(default_factory=list)
 
     @classmethod
     @contextmanager
-    def opened(cls, path: Path) -> Iterator[Folder]:
+    def opened(cls, path: Path, ours: Callable[[str], bool],
+               our_folders: Callable[[str], bool]) -> Iterator[Folder]:
         try:
             fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         except OSError as error:
@@ -76,7 +90,7 @@ class Folder:
             raise OutputError(f"{path}: {reason}") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)  # two index runs on one folder take turns
-            folder = cls(fd, path)
+            folder = cls(fd, path, ours, our_folders)
             folder._load_manifest()
             yield folder
         finally:
@@ -94,7 +108,6 @@ class Folder:
                 if create:
                     try:
                         os.mkdir(part, 0o755, dir_fd=current)
-                        self.folders.add("/".join(parts[:depth + 1]))
                     except FileExistsError:
                         pass
                 try:
@@ -107,6 +120,8 @@ class Folder:
                     raise Refused(self._why(error, "/".join(parts[:depth + 1]), current,
                                             part)) from None
                 fds.append(current)
+                if create:  # a folder a page of ours is in goes once empty, whoever made it
+                    self.folders.add("/".join(parts[:depth + 1]))
             yield current
         finally:
             for fd in fds:
@@ -153,9 +168,15 @@ class Folder:
 
     # -- writing -----------------------------------------------------------------------------
 
+    def _our_name(self, relative: str) -> list[str]:
+        parts = _parts(relative)
+        if relative != MANIFEST and not self.ours(relative):
+            raise ValueError(f"not a name index writes: {relative!r}")  # a bug: never a wheel
+        return parts
+
     def write(self, relative: str, data: bytes) -> None:
         """Put ``data`` at ``relative`` by rename (Refused: something not ours is in the way)."""
-        parts = _parts(relative)
+        parts = self._our_name(relative)
         with writing(self.path / relative), self._parent(parts, create=True) as parent:
             temporary = f".{parts[-1]}.{os.getpid()}-{secrets.token_hex(4)}.tmp"
             fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
@@ -173,12 +194,14 @@ class Folder:
                     pass
 
     def remove(self, relative: str) -> None:
-        parts = _parts(relative)
+        parts = self._our_name(relative)
         with writing(self.path / relative), self._parent(parts, create=False) as parent:
             os.unlink(parts[-1], dir_fd=parent)
 
     def remove_folder_if_empty(self, relative: str) -> bool:
         parts = _parts(relative)
+        if not self.our_folders(relative):
+            return False
         try:
             with self._parent(parts, create=False) as parent:
                 os.rmdir(parts[-1], dir_fd=parent)
@@ -190,23 +213,44 @@ class Folder:
 
     def _load_manifest(self) -> None:
         try:
-            data = self.read(MANIFEST, 16 * 1024 * 1024)
+            data = self.read(MANIFEST, MANIFEST_LIMIT)
         except Refused as refused:
             self.notes.append(f"{refused}: ignored, no file of this folder counted as ours")
             return
         if data is None:
             return
         try:
+            self.owned, self.folders = self._checked_manifest(data)
+        except ValueError as why:
+            self.notes.append(f"{self.path / MANIFEST}: not index's manifest ({why}): ignored,"
+                              " no file of this folder counted as ours")
+
+    def _checked_manifest(self, data: bytes) -> tuple[dict[str, set[str]], set[str]]:
+        """The files (with their hashes) and folders a manifest says are ours; ValueError
+        saying what is wrong with it."""
+        if len(data) > MANIFEST_LIMIT:
+            raise ValueError(f"over {MANIFEST_LIMIT // (1024 * 1024)} MiB")
+        try:
             manifest = json.loads(data)
-            files = {str(k): {str(h) for h in v} for k, v in manifest["files"].items()}
-            folders = {str(f) for f in manifest["folders"]}
-            for relative in (*files, *folders):
-                _parts(relative)
-        except (ValueError, KeyError, TypeError, AttributeError):
-            self.notes.append(f"{self.path / MANIFEST}: not index's manifest: ignored, no file of"
-                              " this folder counted as ours")
-            return
-        self.owned, self.folders = files, folders
+        except (ValueError, RecursionError):  # bad UTF-8, deep nesting
+            raise ValueError("not JSON") from None
+        if not isinstance(manifest, dict) or manifest.get("generator") != GENERATOR:
+            raise ValueError(f"not a JSON object whose generator is {GENERATOR!r}")
+        files, folders = manifest.get("files"), manifest.get("folders")
+        if not isinstance(files, dict) or not isinstance(folders, list):
+            raise ValueError("'files' must be an object and 'folders' a list")
+        for relative, hashes in files.items():
+            if not (isinstance(relative, str) and _NAMES.fullmatch(relative)
+                    and self.ours(relative)):
+                raise ValueError(f"names {str(relative)[:100]!r}, not a file index writes")
+            if not (isinstance(hashes, list) and hashes and all(
+                    isinstance(h, str) and _SHA256.fullmatch(h) for h in hashes)):
+                raise ValueError(f"the hashes of {relative!r} are not sha256 digests")
+        for relative in folders:
+            if not (isinstance(relative, str) and _NAMES.fullmatch(relative)
+                    and self.our_folders(relative)):
+                raise ValueError(f"names {str(relative)[:100]!r}, not a folder index makes")
+        return {k: set(v) for k, v in files.items()}, set(folders)
 
     def save_manifest(self) -> None:
         manifest = {"generator": GENERATOR,
@@ -219,4 +263,8 @@ class Folder:
             there = b""
         # a run that changes nothing touches nothing; one that wrote nothing leaves no manifest
         if there != data and (there is not None or self.owned or self.folders):
-            self.write(MANIFEST, data)
+            try:
+                self.write(MANIFEST, data)
+            except Refused as refused:  # a folder there: no page it could never call its own
+                raise OutputError(f"{refused}: index keeps its list of the files it wrote there;"
+                                  " remove it") from None

@@ -6,16 +6,34 @@ HTML-escaped; links to wheels carry ``#sha256=`` and, when METADATA has one,
 from __future__ import annotations
 
 import html
+import re
 import urllib.parse
 from collections.abc import Mapping, Sequence
 
 from .folder import GENERATOR
+from .record import VARIANT
 from .wheels import IndexedWheel
 
-_PAGE = ("<!DOCTYPE html>\n<html>\n<head>\n"
+OVERVIEW = "index.html"
+_PROJECT = r"[a-z0-9]+(?:-[a-z0-9]+)*"  # a PEP 503 normalised name
+_REPOSITORY = rf"torch-{VARIANT.pattern}(?:/{_PROJECT})?"
+_PAGE = re.compile(rf"{re.escape(OVERVIEW)}|torch-{VARIANT.pattern}\.html|{_REPOSITORY}/index\.html")
+
+_HTML = ("<!DOCTYPE html>\n<html>\n<head>\n"
          '<meta name="pypi:repository-version" content="1.0">\n'
          f'<meta name="generator" content="{GENERATOR}">\n'
          "<title>{title}</title>\n</head>\n<body>\n<h1>{title}</h1>\n{links}</body>\n</html>\n")
+
+
+def is_page_name(relative: str) -> bool:
+    """Whether ``index`` writes pages of this name: the overview, a find-links page, a simple
+    repository's root or project page (never a wheel's name)."""
+    return _PAGE.fullmatch(relative) is not None
+
+
+def is_repository_folder(relative: str) -> bool:
+    """Whether ``index`` makes folders of this name: a simple repository and its projects'."""
+    return re.fullmatch(_REPOSITORY, relative) is not None
 
 
 def find_links_page_name(variant: str) -> str:
@@ -27,7 +45,7 @@ def repository_name(variant: str) -> str:
 
 
 def _page(title: str, links: str) -> bytes:
-    return _PAGE.format(title=html.escape(title), links=links).encode()
+    return _HTML.format(title=html.escape(title), links=links).encode()
 
 
 def _anchor(href: str, text: str, attributes: str = "") -> str:

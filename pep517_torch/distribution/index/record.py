@@ -16,7 +16,7 @@ RECORD_LIMIT = 64 * 1024  # a record is a few dozen bytes: anything bigger is no
 _LOCAL_LABEL = re.compile(r"[a-z0-9]+(?:\.[a-z0-9]+)*")
 _CUDA = re.compile(r"[0-9]{1,3}\.[0-9]{1,3}")
 _CUDA_MAJOR = re.compile(r"[0-9]{1,3}")
-_VARIANT = re.compile(r"[0-9][0-9a-z.+]*")  # what a page or folder name may hold
+VARIANT = re.compile(r"[0-9][0-9a-z.+]*")  # what a page or folder name may hold
 
 
 class RecordError(ValueError):
@@ -60,7 +60,7 @@ def read_record(data: bytes) -> BuildTorch:
     """The record's text, checked field by field (RecordError names the one at fault)."""
     try:
         record = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as error:
         raise RecordError(f"not JSON ({error})") from None
     if not isinstance(record, dict):
         raise RecordError(f"not a JSON object but {type(record).__name__}")
@@ -81,6 +81,6 @@ def read_record(data: bytes) -> BuildTorch:
     if needed is not None and not (isinstance(needed, str) and _CUDA_MAJOR.fullmatch(needed)):
         raise RecordError(f"'cuda' must be a CUDA major (\"13\") or absent, got {needed!r}")
     checked = BuildTorch(str(version), cuda, needed)
-    if not _VARIANT.fullmatch(checked.variant):  # a normalised version holds nothing else
+    if not VARIANT.fullmatch(checked.variant):  # a normalised version holds nothing else
         raise RecordError(f"'torch' is not a torch version: {torch!r}")
     return checked

@@ -1,6 +1,8 @@
-"""The wheels of a folder, each checked before any page names it: a valid wheel file name, a
-regular file that opens as a zip, one ``.dist-info`` whose name and version (and METADATA's)
-are the file name's, and a build record ``record.read_record`` accepts. Whatever fails is a
+"""The wheels of a folder, each checked before any page or ``-variants.json`` names it: a valid
+wheel file name (a plain one, or a PEP 825 variant wheel's, which ends in a label), a regular
+file that opens as a zip, one ``.dist-info`` whose name and version (and METADATA's) are the
+file name's, and then a build record ``record.read_record`` accepts (a plain wheel) or a
+``variant.json`` variantlib accepts for the file's label (a variant wheel). Whatever fails is a
 ``Skipped`` with one line of reason; nothing read from a wheel reaches a page or a path
 unchecked. Members are read with a bound, so a zip bomb costs a few kilobytes."""
 
@@ -20,6 +22,9 @@ from packaging.utils import (InvalidWheelFilename, NormalizedName, canonicalize_
                              parse_wheel_filename)
 from packaging.version import InvalidVersion, Version
 
+from ..variants_index import (VARIANT_JSON_LIMIT, VariantError, VariantMetadata, file_name,
+                              is_file_name, read_variant_metadata)
+from ..wheel_variant import VARIANT_JSON, variant_wheel_name
 from .record import BUILD_RECORD, RECORD_LIMIT, BuildTorch, RecordError, read_record
 
 METADATA_LIMIT = 1024 * 1024  # METADATA's headers come first: a long description is cut
@@ -29,9 +34,16 @@ METADATA_LIMIT = 1024 * 1024  # METADATA's headers come first: a long descriptio
 class IndexedWheel:
     path: Path
     project: NormalizedName
+    version: Version
     build: BuildTorch | None  # None: no build record (pure Python, or not built by pep517_torch)
     sha256: str
     requires_python: str | None
+    variant_metadata: VariantMetadata | None = None  # a variant wheel's (on no torch page)
+
+    @property
+    def namever(self) -> str:
+        """``{name}-{version}`` as the file name spells them (the ``-variants.json``'s name)."""
+        return "-".join(self.path.name.split("-")[:2])
 
     @property
     def variant(self) -> str | None:
@@ -52,7 +64,8 @@ class _Unusable(Exception):
 
 
 def scan(directory_fd: int, directory: Path) -> tuple[list[IndexedWheel], list[Skipped]]:
-    """Every ``*.whl`` entry of the folder, read or skipped, in name order."""
+    """Every ``*.whl`` entry of the folder, read or skipped, in name order (together, every
+    ``*.whl`` entry there is)."""
     wheels: list[IndexedWheel] = []
     skipped: list[Skipped] = []
     for name in sorted(os.listdir(directory_fd)):
@@ -65,11 +78,25 @@ def scan(directory_fd: int, directory: Path) -> tuple[list[IndexedWheel], list[S
     return wheels, skipped
 
 
-def _read(directory_fd: int, directory: Path, name: str) -> IndexedWheel:
+def _parse_name(name: str) -> tuple[NormalizedName, Version, str | None]:
+    """The project, version and variant label (None: a plain wheel) of a wheel's file name."""
     try:
         project, version, _, _ = parse_wheel_filename(name)
+        return project, version, None
     except InvalidWheelFilename as error:
-        raise _Unusable(f"not a valid wheel file name ({error})") from None
+        variant = variant_wheel_name(name)
+        if variant is None:
+            raise _Unusable(f"not a valid wheel file name ({error})") from None
+    plain, label = variant
+    project, version, _, _ = parse_wheel_filename(plain)
+    namever = "-".join(name.split("-")[:2])
+    if not is_file_name(file_name(namever)):
+        raise _Unusable(f"{namever!r} cannot name a -variants.json file")
+    return project, version, label
+
+
+def _read(directory_fd: int, directory: Path, name: str) -> IndexedWheel:
+    project, version, label = _parse_name(name)
     try:  # a wheel may be a link to a file elsewhere; a FIFO or device must not block us
         fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=directory_fd)
     except OSError as error:
@@ -82,11 +109,16 @@ def _read(directory_fd: int, directory: Path, name: str) -> IndexedWheel:
             sha256 = _sha256(stream)
             stream.seek(0)
             with zipfile.ZipFile(stream) as archive:
-                build, requires_python = _contents(archive, project, version)
+                dist_info, requires_python = _dist_info(archive, project, version)
+                if label is not None:
+                    metadata = _variant(archive, dist_info, label)
+                    return IndexedWheel(directory / name, project, version, None, sha256,
+                                        requires_python, metadata)
+                build = _record(archive, dist_info)
         except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError,
                 NotImplementedError, RuntimeError, ValueError) as error:
             raise _Unusable(f"not a readable wheel ({error})") from None
-    return IndexedWheel(directory / name, project, build, sha256, requires_python)
+    return IndexedWheel(directory / name, project, version, build, sha256, requires_python)
 
 
 def _sha256(stream: object) -> str:
@@ -101,8 +133,10 @@ def _member(archive: zipfile.ZipFile, name: str, limit: int) -> bytes:
         return member.read(limit + 1)
 
 
-def _contents(archive: zipfile.ZipFile, project: NormalizedName,
-              version: Version) -> tuple[BuildTorch | None, str | None]:
+def _dist_info(archive: zipfile.ZipFile, project: NormalizedName,
+               version: Version) -> tuple[str, str | None]:
+    """The one ``.dist-info`` folder, its name and METADATA's agreeing with the file name, and
+    METADATA's Requires-Python."""
     folders = {n.split("/", 1)[0] for n in archive.namelist() if re.match(r"[^/]+\.dist-info/", n)}
     if len(folders) != 1:
         raise _Unusable(f"{len(folders)} .dist-info folders, a wheel has one")
@@ -123,16 +157,35 @@ def _contents(archive: zipfile.ZipFile, project: NormalizedName,
         except InvalidSpecifier:
             raise _Unusable(f"{dist_info}/METADATA: Requires-Python {requires_python!r} is"
                             " not a version specifier") from None
+    return dist_info, requires_python
+
+
+def _record(archive: zipfile.ZipFile, dist_info: str) -> BuildTorch | None:
     record_name = f"{dist_info}/{BUILD_RECORD}"
     if record_name not in archive.namelist():
-        return None, requires_python
+        return None
     data = _member(archive, record_name, RECORD_LIMIT)
     if len(data) > RECORD_LIMIT:
         raise _Unusable(f"{record_name}: over {RECORD_LIMIT // 1024} KiB, not a build record")
     try:
-        return read_record(data), requires_python
+        return read_record(data)
     except RecordError as error:
         raise _Unusable(f"{record_name}: {error}") from None
+
+
+def _variant(archive: zipfile.ZipFile, dist_info: str, label: str) -> VariantMetadata:
+    """A variant wheel's ``variant.json``, read as variantlib reads it, for the file's label."""
+    member = f"{dist_info}/{VARIANT_JSON}"
+    try:
+        data = _member(archive, member, VARIANT_JSON_LIMIT)
+    except KeyError:
+        raise _Unusable(f"a variant wheel (label {label!r}) without {member}") from None
+    if len(data) > VARIANT_JSON_LIMIT:
+        raise _Unusable(f"{member}: over {VARIANT_JSON_LIMIT // 1024} KiB, not a variant.json")
+    try:
+        return read_variant_metadata(data, label)
+    except VariantError as error:
+        raise _Unusable(f"{member}: {error}") from None
 
 
 def _same(where: str, project: NormalizedName, version: Version, named_project: str,
