@@ -106,7 +106,7 @@ def object_undefined(path: Path) -> frozenset[str]:
 
 
 # Read with struct, in bulk: a unity TU's object has thousands of COMDAT sections and symbols,
-# which pyelftools parses one by one (~70 ms an object, on every build that explains its tag).
+# which pyelftools parses one by one: too slow for every build that explains its tag.
 _SECTION = {1: "IIIIIIIIII", 2: "IIQQQQIIQQ"}  # name type flags addr offset size link info ...
 _SYMBOL = {1: ("IIIBBH", 5), 2: ("IBBHQQ", 3)}  # the layout and where st_shndx sits in it
 _SHT_SYMTAB = 2

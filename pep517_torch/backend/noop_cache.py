@@ -42,7 +42,7 @@ from ..shipped_runtime.user_line import log, user_line
 if TYPE_CHECKING:  # nothing of the config layer at run time: a replay imports none of it
     from ..config import ConfigSettings
 
-FORMAT = 2  # 2: the ledger's identities
+FORMAT = 2  # bumped whenever a record's shape changes: an older one is no record
 RECORDS = "last-builds"  # the records' folder in the machine cache
 # Libraries whose code shapes a wheel or its metadata: an upgrade builds again.
 LIBRARIES = ("packaging", "pyproject_metadata", "auditwheel", "elftools")

@@ -51,7 +51,7 @@ def load(
     extensions to build (``for_build``) or a torch pin to write into the metadata.
     ``document``: a parsed pyproject.toml to load instead of the file (migrate's, unwritten)."""
     # A copy of a mutable mapping (os.environ); a read-only one is kept as given (the
-    # ReadEnv of replay_record.py remembers what the resolution reads).
+    # ReadEnv of backend/noop_record.py remembers what the resolution reads).
     env = dict(os.environ if env is None else env) if not _read_only(env) else env
     project, found = resolve(root, config_settings, env, document)
     torch = found.torch

@@ -30,7 +30,8 @@ OPENMP_DEFINE = "AT_PARALLEL_OPENMP"
 
 
 # gcc collects garbage far more often than a torch TU needs: with these, a TU that includes
-# torch/extension.h compiles ~17% faster for ~0.5 GB more memory (identical objects).
+# torch/extension.h compiles faster for a little more memory, with identical objects
+# (measured in docs/performance.md).
 GCC_HEAVY_TUNING = ("--param=ggc-min-expand=400", "--param=ggc-min-heapsize=1048576")
 
 
@@ -41,8 +42,8 @@ def heavy_tuning(compiler: Compiler) -> tuple[str, ...]:
 def pch_instantiation(compiler: Compiler) -> tuple[str, ...]:
     """What a torch umbrella's PCH is built with for its users' sake: clang 11+ instantiates the
     header's pending templates once, in the PCH, instead of again in every TU that uses it (as
-    CMake's precompiled headers do): a TU of bench4 with clang 16 takes 4.5 s instead of 9.5 s.
-    gcc has no such option. The TUs' command lines do not change."""
+    CMake's precompiled headers do): about half the time of a TU that uses it (measured in
+    docs/performance.md). gcc has no such option. The TUs' command lines do not change."""
     return ("-fpch-instantiate-templates",) if compiler.family == "clang" and compiler.version >= (11,) else ()
 
 

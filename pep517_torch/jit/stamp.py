@@ -33,7 +33,7 @@ from ..shipped_runtime import ledger
 if TYPE_CHECKING:
     from .request import JitRequest
 
-# 8: the ledger's identities (device, ctime); 7: the key as text; 6: marshal; 5: the compiler apart from the key; 4: the artifact's identity
+# Bumped whenever the stamp's shape changes (its history is git's): an older stamp is no stamp.
 STAMP_VERSION = 8
 
 

@@ -1,12 +1,12 @@
 """The precompiled header a wheel build leaves behind: made after the wheel is written, in a
 detached process, when the build's TUs did without it.
 
-A cold wheel build with unity TUs has no job slot to spare for a PCH (two TUs on two cores;
-making one costs more than it saves that build: gcc 12, torch 2.13, <torch/extension.h>:
-~56 CPU-s against ~10 s saved per TU), so it compiles without one. But the next build needs it:
-an edited file compiles in ~12 s with it and ~23 s without, a second project's unity TUs in
-~14 s instead of ~25 s. So after the wheel is written, :func:`start` hands the PCH the build
-did not make to a background process, which:
+A cold wheel build with unity TUs has no job slot to spare for a PCH (two TUs on two cores:
+making one costs that build more than it saves it), so it compiles without one. But the next
+build needs it: an edited file, or a second project's unity TUs, compile in about half the time
+with it (measured in docs/performance.md, "The PCH a wheel build leaves behind"). So after the
+wheel is written, :func:`start` hands the PCH the build did not make to a background process,
+which:
 
 - never delays the hook: it is started (a fork and exec) after the wheel is written, in its own
   session, with no pipe of the caller's open (pip reads the hook's output to its end);

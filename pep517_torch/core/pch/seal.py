@@ -34,7 +34,7 @@ else:  # run as a script by the PCH edge: the ledger is a file of the runtime, s
     import ledger  # type: ignore[no-redef]
 
 SUFFIX = ".seal"
-VERSION = 2  # 2: the stub and the flag set sealed with the .gch, the ledger's identities
+VERSION = 2  # bumped whenever a seal's shape changes: an older seal is no seal
 STUB = "pch.h"  # an entry: the stub, its .gch, what it was made with
 GCH = f"{STUB}.gch"
 INFO = "entry.json"

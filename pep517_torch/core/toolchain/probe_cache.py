@@ -39,7 +39,7 @@ def stamps(files: Sequence[str | Path]) -> list[list[Any]]:
 
 
 def _location(env: Mapping[str, str] | None) -> Path | None:
-    # the few variables it needs, each looked up: a build's ReadEnv (replay_record.py) learns
+    # the few variables it needs, each looked up: a build's ReadEnv (backend/noop_record.py) learns
     # which it read, where a copy of it all would read every variable
     given = {} if env is None else env
     merged = {name: given[name] if name in given else os.environ.get(name, "")

@@ -2,9 +2,9 @@
 so that torch's headers are parsed once per job slot instead of once per file.
 
 Parsing torch/extension.h is most of a file's compile time, and code the files share (torch's
-inline functions, pybind11's templates) is generated once instead of once per file. Measured
-with gcc 12 and torch 2.13 on a 2-core host, one job at a time: one file of fixtures/bench4
-37 s (24 s of it parsing), two of them as one TU 39 s, all four as one TU 40 s.
+inline functions, pybind11's templates) is generated once instead of once per file: a TU of
+two or four files costs about what one of them costs (measured in docs/performance.md, "Where
+the time goes").
 
 One TU is not the same program as separate TUs wherever a file sees what another file declared
 for itself: two ``static`` functions or anonymous-namespace types of one name clash, an

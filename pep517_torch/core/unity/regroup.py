@@ -7,10 +7,9 @@ lives on in it. Reusing that object beside a fresh one of the edited file would 
 versions of one file, so this module never does: every member of a group whose object is
 stale is compiled again from its current text. What it chooses is only how, by wall time on
 the heavy job slots, where a TU costs a fixed part (parsing torch, instantiating and compiling
-what torch's inline functions use) plus each member's own code. Measured with gcc 12, torch
-2.13 and fixtures/bench4's files of a few lines (CPU seconds): with the PCH of
-torch/extension.h one file 12.9-15.6, two of them as one TU 14.2, all four 14.5; without it
-23.1 and 25.2 for two. So:
+what torch's inline functions use) plus each member's own code; for files of a few lines the
+fixed part is nearly all of it, with or without the PCH (measured in docs/performance.md,
+"The edit loop of a unity wheel"). So:
 
 - the edited members leave their group and compile alone, the rest of the group as one TU or
   split over idle slots, when that ends at least a fifth sooner (:data:`SPLIT_GAIN`) than the
@@ -42,7 +41,7 @@ from .. import scan
 SECTION = "unity_groups"  # the ledger's: each extension's groups in the last plan
 # A TU's cost in units of its fixed part (parsing torch, instantiating and compiling what its
 # inline functions use): each member adds a little, and its own code (code tokens of its text;
-# ~8000 cost about as much as torch's part). See the module's docstring for the measurements.
+# ~8000 cost about as much as torch's part).
 MEMBER_COST = 0.1
 TOKENS_PER_TU = 8000
 # A split must end a fifth sooner than the group as it was: it costs a TU's fixed part per
