@@ -236,3 +236,13 @@ def test_the_config_layer_imports_nothing_of_the_distribution_layer() -> None:
         for parts, _ in _relative_imports(module) if parts[:1] == ["distribution"]
     })
     assert offenders == []
+
+
+def test_no_file_holds_a_merge_conflict_marker() -> None:
+    """A merge left half-resolved reads as text (docs tables, comments) and can pass every
+    other test."""
+    tracked = [ROOT / "README.md", *ROOT.glob("docs/*.md"), *ROOT.glob("tests/**/*.md"),
+               *PACKAGE.rglob("*.py"), *ROOT.glob("tests/**/*.py")]
+    marked = [path.relative_to(ROOT).as_posix() for path in tracked
+              if re.search(r"^(<{7} |>{7} |={7}$)", path.read_text(errors="replace"), re.M)]
+    assert marked == []
