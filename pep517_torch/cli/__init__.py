@@ -1,5 +1,5 @@
-"""``python -m pep517_torch`` / ``pep517-torch``: wheel, sdist, index, doctor, cache, trace,
-explain, migrate.
+"""``python -m pep517_torch`` / ``pep517-torch``: wheel, matrix, sdist, index, doctor, cache,
+trace, explain, migrate.
 
 ``wheel`` builds against the torch installed in *this* environment (no isolation, never a
 download): the wheel runs with exactly the torch it was built for.
@@ -137,7 +137,7 @@ def _wheel_of(root: Path, out: Path, args: argparse.Namespace) -> int:
     from ..backend import pipeline
 
     if args.python:
-        from .matrix import build_matrix
+        from .matrix.interpreters import build_matrix
 
         return build_matrix(root, out, args.python, args.config_setting)
     missing = missing_build_requirements(root)
@@ -164,43 +164,20 @@ def _sdist(args: argparse.Namespace) -> int:
 
 
 def _index(args: argparse.Namespace) -> int:
-    from ..distribution.index import write_index
+    from .index import index_folder
 
-    directory = _resolved(args.directory)
-    result = write_index(directory)
-    for skipped in result.skipped:
-        say(skipped.line())
-    for line in result.left:
-        say(line)
-    for variant, wheels in result.variants.items():
-        count = f"{len(wheels)} wheel{'s' if len(wheels) != 1 else ''} built for torch {variant}"
-        if variant in result.pages:
-            say(f"{result.pages[variant]}: {count} (pip install -f {result.pages[variant]})",
-                sys.stdout)
-        if variant in result.repositories:
-            say(f"{result.repositories[variant]}/: the simple repository of {count} (pip install"
-                f" --index-url {result.repositories[variant].as_uri()}/)", sys.stdout)
-    for wheel in result.unrecorded:
-        say(f"{wheel.path.name}: no torch build record (not built against torch by"
-            " pep517_torch): on no variant page", sys.stdout)
-    for removed in result.removed:
-        say(f"removed {removed} (no wheel of its torch is left)", sys.stdout)
-    if result.overview is not None:
-        say(f"wrote {result.overview}", sys.stdout)
-    _write_variants_json(directory)
+    index_folder(_resolved(args.directory))
     return 0
 
 
-def _write_variants_json(directory: Path) -> None:
-    """PEP 825's ``<name>-<version>-variants.json`` beside the pages (uv reads it to choose a
-    wheel variant), and what plain pip, which skips variant wheels, can install instead."""
-    from ..distribution.variants_index import write_variants_json
+def _matrix(args: argparse.Namespace) -> int:
+    from .matrix.command import run_matrix
 
-    found = write_variants_json(directory)
-    for path, wheels in found.written.items():
-        say(f"wrote {path}: {len(wheels)} variant wheel{'s' * (len(wheels) != 1)}", sys.stdout)
-    for line in [*found.skipped, *found.pip_lines()]:
-        say(line, sys.stdout)
+    if args.json and not args.list:
+        raise ConfigError("--json goes with --list (--list --json)", "--json")
+    root = _resolved(args.path)
+    out = _resolved(Path(args.outdir) if args.outdir else root / "wheelhouse")
+    return run_matrix(root, out, args.only, args.config_setting, args.list, args.json)
 
 
 def _doctor(args: argparse.Namespace) -> int:
@@ -325,6 +302,7 @@ def _settings_epilog() -> str:
 
 def _parser() -> argparse.ArgumentParser:
     from .._version import __version__
+    from .matrix.command import add_matrix_parser
 
     parser = argparse.ArgumentParser(
         prog=PROG, description="Build PyTorch C++/CUDA extensions from pyproject.toml."
@@ -355,6 +333,7 @@ def _parser() -> argparse.ArgumentParser:
                 help="build with this interpreter and its torch instead (repeat: one wheel"
                 " each, then a table)",
             )
+    add_matrix_parser(commands, _settings_epilog())
     index = commands.add_parser(
         "index", help="write PEP 503 find-links pages and simple repositories, one per torch"
         " variant, for DIR's wheels",
@@ -393,7 +372,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _migrate(argv[1:])
     args = _parser().parse_args(argv)
     handlers = {"wheel": _wheel, "sdist": _sdist, "doctor": _doctor, "cache": _cache,
-                "trace": _trace, "index": _index, "explain": _explain}
+                "trace": _trace, "index": _index, "explain": _explain, "matrix": _matrix}
     try:
         return handlers[args.command](args)
     except Pep517TorchError as exc:
