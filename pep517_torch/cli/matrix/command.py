@@ -187,7 +187,7 @@ def run_matrix(root: Path, out: Path, only: Sequence[str], settings: Sequence[st
     print(table(runs), flush=True)
     for run in runs:
         for note in run.notes:
-            print_line(note if note.startswith("  | ") else error_line(note))
+            print_line(note if note.startswith("  | ") else error_line(f"{KEY}: {note}"))
     if written:
         index_folder(out)
     return 1 if any(run.failed for run in runs) else 0

@@ -8,6 +8,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,7 +51,9 @@ def _bundled() -> str | None:
 
 def find_uv(env: Mapping[str, str]) -> Uv:
     """The uv to make environments with; a ConfigError naming how to get one."""
-    found = _bundled() or shutil.which("uv", path=env.get("PATH"))
+    beside = Path(sys.executable).parent / "uv"  # this environment's, its bin/ not on PATH
+    found = _bundled() or (str(beside) if beside.is_file() else None) or shutil.which(
+        "uv", path=env.get("PATH"))
     if found is None:
         raise ConfigError(f"the matrix makes its environments with uv, which is not installed:"
                           f" {INSTALL_HINT}", "matrix")
@@ -73,8 +76,15 @@ def uv_problem(done: subprocess.CompletedProcess[str]) -> str:
     lines = [line.strip() for line in (done.stderr or done.stdout or "").splitlines()]
     error = next((line[len("error:"):].strip() for line in lines if line.startswith("error:")),
                  None)
-    cause = next((line[len("cause:"):].strip() for line in lines if line.startswith("cause:")),
-                 None)
+    start = next((at for at, line in enumerate(lines) if line.startswith("cause:")), None)
+    cause = None
+    if start is not None:  # the cause, with the lines that continue it (a list of versions)
+        block = [lines[start][len("cause:"):].strip()]
+        for line in lines[start + 1:]:
+            if not line or line.startswith(("hint:", "error:", "cause:", "[stderr]")):
+                break
+            block.append(line)
+        cause = " ".join(block)
     if error is None:
         error = next((line for line in reversed(lines) if line), f"exit status {done.returncode}")
     return f"{error}: {cause}" if cause else error
