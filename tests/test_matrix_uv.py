@@ -250,3 +250,16 @@ def test_a_test_that_imports_the_checkout_fails_its_cell(local: Local, tmp_path:
             " tests/__init__.py makes pytest put the project's folder first on sys.path") in done.stderr
     assert rows(done.stdout)["cp311-torch2.13-cpu"][5] == "FAILED"
     assert not list((tmp_path / "out").glob("*.whl"))
+    # the cached environments, as `cache` lists them, and `cache --clear` removes them
+    cache = subprocess.run([str(local.python), "-m", "pep517_torch", "cache"], capture_output=True,
+                           text=True, cwd=tmp_path, env=local.env, timeout=300)
+    envs = local.base / "cache" / "matrix-envs"
+    assert f"matrix environments: {envs} (" in cache.stdout, cache.stdout
+    assert re.search(r"^  cp311-torch2\.13-cpu  torch 2\.13\.0\+cpu from file://\S+  used \d+ s ago$",
+                     cache.stdout, re.M), cache.stdout
+    cleared = subprocess.run([str(local.python), "-m", "pep517_torch", "cache", "--clear"],
+                             capture_output=True, text=True, cwd=tmp_path, env=local.env,
+                             timeout=300)
+    assert re.search(rf"removed \d matrix environments? from {re.escape(str(envs))}$", cleared.stdout,
+                     re.M), cleared.stdout + cleared.stderr
+    assert not [p for p in envs.iterdir() if p.is_dir()]

@@ -195,6 +195,7 @@ def _cache(args: argparse.Namespace) -> int:
     from ..core.pch import cache as pch_cache
     from ..core.spec import DEFAULT_PCH_CACHE_BYTES
     from ..shipped_runtime.environment import CACHE_DIR, PCH_CACHE_SIZE
+    from .matrix.environments import UNUSED_DAYS, cached_envs, clear_envs, envs_root
 
     configured = environment_layer(os.environ).get("pch_cache_size")
     limit = parse_size(configured.value) if configured else DEFAULT_PCH_CACHE_BYTES
@@ -204,6 +205,10 @@ def _cache(args: argparse.Namespace) -> int:
         freed = pch_cache.format_size(sum(e.size for e in removed))
         say(f"removed {pch_cache.count_text(len(removed))} ({freed}) from {root}"
             + (f"; {len(busy)} in use by a running build kept" if busy else ""), sys.stdout)
+        envs, held = clear_envs(os.environ)
+        if envs or held:
+            say(f"removed {envs} matrix environment{'s' * (envs != 1)} from {envs_root(os.environ)}"
+                + (f"; {held} in use kept" if held else ""), sys.stdout)
         return 0
     found = pch_cache.entries(root)
     total = pch_cache.format_size(sum(e.size for e in found))
@@ -220,6 +225,13 @@ def _cache(args: argparse.Namespace) -> int:
         print(f"  {entry.key}  <{info.get('header', '?')}>  {info.get('compiler', '?')},"
               f" torch {info.get('torch', '?')}  {pch_cache.format_size(entry.size)}"
               f"  used {_age(age)} ago{state}")
+    envs = cached_envs(os.environ)
+    if envs:
+        print(f"matrix environments: {envs_root(os.environ)} ({len(envs)}; one unused for"
+              f" {UNUSED_DAYS} days goes at the next matrix run; --clear removes them)")
+    for folder, made in envs:
+        print(f"  {folder.name}  torch {made.get('torch', '?')} from {made.get('index', '?')}"
+              f"  used {_age(time.time() - made.get('used', 0))} ago")
     return 0
 
 

@@ -79,11 +79,13 @@ def uv_sources(base: Path, own: Path, torch_version: str) -> dict[str, str]:
             "XDG_CONFIG_HOME": str(base / "config"), "XDG_CONFIG_DIRS": str(base / "config")}
 
 
-def resolved_index(folder: Path, requirements: list[str], skip: tuple[str, ...] = ()) -> list[Path]:
+def resolved_index(folder: Path, requirements: list[str], skip: tuple[str, ...] = (),
+                   only: tuple[str, ...] | None = None) -> list[Path]:
     """A PEP 503 folder at ``folder`` serving ``requirements`` and what they require, as pip
     resolves them here (``--dry-run --report``): files on this disk are linked where they lie
     (never copied: torch's CUDA wheels are gigabytes), the rest fetched by pip into ``folder``.
-    Projects named in ``skip`` are left out; returns the wheels listed."""
+    Projects named in ``skip`` are left out, and all but ``only`` when given; returns the
+    wheels listed."""
     report = folder.parent / f"{folder.name}-report.json"
     resolved = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--dry-run",
                                "--ignore-installed", "--only-binary=:all:", "--report",
@@ -94,7 +96,7 @@ def resolved_index(folder: Path, requirements: list[str], skip: tuple[str, ...] 
     wheels, remote = [], []
     for item in json.loads(report.read_text())["install"]:
         name, url = item["metadata"]["name"], item["download_info"]["url"]
-        if canonicalize_name(name) in skip:
+        if canonicalize_name(name) in skip or (only is not None and canonicalize_name(name) not in only):
             continue
         if url.startswith("file://"):
             wheels.append(Path(urllib.parse.unquote(url[len("file://"):])))

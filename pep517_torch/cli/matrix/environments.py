@@ -40,10 +40,12 @@ ROOT_NAME = "matrix-envs"
 STAMP = ".pep517_torch-matrix.json"  # written last: an environment without it was never finished
 UNUSED_DAYS = 30
 TESTS_PREFIX = ".tests-"
+# torch.__version__ names the build ("2.14.1+cu130"); its distribution's version is what an
+# index lists and a requirement pins ("2.14.1" on PyPI, "2.14.1+cu130" on PyTorch's index)
 _INSPECT = (
-    "import json, platform, sys\nimport torch\n"
+    "import json, platform, sys\nfrom importlib import metadata\nimport torch\n"
     "print(json.dumps({'python': '%d.%d' % sys.version_info[:2], 'full': platform.python_version(),"
-    " 'torch': torch.__version__, 'cuda': torch.version.cuda}))"
+    " 'torch': torch.__version__, 'dist': metadata.version('torch'), 'cuda': torch.version.cuda}))"
 )
 
 
@@ -55,12 +57,13 @@ class CellEnv:
     folder: Path
     python: Path
     python_version: str  # "3.11.7"
-    torch: str  # "2.13.0+cpu"
+    torch: str  # torch.__version__, "2.13.0+cpu"
     cuda: str | None  # torch.version.cuda
+    distribution: str  # the version its index lists, "2.14.1" for PyPI's 2.14.1+cu130
 
     @property
     def pin(self) -> str:
-        return f"torch=={self.torch}"
+        return f"torch=={self.distribution}"
 
 
 def envs_root(env: Mapping[str, str]) -> Path:
@@ -156,7 +159,7 @@ def build_env(uv: Uv, matrix: Matrix, cell: MatrixCell, env: Mapping[str, str]) 
             answer = _make(uv, matrix, cell, folder, env)
         os.utime(folder / STAMP)  # last used: what UNUSED_DAYS counts from
     return CellEnv(cell, folder, folder / "bin" / "python", answer["full"], answer["torch"],
-                   answer["cuda"])
+                   answer["cuda"], answer["dist"])
 
 
 def add_requirements(uv: Uv, matrix: Matrix, built: CellEnv, requirements: Sequence[str],
@@ -237,3 +240,34 @@ def forget_unused(env: Mapping[str, str], days: float = UNUSED_DAYS) -> None:
                 pass
             finally:
                 lock.release()
+
+
+def cached_envs(env: Mapping[str, str]) -> list[tuple[Path, dict[str, Any]]]:
+    """The cells' build environments in the cache, each with what it was made with."""
+    found = []
+    for stamp in sorted(envs_root(env).glob(f"*/{STAMP}")):
+        try:
+            found.append((stamp.parent, {**json.loads(stamp.read_text()),
+                                         "used": stamp.stat().st_mtime}))
+        except (OSError, ValueError):
+            found.append((stamp.parent, {}))
+    return found
+
+
+def clear_envs(env: Mapping[str, str]) -> tuple[int, int]:
+    """Remove every cell's build environment no run holds now: (removed, in use)."""
+    removed = busy = 0
+    root = envs_root(env)
+    for folder in sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []:
+        if folder.name.startswith(TESTS_PREFIX):
+            continue
+        lock = FileLock(root / f".{folder.name}.lock")
+        if not lock.acquire(wait=0):
+            busy += 1
+            continue
+        try:
+            _remove(folder)
+            removed += 1
+        finally:
+            lock.release()
+    return removed, busy
