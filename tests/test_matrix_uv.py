@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from pep517_torch.core import toolchain
+from pep517_torch.core.toolchain import tools as toolchain
 from tests.installed.uv_index import Unavailable, relabelled_wheel, resolved_index, simple_index
 from tests.installed.venvs import installed_env, own_wheel
 from tests.tiny_project import write_project
