@@ -97,6 +97,17 @@ FULL_EXAMPLE: dict[str, Any] = {
                     },
                 }
             ],
+            "matrix": {
+                "python": ["3.11", "3.12"],
+                "torch": ["2.13", "2.14.1"],
+                "cuda": ["cpu", "13.0"],
+                "exclude": [{"torch": "2.13", "cuda": "13.0"}, {"python": "3.12"}],
+                "test-requires": ["pytest>=8"],
+                "test-command": "pytest {project}/tests -x -q",
+                "test-skip": ["*-cu130"],
+                "torch-index": {"cpu": "https://download.pytorch.org/whl/cpu"},
+                "find-links": ["https://example.org/wheels/"],
+            },
             "overrides": [
                 {
                     "if": {"env": {"DEBUG": True}},
@@ -194,6 +205,8 @@ def test_validate_pyproject_accepts_the_full_example(validator: Validator) -> No
         ("extension", 0, "cuda", "openmp"),
         ("overrides", 0, "append", "jobs"),
         ("overrides", 0, "extension", "*", "name"),
+        ("matrix", "flavours"),
+        ("matrix", "exclude", 0, "pyhton"),
         ("bulid-dir",),
     ],
 )
@@ -217,6 +230,9 @@ def test_validate_pyproject_rejects_wrong_values(validator: Validator) -> None:
         ({"build-type": "fast"}, "`tool.torch-ext.build-type` must be one of"),
         ({"extension": [{"name": "x", "sources": []}]},
          "`tool.torch-ext.extension[0].sources` must contain at least 1 items"),
+        ({"matrix": {"python": ["3.11"], "torch": ["2.13"], "cuda": ["13"]}},
+         "`tool.torch-ext.matrix.cuda[0]` must match pattern"),
+        ({"matrix": {"torch": ["2.13"]}}, "`tool.torch-ext.matrix` must contain ['python']"),
     ):
         with pytest.raises(ValidationError, match=re.escape(said)):
             validator({**FULL_EXAMPLE, "tool": {"torch-ext": tool}})

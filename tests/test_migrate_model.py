@@ -74,7 +74,7 @@ EXTENSION_KEYS = [k for k in EXTENSION_DEFAULTS if k != "sources"]
 def test_every_value_key_of_the_model_is_known_to_migrate() -> None:
     tables = {"name", "if", "cuda"}  # the name, the condition and the `cuda` table: structure
     assert set(EXTENSION_DEFAULTS) == set(fields_by_key(ExtensionSettings)) - tables
-    project_only = {"extension", "overrides", "version"}
+    project_only = {"extension", "overrides", "version", "matrix"}
     assert set(PROJECT_DEFAULTS) == set(fields_by_key(ProjectSettings)) - project_only
 
 

@@ -1,5 +1,5 @@
-"""``python -m pep517_torch`` / ``pep517-torch``: wheel, sdist, index, doctor, cache, trace,
-explain, migrate.
+"""``python -m pep517_torch`` / ``pep517-torch``: wheel, matrix, sdist, index, doctor, cache,
+trace, explain, migrate.
 
 ``wheel`` builds against the torch installed in *this* environment (no isolation, never a
 download): the wheel runs with exactly the torch it was built for.
@@ -137,7 +137,7 @@ def _wheel_of(root: Path, out: Path, args: argparse.Namespace) -> int:
     from ..backend import pipeline
 
     if args.python:
-        from .matrix import build_matrix
+        from .matrix.interpreters import build_matrix
 
         return build_matrix(root, out, args.python, args.config_setting)
     missing = missing_build_requirements(root)
@@ -164,35 +164,20 @@ def _sdist(args: argparse.Namespace) -> int:
 
 
 def _index(args: argparse.Namespace) -> int:
-    from ..distribution.index import write_index
+    from .index import index_folder
 
-    directory = _resolved(args.directory)
-    result = write_index(directory)
-    for line in [*(s.line() for s in result.skipped), *result.left, *result.variants_problems,
-                 *result.variants_notes]:
-        say(line)
-    for variant, wheels in result.variants.items():
-        count = f"{len(wheels)} wheel{'s' if len(wheels) != 1 else ''} built for torch {variant}"
-        if variant in result.pages:
-            say(f"{result.pages[variant]}: {count} (pip install -f {result.pages[variant]})",
-                sys.stdout)
-        if variant in result.repositories:
-            say(f"{result.repositories[variant]}/: the simple repository of {count} (pip install"
-                f" --index-url {result.repositories[variant].as_uri()}/)", sys.stdout)
-    for wheel in result.unrecorded:
-        say(f"{wheel.path.name}: no torch build record (not built against torch by"
-            " pep517_torch): on no variant page", sys.stdout)
-    for removed in result.removed:
-        say(f"removed {removed} (index wrote it; no wheel here is left for it to list)", sys.stdout)
-    if result.overview is not None:
-        say(f"wrote {result.overview}", sys.stdout)
-    for path, wheels in result.variants_json.items():
-        say(f"wrote {path}: {len(wheels)} variant wheel{'s' * (len(wheels) != 1)}", sys.stdout)
-    for line in result.pip_lines:
-        say(line, sys.stdout)
-    if not result.found:
-        raise Pep517TorchError(f"{directory}: no wheel (*.whl) here: no page written")
+    index_folder(_resolved(args.directory))
     return 0
+
+
+def _matrix(args: argparse.Namespace) -> int:
+    from .matrix.command import run_matrix
+
+    if args.json and not args.list:
+        raise ConfigError("--json goes with --list (--list --json)", "--json")
+    root = _resolved(args.path)
+    out = _resolved(Path(args.outdir) if args.outdir else root / "wheelhouse")
+    return run_matrix(root, out, args.only, args.config_setting, args.list, args.json)
 
 
 def _doctor(args: argparse.Namespace) -> int:
@@ -210,6 +195,7 @@ def _cache(args: argparse.Namespace) -> int:
     from ..core.pch import cache as pch_cache
     from ..core.spec import DEFAULT_PCH_CACHE_BYTES
     from ..shipped_runtime.environment import CACHE_DIR, PCH_CACHE_SIZE
+    from .matrix.environments import UNUSED_DAYS, cached_envs, clear_envs, envs_root
 
     configured = environment_layer(os.environ).get("pch_cache_size")
     limit = parse_size(configured.value) if configured else DEFAULT_PCH_CACHE_BYTES
@@ -219,6 +205,10 @@ def _cache(args: argparse.Namespace) -> int:
         freed = pch_cache.format_size(sum(e.size for e in removed))
         say(f"removed {pch_cache.count_text(len(removed))} ({freed}) from {root}"
             + (f"; {len(busy)} in use by a running build kept" if busy else ""), sys.stdout)
+        envs, held = clear_envs(os.environ)
+        if envs or held:
+            say(f"removed {envs} matrix environment{'s' * (envs != 1)} from {envs_root(os.environ)}"
+                + (f"; {held} in use kept" if held else ""), sys.stdout)
         return 0
     found = pch_cache.entries(root)
     total = pch_cache.format_size(sum(e.size for e in found))
@@ -235,6 +225,13 @@ def _cache(args: argparse.Namespace) -> int:
         print(f"  {entry.key}  <{info.get('header', '?')}>  {info.get('compiler', '?')},"
               f" torch {info.get('torch', '?')}  {pch_cache.format_size(entry.size)}"
               f"  used {_age(age)} ago{state}")
+    envs = cached_envs(os.environ)
+    if envs:
+        print(f"matrix environments: {envs_root(os.environ)} ({len(envs)}; one unused for"
+              f" {UNUSED_DAYS} days goes at the next matrix run; --clear removes them)")
+    for folder, made in envs:
+        print(f"  {folder.name}  torch {made.get('torch', '?')} from {made.get('index', '?')}"
+              f"  used {_age(time.time() - made.get('used', 0))} ago")
     return 0
 
 
@@ -317,6 +314,7 @@ def _settings_epilog() -> str:
 
 def _parser() -> argparse.ArgumentParser:
     from .._version import __version__
+    from .matrix.command import add_matrix_parser
 
     parser = argparse.ArgumentParser(
         prog=PROG, description="Build PyTorch C++/CUDA extensions from pyproject.toml."
@@ -347,6 +345,7 @@ def _parser() -> argparse.ArgumentParser:
                 help="build with this interpreter and its torch instead (repeat: one wheel"
                 " each, then a table)",
             )
+    add_matrix_parser(commands, _settings_epilog())
     index = commands.add_parser(
         "index", help="write PEP 503 find-links pages and simple repositories, one per torch"
         " variant, for DIR's wheels",
@@ -386,7 +385,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = _parser().parse_args(argv)
     handlers = {"wheel": _wheel, "sdist": _sdist, "doctor": _doctor, "cache": _cache,
-                "trace": _trace, "index": _index, "explain": _explain, "migrate": _migrate}
+                "trace": _trace, "index": _index, "explain": _explain, "matrix": _matrix,
+                "migrate": _migrate}
     try:
         return handlers[args.command](args)
     except Pep517TorchError as exc:

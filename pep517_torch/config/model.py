@@ -33,6 +33,7 @@ from .extension_model import (
     ExtensionSettings,
 )
 from .fields import Partial, setting
+from .matrix_model import MatrixExclude, MatrixSettings
 
 BUILD_DIR_PLACEHOLDERS = ("wheel_tag", "python_tag", "torch_version", "cuda", "build_type")
 DEFAULT_BUILD_DIR = "build/{wheel_tag}-torch{torch_version}"
@@ -66,7 +67,7 @@ class VersionSettings:
     )
 
 
-PROJECT_ONLY_KEYS = ("extension", "overrides")
+PROJECT_ONLY_KEYS = ("extension", "overrides", "matrix")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -287,6 +288,11 @@ class ProjectSettings:
         factory=list,
         help="Conditional changes, applied in order after parsing, before -C and environment.",
     )
+    matrix: MatrixSettings | None = setting(
+        None,
+        help="The wheels to publish, built and tested by `python -m pep517_torch matrix`"
+        " (read by that command alone: a build never reads it).",
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -340,5 +346,7 @@ MODEL_CLASSES: tuple[type, ...] = (
     VersionSettings,
     Override,
     OverrideAppend,
+    MatrixSettings,
+    MatrixExclude,
 )
 

@@ -18,6 +18,7 @@ from typing import Any, Literal, get_args, get_origin
 
 from .extension_model import Condition, CudaVariant, EnvTest, ExtensionSettings
 from .fields import Partial, toml_key
+from .matrix_model import MatrixExclude, MatrixSettings
 from .model import Override, OverrideAppend, ProjectSettings, VersionSettings
 from .parse import (
     NoneType,
@@ -49,6 +50,8 @@ TABLES: tuple[tuple[type, str, str], ...] = (
     (EnvTest, "env-test", "`if.env.NAME` tables"),
     (Override, "override", "`[[tool.torch-ext.overrides]]`"),
     (OverrideAppend, "override-append", "`append` tables of overrides"),
+    (MatrixSettings, "matrix", "`[tool.torch-ext.matrix]`"),
+    (MatrixExclude, "matrix-exclude", "`exclude` tables of the matrix"),
 )
 DEFINITION_NAMES = {cls: name for cls, name, _ in TABLES if name}
 

@@ -29,7 +29,7 @@ def site_packages(python: str | Path) -> Path:
 def installed_env(base: Path, wheel: Path, python: str | Path = sys.executable) -> Path:
     """A fresh venv at ``base`` with ``wheel`` installed (not editable) and every other package
     of ``python``'s environment linked into its site-packages, torch included (as in every venv
-    where a user pip-installed both), and that environment's ninja binary in its ``bin/``;
+    where a user pip-installed both), and that environment's ninja and uv binaries in its ``bin/``;
     returns its interpreter."""
     subprocess.run([str(python), "-m", "venv", "--without-pip", str(base)], check=True)
     env_python = base / "bin" / "python"
@@ -38,9 +38,10 @@ def installed_env(base: Path, wheel: Path, python: str | Path = sys.executable) 
         if entry.suffix == ".pth" or "pep517_torch" in entry.name or entry.name == "__pycache__":
             continue  # an editable pep517_torch is a .pth file and a dist-info
         (site / entry.name).symlink_to(entry, target_is_directory=entry.is_dir())
-    ninja = Path(python).parent / "ninja"
-    if ninja.is_file():
-        (base / "bin" / "ninja").symlink_to(ninja.resolve())
+    for tool in ("ninja", "uv"):  # the binaries of linked packages (the uv package finds its own)
+        binary = Path(python).parent / tool
+        if binary.is_file():
+            (base / "bin" / tool).symlink_to(binary.resolve())
     subprocess.run([sys.executable, "-m", "pip", "--python", str(env_python), "install", "-q",
                     "--no-deps", "--no-index", str(wheel)], check=True, capture_output=True,
                    timeout=600)

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
-from ..core.toolchain import tools as toolchain
-from ..errors import ConfigError, ToolchainError
+from ...core.toolchain import tools as toolchain
+from ...errors import ConfigError, ToolchainError
 
-PACKAGE = Path(__file__).resolve().parent.parent  # this pep517_torch
+PACKAGE = Path(__file__).resolve().parents[2]  # this pep517_torch
 
 
 def _own_metadata() -> tuple[list[str], str | None]:
@@ -31,7 +31,7 @@ def _own_metadata() -> tuple[list[str], str | None]:
         dist = None
     if dist is not None and Path(str(dist.locate_file("pep517_torch"))).resolve() == PACKAGE:
         return list(dist.requires or []), dist.metadata.get("Requires-Python")
-    from ..config import read_pyproject
+    from ...config import read_pyproject
 
     project = read_pyproject(PACKAGE.parent).get("project", {})
     return list(project.get("dependencies", [])), project.get("requires-python")

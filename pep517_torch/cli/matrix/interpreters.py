@@ -2,7 +2,7 @@
 
 Each interpreter builds with its own torch, in its own process (``PY -m pep517_torch wheel``),
 into its own build folder (the default build-dir names the Python tag and the torch), given
-pep517_torch and its dependencies alone (``child_staging.py``): so pep517_torch need not be
+pep517_torch and its dependencies alone (``staging.py``): so pep517_torch need not be
 installed there.
 
 Every interpreter is probed first: a missing one, one too old for pep517_torch or a dependency,
@@ -30,9 +30,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError, Pep517TorchError
-from ..shipped_runtime.user_line import error_line, print_line, say
-from .child_staging import PACKAGE, child_env, stage
+from ...errors import ConfigError, Pep517TorchError
+from ...shipped_runtime.user_line import error_line, print_line, say
+from .staging import PACKAGE, child_env, stage
 _VERSION = "import platform; print(platform.python_version())"
 # Run by the target with the staged packages first on its path; argv: the requirements this
 # environment does not hold, which the target's own site-packages must satisfy.
@@ -74,7 +74,7 @@ print(json.dumps(answer))
 
 
 # Run by each target once probed, as :func:`_probe` is: argv the project, then the -C pairs.
-_NAME = "import sys; from pep517_torch.cli.matrix import answer_name; answer_name(sys.argv[1:])"
+_NAME = "import sys; from pep517_torch.cli.matrix.interpreters import answer_name; answer_name(sys.argv[1:])"
 
 
 @dataclass(frozen=True)
@@ -103,59 +103,63 @@ def _which(given: str) -> str | None:
     return found if found is not None and Path(found).is_file() else None
 
 
-def probe(given: str, staging: Path) -> Interpreter:
-    """What ``given`` is: its Python and torch, as its build will see them; a ConfigError (one
-    line naming it) when it cannot build."""
-    found = _which(given)
+def probe(given: str, staging: Path, executable: str | None = None,
+          key: str = "--python") -> Interpreter:
+    """What ``given`` is (an interpreter on the command line, or the name of ``executable``, a
+    matrix cell's): its Python and torch, as its build will see them; a ConfigError (one line
+    naming it, under ``key``) when it cannot build."""
+    found = _which(executable or given)
     if found is None:
-        raise ConfigError(f"{given}: no such interpreter", "--python")
-    version = _run(found, given, ["-c", _VERSION]).strip()
+        raise ConfigError(f"{given}: no such interpreter", key)
+    version = _run(found, given, ["-c", _VERSION], key=key).strip()
     try:
         staged = stage(staging, version)
     except ConfigError as error:
-        raise ConfigError(f"{given}: {error}", "--python") from None
-    answer = _ask(found, given, ["-c", _PROBE, *staged.missing], child_env(staged.folder))
+        raise ConfigError(f"{given}: {error}", key) from None
+    answer = _ask(found, given, ["-c", _PROBE, *staged.missing], child_env(staged.folder), key)
     if answer.get("missing"):
         quoted = " ".join(f"'{text}'" for text in answer["missing"])
         raise ConfigError(f"{given}: pep517_torch needs {', '.join(answer['missing'])} for Python"
                           f" {answer['python']}, which neither it nor {sys.executable} has"
-                          f" ({found} -m pip install {quoted})", "--python")
+                          f" ({found} -m pip install {quoted})", key)
     problem = answer.get("problem")
     if problem == "no torch":
         raise ConfigError(f"{given}: torch is not installed there ({found} -m pip install torch)",
-                          "--python")
+                          key)
     if problem:
-        raise ConfigError(f"{given}: cannot build there: {problem}", "--python")
+        raise ConfigError(f"{given}: cannot build there: {problem}", key)
     if Path(answer["pep517_torch"]).resolve() != PACKAGE:
         raise ConfigError(f"{given}: imports pep517_torch from {answer['pep517_torch']} (an editable"
-                          f" install there?), not this one ({PACKAGE})", "--python")
+                          f" install there?), not this one ({PACKAGE})", key)
     return Interpreter(given, found, answer["python"], answer["torch"], answer["cuda"],
                        staged.folder)
 
 
-def _run(found: str, given: str, arguments: list[str], env: dict[str, str] | None = None) -> str:
+def _run(found: str, given: str, arguments: list[str], env: dict[str, str] | None = None,
+         key: str = "--python") -> str:
     """``found``'s stdout for ``arguments``; a ConfigError when it does not run as Python."""
     try:
         return subprocess.run([found, *arguments], capture_output=True, text=True, env=env,
                               timeout=300, check=True, stdin=subprocess.DEVNULL).stdout
     except (OSError, subprocess.SubprocessError, UnicodeDecodeError):
-        raise ConfigError(f"{given}: does not run as a Python interpreter", "--python") from None
+        raise ConfigError(f"{given}: does not run as a Python interpreter", key) from None
 
 
-def _ask(found: str, given: str, arguments: list[str], env: dict[str, str]) -> dict[str, Any]:
+def _ask(found: str, given: str, arguments: list[str], env: dict[str, str],
+         key: str = "--python") -> dict[str, Any]:
     """The JSON object a script run by ``found`` prints last; a ConfigError when it prints none."""
-    output = _run(found, given, arguments, env)
+    output = _run(found, given, arguments, env, key)
     try:
         return dict(json.loads(output.strip().splitlines()[-1]))
     except (ValueError, TypeError, IndexError):
-        raise ConfigError(f"{given}: does not run as a Python interpreter", "--python") from None
+        raise ConfigError(f"{given}: does not run as a Python interpreter", key) from None
 
 
 def answer_name(argv: Sequence[str]) -> None:
     """In the target: print, as JSON, the name its build would give the wheel, or the one line
     its build would fail with before compiling (a bad setting, a Python the project refuses)."""
-    from ..backend.pipeline import predicted_wheel_name
-    from . import parse_config_settings
+    from ...backend.pipeline import predicted_wheel_name
+    from .. import parse_config_settings
 
     try:
         answer = {"wheel": predicted_wheel_name(Path(argv[0]), parse_config_settings(argv[1:]))}
@@ -166,18 +170,19 @@ def answer_name(argv: Sequence[str]) -> None:
     print(json.dumps(answer))
 
 
-def named(interpreter: Interpreter, root: Path, settings: Sequence[str]) -> Interpreter:
+def named(interpreter: Interpreter, root: Path, settings: Sequence[str],
+          key: str = "--python") -> Interpreter:
     """``interpreter`` with the name of the wheel it would build; a ConfigError, the line its
     build would fail with, when it would fail before compiling."""
     answer = _ask(interpreter.executable, interpreter.given, ["-c", _NAME, str(root), *settings],
-                  child_env(interpreter.staged))
+                  child_env(interpreter.staged), key)
     if "problem" in answer:
-        raise ConfigError(answer["problem"])  # its own words: _named says whose
+        raise ConfigError(answer["problem"])  # its own words: name_all says whose
     return dataclasses.replace(interpreter, wheel=answer["wheel"])
 
 
-def _named(interpreters: Sequence[Interpreter], root: Path,
-           settings: Sequence[str]) -> tuple[list[Interpreter], list[str]]:
+def name_all(interpreters: Sequence[Interpreter], root: Path, settings: Sequence[str],
+             key: str = "--python") -> tuple[list[Interpreter], list[str]]:
     """Each interpreter with its wheel's name, and one line per build that would fail before
     compiling, naming the interpreter; once, as it is, when every one of several would fail
     alike (the project's own error)."""
@@ -185,17 +190,17 @@ def _named(interpreters: Sequence[Interpreter], root: Path,
     failing: dict[str, ConfigError] = {}
     for interpreter in interpreters:
         try:
-            found.append(named(interpreter, root, settings))
+            found.append(named(interpreter, root, settings, key))
         except ConfigError as error:
             failing[interpreter.given] = error
     lines = {str(error) for error in failing.values()}
     if len(failing) > 1 and not found and len(lines) == 1:
         return found, [*lines]
-    return found, [str(error) if error.key == "--python" else f"--python: {given}: {error}"
+    return found, [str(error) if error.key == key else f"{key}: {given}: {error}"
                    for given, error in failing.items()]
 
 
-def _duplicates(interpreters: Sequence[Interpreter]) -> list[str]:
+def duplicates(interpreters: Sequence[Interpreter]) -> list[str]:
     """One line per interpreter that would build what an earlier one builds: the same Python
     and torch, or another torch whose wheel bears the same name (the platform tag aside)."""
     problems, seen, names = [], {}, {}
@@ -221,7 +226,7 @@ def _telling_apart(wheel: str) -> str:
     """How to give two torches' wheels different names, for a wheel named ``wheel``."""
     from packaging.version import Version
 
-    from ..distribution.torch_requirement import torch_label
+    from ...distribution.torch_requirement import torch_label
 
     if torch_label(Version(wheel.split("-")[1])):
         return ("their torches share a release and CUDA, so one wheel serves both: build with"
@@ -229,13 +234,13 @@ def _telling_apart(wheel: str) -> str:
     return 'name the torch in the wheel\'s version with -C local-version=torch (or local-version = "torch")'
 
 
-def _build_one(interpreter: Interpreter, root: Path, out: Path, scratch: Path,
-               settings: Sequence[str], written: dict[str, Interpreter]) -> Built:
+def build_with(interpreter: Interpreter, root: Path, scratch: Path,
+               settings: Sequence[str]) -> tuple[Path | None, float]:
+    """The wheel ``interpreter`` builds (into a folder of its own under ``scratch``; its output
+    shown as it comes), or None when its build fails; and the seconds it took."""
     own = Path(tempfile.mkdtemp(prefix="wheel-", dir=scratch))
     command = [interpreter.executable, "-m", "pep517_torch", "wheel", str(root), "-o", str(own)]
     command += [f"-C{pair}" for pair in settings]
-    say(f"building with {interpreter.given} (Python {interpreter.python}, torch {interpreter.torch})",
-        sys.stdout)
     started = time.perf_counter()
     with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                           env=child_env(interpreter.staged), bufsize=1,
@@ -245,28 +250,49 @@ def _build_one(interpreter: Interpreter, root: Path, out: Path, scratch: Path,
             print(line, end="", flush=True)
     seconds = time.perf_counter() - started
     wheels = sorted(own.glob("*.whl"))
-    if child.returncode != 0 or len(wheels) != 1:
-        return Built(interpreter, None, seconds)
-    name = wheels[0].name
+    return (wheels[0] if child.returncode == 0 and len(wheels) == 1 else None), seconds
+
+
+def place(wheel: Path, interpreter: Interpreter, out: Path, written: dict[str, Interpreter],
+          key: str = "--python") -> bool:
+    """Move ``wheel`` into ``out``, unless another interpreter of this run wrote that name
+    (then one error line, and the first stays)."""
+    name = wheel.name
     if name in written:
-        print_line(error_line(f"--python: {interpreter.given} built {name}, which"
+        print_line(error_line(f"{key}: {interpreter.given} built {name}, which"
                               f" {written[name].given} built in this run: not replaced (give the"
                               " wheels different names, e.g. local-version = \"torch\")"))
-        return Built(interpreter, None, seconds)
-    os.replace(wheels[0], out / name)
+        return False
+    out.mkdir(parents=True, exist_ok=True)
+    os.replace(wheel, out / name)
     written[name] = interpreter
     say(f"{name}: moved into {out}", sys.stdout)
-    return Built(interpreter, name, seconds)
+    return True
+
+
+def _build_one(interpreter: Interpreter, root: Path, out: Path, scratch: Path,
+               settings: Sequence[str], written: dict[str, Interpreter]) -> Built:
+    say(f"building with {interpreter.given} (Python {interpreter.python}, torch {interpreter.torch})",
+        sys.stdout)
+    wheel, seconds = build_with(interpreter, root, scratch, settings)
+    if wheel is None or not place(wheel, interpreter, out, written):
+        return Built(interpreter, None, seconds)
+    return Built(interpreter, wheel.name, seconds)
+
+
+def columns(rows: Sequence[Sequence[str]]) -> str:
+    """Rows as aligned columns, the first a header with a rule of dashes under it."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip()
+             for row in rows]
+    return "\n".join([lines[0], "  ".join("-" * w for w in widths), *lines[1:]])
 
 
 def table(results: Sequence[Built]) -> str:
     rows = [("interpreter", "torch", "CUDA", "wheel", "seconds")]
     rows += [(r.interpreter.given, r.interpreter.torch, r.interpreter.cuda or "-",
               r.wheel or "FAILED", f"{r.seconds:.1f}") for r in results]
-    widths = [max(len(row[i]) for row in rows) for i in range(5)]
-    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip()
-             for row in rows]
-    return "\n".join([lines[0], "  ".join("-" * w for w in widths), *lines[1:]])
+    return columns(rows)
 
 
 def build_matrix(root: Path, out: Path, pythons: Sequence[str], settings: Sequence[str]) -> int:
@@ -280,8 +306,8 @@ def build_matrix(root: Path, out: Path, pythons: Sequence[str], settings: Sequen
             except ConfigError as error:
                 problems.append(str(error))
         if not problems:
-            interpreters, problems = _named(interpreters, root, settings)
-        problems += [f"--python: {line}" for line in _duplicates(interpreters)]
+            interpreters, problems = name_all(interpreters, root, settings)
+        problems += [f"--python: {line}" for line in duplicates(interpreters)]
         if problems:
             for problem in problems:
                 print_line(error_line(problem))
