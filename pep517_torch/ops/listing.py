@@ -1,0 +1,232 @@
+"""Asking a child process with the build's torch what a build registered (``child.py``).
+
+The build's files are laid out as the wheel holds them, in a scratch folder of links
+(``stage``); the child loads them there with the interpreter given (the one the build used),
+bounded by a timeout, its output kept in a log; its answer is read with a bound and checked
+(``table.read_answer``). pep517_torch's own process never imports torch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import OpsError
+from .table import MAX_ANSWER_BYTES, Answer, OpsTable, TableError, read_answer
+
+CHILD = Path(__file__).with_name("child.py")
+TIMEOUT = 300.0  # seconds; importing torch takes 1-2 s, a big CUDA library a few more
+LOG_TAIL = 64 * 1024
+OPCHECK_TESTS = ("test_schema", "test_autograd_registration", "test_faketensor",
+                 "test_aot_dispatch_dynamic")
+
+# What an artifact that registers operators holds among its dynamic symbols' names: torch's
+# Library (TORCH_LIBRARY, TORCH_LIBRARY_IMPL, _FRAGMENT), the older c10::RegisterOperators,
+# the stable ABI's shim (STABLE_TORCH_LIBRARY*).
+_REGISTERS = re.compile(rb"_ZN5torch7Library|_ZN3c1017RegisterOperators|aoti_torch_library_")
+# A Python module that registers operators names torch.library (or its private twin).
+_USES_LIBRARY = re.compile(
+    rb"\btorch\.(?:_?library)\b|\bfrom[ \t]+torch[ \t]+import[ \t]+[^\n]*\b_?library\b")
+_MODULE_PART = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+@dataclass(frozen=True)
+class Contents:
+    """What a build made, as its wheel holds it: ``files`` (archive name, file), of which
+    ``modules`` (module name, archive name) are extension modules and ``libraries`` (archive
+    names) are libraries torch.ops.load_library loads."""
+
+    files: tuple[tuple[str, Path], ...]
+    modules: tuple[tuple[str, str], ...] = ()
+    libraries: tuple[str, ...] = ()
+
+    def python_users(self) -> list[str]:
+        """The shipped Python modules whose text names torch.library, by module name."""
+        found = []
+        for arcname, path in self.files:
+            name = module_name(arcname)
+            if name is None:
+                continue
+            try:
+                if _USES_LIBRARY.search(path.read_bytes()):
+                    found.append(name)
+            except OSError:
+                continue
+        return found
+
+    def registers_ops(self) -> bool:
+        """Whether anything here can register an operator: an artifact naming torch's
+        registration calls among its symbols, or a Python module using torch.library."""
+        artifacts = {arcname for _, arcname in self.modules} | set(self.libraries)
+        paths = [path for arcname, path in self.files if arcname in artifacts]
+        return any(_artifact_registers(path) for path in paths) or bool(self.python_users())
+
+
+def module_name(arcname: str) -> str | None:
+    """``pkg/sub/mod.py`` -> ``pkg.sub.mod``, ``pkg/__init__.py`` -> ``pkg``; None: no module."""
+    if not arcname.endswith(".py"):
+        return None
+    parts = arcname[:-3].split("/")
+    if parts[-1] == "__init__":
+        parts.pop()
+    if not parts or not all(_MODULE_PART.fullmatch(part) for part in parts):
+        return None
+    return ".".join(parts)
+
+
+def _artifact_registers(path: Path) -> bool:
+    """The dynamic string table of an ELF file (all of any other file) holds a registration
+    call's name. Unreadable: assume it may."""
+    try:
+        from elftools.common.exceptions import ELFError
+        from elftools.elf.elffile import ELFFile
+
+        with path.open("rb") as stream:
+            try:
+                section = ELFFile(stream).get_section_by_name(".dynstr")
+            except ELFError:
+                section = None
+            if section is not None:
+                return _REGISTERS.search(section.data()) is not None
+            stream.seek(0)
+            return _REGISTERS.search(stream.read()) is not None
+    except (OSError, ImportError):
+        return True
+
+
+def stage(contents: Contents, folder: Path) -> Path:
+    """The files laid out under ``folder`` as the wheel holds them (links, copies where the
+    system has none); the folder, for the child's path."""
+    for arcname, source in contents.files:
+        parts = arcname.split("/")
+        if arcname.startswith("/") or any(part in ("", ".", "..") for part in parts):
+            raise OpsError(f"{arcname!r}: not a path inside a wheel")
+        target = folder.joinpath(*parts)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            target.symlink_to(source)
+        except OSError:
+            shutil.copy2(source, target)
+    return folder
+
+
+def list_ops(
+    contents: Contents,
+    python: str,
+    *,
+    stubs: Sequence[str] = (),
+    samples: Path | None = None,
+    tests: Sequence[str] = OPCHECK_TESTS,
+    timeout: float = TIMEOUT,
+    env: Mapping[str, str] | None = None,
+    scratch: Path | None = None,
+) -> Answer:
+    """What ``contents`` registers under ``python``'s torch (and the stubs of the modules
+    ``stubs`` names; opcheck's rows on ``samples``' samples). OpsError: the child could not
+    answer (its interpreter, a crash, the timeout, an answer that is not one)."""
+    with tempfile.TemporaryDirectory(prefix=".pep517_torch-ops-", dir=scratch) as work:
+        folder = stage(contents, Path(work) / "wheel")
+        request = {
+            "root": str(folder),
+            "answer": str(Path(work) / "answer.json"),
+            "modules": [list(pair) for pair in contents.modules],
+            "libraries": list(contents.libraries),
+            "imports": contents.python_users(),
+            "stubs": list(stubs),
+            "samples": None if samples is None else str(samples),
+            "tests": list(tests),
+        }
+        request_file = Path(work) / "request.json"
+        request_file.write_text(json.dumps(request))
+        log = Path(work) / "child.log"
+        _run(python, request_file, log, Path(work), timeout, env)
+        answer_file = Path(request["answer"])
+        try:
+            with answer_file.open("rb") as handle:
+                data = handle.read(MAX_ANSWER_BYTES + 1)
+        except OSError:
+            raise OpsError(f"the listing child ({python}) wrote no answer{_last_words(log)}") from None
+        try:
+            answer = read_answer(data)
+        except TableError as error:
+            raise OpsError(f"the listing child's answer is not an operator table: {error}") from None
+    if answer.error:
+        raise OpsError(f"{python}: {answer.error}")
+    return answer
+
+
+def _run(python: str, request: Path, log: Path, cwd: Path, timeout: float,
+         env: Mapping[str, str] | None) -> None:
+    with log.open("wb") as output:
+        try:
+            child = subprocess.Popen(
+                [python, str(CHILD), str(request)], stdin=subprocess.DEVNULL, stdout=output,
+                stderr=output, cwd=cwd, env=None if env is None else dict(env),
+                start_new_session=True,
+            )
+        except OSError as error:
+            raise OpsError(f"cannot run {python} to list the operators: {error.strerror or error}") from None
+        try:
+            code = child.wait(timeout)
+        except subprocess.TimeoutExpired:
+            _kill(child)
+            raise OpsError(f"listing the operators took longer than {timeout:.0f} s"
+                           f"{_last_words(log)}") from None
+        except BaseException:
+            _kill(child)
+            raise
+    if code != 0:
+        how = (f"was killed by {signal.Signals(-code).name}" if code < 0 and -code in
+               signal.valid_signals() else f"exited with {code}")
+        raise OpsError(f"the listing child ({python}) {how}{_last_words(log)}")
+
+
+def _kill(child: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(child.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    child.wait()
+
+
+def _last_words(log: Path) -> str:
+    """Where the child was (its last progress line) and its last line of its own."""
+    try:
+        with log.open("rb") as handle:
+            handle.seek(max(log.stat().st_size - LOG_TAIL, 0))
+            tail = handle.read().decode("utf-8", "replace").splitlines()
+    except OSError:
+        return ""
+    from .child import PROGRESS
+    from .render import printable
+
+    doing = [line[len(PROGRESS):] for line in tail if line.startswith(PROGRESS)]
+    said = [line.strip() for line in tail if line.strip() and not line.startswith(PROGRESS)]
+    words = (f" while {doing[-1]}" if doing else "") + (f": {said[-1]}" if said else "")
+    return printable(words[:2000])
+
+
+def timed_list(contents: Contents, python: str, **kwargs: object) -> tuple[Answer, float]:
+    """:func:`list_ops` and its wall time, as the parent sees it (the benchmark's number)."""
+    started = time.perf_counter()
+    answer = list_ops(contents, python, **kwargs)  # type: ignore[arg-type]
+    return answer, time.perf_counter() - started
+
+
+def no_listing(torch: str) -> OpsTable:
+    """The table of a build whose artifacts register no operator: nothing was loaded."""
+    return OpsTable(torch=torch, listed=False)
+
+
+def contents_of(files: Iterable[tuple[str, Path]], modules: Iterable[tuple[str, str]],
+                libraries: Iterable[str]) -> Contents:
+    return Contents(tuple(files), tuple(modules), tuple(libraries))
