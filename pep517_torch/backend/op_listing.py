@@ -1,0 +1,118 @@
+"""A build's operators (``ops-check``) and stubs (``stubs``): after the compile, before the
+wheel is written, a child process with the build's torch lists what the artifacts register
+(``ops/``); the summary says one line per op and a verdict line per problem, ``strict``
+makes those errors, the wheel's build record keeps the table and its stubs ship beside their
+modules."""
+
+from __future__ import annotations
+
+import ast
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..core.naming import artifact_name
+from ..core.spec import Kind
+from ..errors import OpsError
+from ..ops.listing import Contents, list_ops, no_listing
+from ..ops.render import printable, summary_lines
+from ..ops.table import OpsTable
+from ..ops.verdicts import Verdict, judge_all
+from ..shipped_runtime.user_line import log, user_line
+
+if TYPE_CHECKING:
+    from ..config import ResolvedProject
+    from ..core.build import BuildResult
+    from .stages import Loaded
+
+STUBGEN_REQUIREMENT = "pybind11-stubgen>=2.5"
+
+
+@dataclass(frozen=True)
+class BuiltOps:
+    """What a build's listing found: the table, its verdicts, the stubs the wheel gains
+    (archive name -> text, ``py.typed`` markers included) and the lines to say again when the
+    build is replayed."""
+
+    table: OpsTable
+    verdicts: tuple[Verdict, ...] = ()
+    stub_files: Mapping[str, bytes] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+
+
+def contents(project: ResolvedProject, artifacts: Mapping[str, Path]) -> Contents:
+    """The wheel's files as the listing child loads them: the shipped Python files and data,
+    each module and library where the wheel puts it."""
+    built = [spec for spec in project.extensions if spec.kind is not Kind.EXECUTABLE]
+    return Contents(
+        files=(*project.files, *((artifact_name(spec), artifacts[spec.name]) for spec in built)),
+        modules=tuple((spec.name, artifact_name(spec)) for spec in built if spec.kind is Kind.MODULE),
+        libraries=tuple(artifact_name(spec) for spec in built if spec.kind is Kind.LIBRARY),
+    )
+
+
+def list_build_ops(loaded: Loaded, result: BuildResult | None, *, editable: bool) -> BuiltOps | None:
+    """List what ``result``'s artifacts registered (None: ``ops-check = "off"``, or nothing
+    was built); print the lines; raise OpsError where ``strict`` (or a stub) says so."""
+    project = loaded.project
+    if result is None or project.ops_check == "off" and not (project.stubs and not editable):
+        return None
+    assert loaded.torch is not None
+    strict = project.ops_check == "strict"
+    found = contents(project, result.artifacts)
+    stub_modules = [name for name, _ in found.modules] if project.stubs and not editable else []
+    if not stub_modules and not found.registers_ops():
+        return BuiltOps(no_listing(loaded.torch.version))
+    try:
+        answer = list_ops(found, sys.executable, stubs=stub_modules, env=loaded.env,
+                          scratch=project.options.build_dir)
+    except OpsError as error:
+        if strict or stub_modules:
+            raise OpsError(f"{error} (ops-check = \"strict\" needs the listing)" if strict
+                           and not stub_modules else str(error)) from None
+        note = user_line(f"note: the operators could not be listed: {printable(str(error))}")
+        log(note)
+        return BuiltOps(OpsTable(torch=loaded.torch.version, listed=False,
+                                 problems=(printable(str(error))[:2000],)), notes=(note,))
+    table = answer.table
+    verdicts = tuple(judge_all(table.ops)) if project.ops_check != "off" else ()
+    if project.ops_check != "off":
+        for line in summary_lines(table, verdicts):
+            log(user_line(line))
+    if strict and (verdicts or table.problems):
+        first = [*(v.line() for v in verdicts), *table.problems]
+        raise OpsError(
+            f"ops-check = \"strict\": {len(first)} operator problem{'s' * (len(first) != 1)}:"
+            f" {printable('; '.join(first))}")
+    stub_files = _stub_files(answer.stub_error, table.stubs, project) if stub_modules else {}
+    notes = tuple(user_line(f"op {printable(v.line())}") for v in verdicts)
+    return BuiltOps(table, verdicts, stub_files, notes)
+
+
+def _stub_files(error: str | None, stubs: Mapping[str, str], project: ResolvedProject) -> dict[str, bytes]:
+    """Each stub, parsed (one that does not is the build's error), and ``py.typed`` in each
+    package holding one that does not ship its own."""
+    if error:
+        raise OpsError(f"stubs = true: {printable(error)}")
+    files: dict[str, bytes] = {}
+    shipped = {arcname for arcname, _ in project.files}
+    for arcname, text in sorted(stubs.items()):
+        try:
+            ast.parse(text, filename=arcname)
+        except SyntaxError as problem:
+            raise OpsError(f"stubs = true: the stub {arcname} that pybind11-stubgen wrote does"
+                           f" not parse (line {problem.lineno}: {printable(str(problem.msg))})") from None
+        if arcname in shipped:
+            continue  # the project's own stub wins
+        files[arcname] = text.encode()
+        package = arcname.rpartition("/")[0]
+        marker = f"{package}/py.typed" if package else "py.typed"
+        if package and marker not in shipped:
+            files[marker] = b""
+    return files
+
+
+def note_lines(found: BuiltOps | None) -> tuple[str, ...]:
+    return found.notes if found is not None else ()
