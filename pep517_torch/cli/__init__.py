@@ -1,5 +1,5 @@
 """``python -m pep517_torch`` / ``pep517-torch``: wheel, sdist, index, doctor, cache, trace,
-explain, migrate.
+explain, ops, migrate.
 
 ``wheel`` builds against the torch installed in *this* environment (no isolation, never a
 download): the wheel runs with exactly the torch it was built for.
@@ -238,6 +238,12 @@ def _cache(args: argparse.Namespace) -> int:
     return 0
 
 
+def _ops(args: argparse.Namespace) -> int:
+    from .ops import run
+
+    return run(args)
+
+
 def _explain(args: argparse.Namespace) -> int:
     from .explain import explain
 
@@ -376,7 +382,9 @@ def _parser() -> argparse.ArgumentParser:
     trace_parser.add_argument("--html", metavar="FILE",
                               help="also write the timeline as one self-contained HTML page")
     from .. import migrate
+    from .ops import add_parser as add_ops_parser
 
+    add_ops_parser(commands)
     migrate.add_arguments(commands.add_parser(
         "migrate", help="convert a setup.py to pyproject.toml", description=migrate.DESCRIPTION))
     return parser
@@ -386,7 +394,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = _parser().parse_args(argv)
     handlers = {"wheel": _wheel, "sdist": _sdist, "doctor": _doctor, "cache": _cache,
-                "trace": _trace, "index": _index, "explain": _explain, "migrate": _migrate}
+                "trace": _trace, "index": _index, "explain": _explain, "migrate": _migrate,
+                "ops": _ops}
     try:
         return handlers[args.command](args)
     except Pep517TorchError as exc:
