@@ -128,9 +128,11 @@ def load_module(name, path):
 
 
 def is_pybind11(module):
+    """A function's record (pybind11 3: a type of ``pybind11_builtins``; 2: a capsule) or a
+    class of pybind11's metaclass."""
     for value in vars(module).values():
-        owner = getattr(value, "__self__", None)
-        if callable(value) and type(owner).__name__ == "PyCapsule":
+        owner = type(getattr(value, "__self__", None))
+        if callable(value) and (owner.__module__ == "pybind11_builtins" or owner.__name__ == "PyCapsule"):
             return True
         if isinstance(value, type) and type(value).__name__ == "pybind11_type":
             return True
