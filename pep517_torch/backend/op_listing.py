@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from ..core.build import BuildResult
     from .stages import Loaded
 
-STUBGEN_REQUIREMENT = "pybind11-stubgen>=2.5"
+STUBGEN_REQUIREMENT = "pybind11-stubgen>=3.0,<4"  # the API child.py calls
 
 
 @dataclass(frozen=True)
@@ -114,5 +114,21 @@ def _stub_files(error: str | None, stubs: Mapping[str, str], project: ResolvedPr
     return files
 
 
-def note_lines(found: BuiltOps | None) -> tuple[str, ...]:
-    return found.notes if found is not None else ()
+def stub_requirements(root: Path, config_settings: Mapping[str, str | list[str]] | None) -> list[str]:
+    """``[pybind11-stubgen]`` when the project may ask for stubs: ``stubs = true`` in the
+    table or any override, or ``-Cstubs`` true. Read without resolving (no torch is needed
+    yet); a project that does not parse asks for nothing (its build says why)."""
+    from ..config.pyproject import parse_settings, read_pyproject
+    from ..errors import ConfigError
+    from ..shipped_runtime.environment import TRUE_WORDS
+
+    given = (config_settings or {}).get("stubs")
+    if given is not None:
+        value = given[-1] if isinstance(given, list) else given
+        return [STUBGEN_REQUIREMENT] if str(value).lower() in TRUE_WORDS else []
+    try:
+        settings = parse_settings(read_pyproject(root))
+    except (ConfigError, OSError):
+        return []
+    asked = settings.stubs or any(o.settings.get("stubs") is True for o in settings.overrides)
+    return [STUBGEN_REQUIREMENT] if asked else []
