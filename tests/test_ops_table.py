@@ -208,3 +208,24 @@ def test_a_stub_that_does_not_parse_is_the_build_s_error(tmp_path: Path) -> None
 def test_an_op_reports_whether_its_schema_writes() -> None:
     assert Op("ns::f", "ns::f(Tensor(a!) x) -> ()", ("CPU",)).mutable
     assert not Op("ns::f", "ns::f(Tensor x) -> Tensor(a)", ("CPU",)).mutable
+
+
+@pytest.mark.parametrize(("table", "settings", "wanted"), [
+    ("stubs = true\n", None, True),
+    ("", None, False),
+    ("", {"stubs": "true"}, True),
+    ("stubs = true\n", {"stubs": "false"}, False),
+    ('[[tool.torch-ext.overrides]]\nif = { platform = "linux" }\nstubs = true\n', None, True),
+    ("stubs = 3\n", None, False),  # a table that does not parse: its build says why
+])
+def test_the_build_requires_pybind11_stubgen_only_for_stubs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, table: str, settings: dict[str, str] | None,
+    wanted: bool,
+) -> None:
+    from pep517_torch import buildapi
+
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\nname = "p"\nversion = "1"\n[tool.torch-ext]\n' + table)
+    monkeypatch.chdir(tmp_path)
+    requires = buildapi.get_requires_for_build_wheel(settings)
+    assert requires == (["pybind11-stubgen>=3.0,<4"] if wanted else [])
