@@ -200,3 +200,25 @@ def test_the_good_op_computes_and_trains(built: dict[str, Built], tmp_path: Path
         "assert torch.equal(x.grad, torch.full((4,), 3.0)) and torch.equal(y.grad, torch.ones(4))\n"
     )
     run(sys.executable, "-c", code, cwd=tmp_path)
+
+
+def test_a_jit_build_lists_its_ops_and_warns_of_a_verdict(tmp_path: Path) -> None:
+    """load() of an op library: the verdict reaches the caller as a warning (nobody watches
+    a JIT build's output), the table stays in the build directory for `ops BUILD_DIR`."""
+    code = (
+        "import warnings, torch, pep517_torch\n"
+        "with warnings.catch_warnings(record=True) as said:\n"
+        "    warnings.simplefilter('always')\n"
+        f"    pep517_torch.load('jitnofake', [{str(FIXTURES / 'opsnofake/csrc/ops.cpp')!r}],"
+        " is_python_module=False)\n"
+        "assert torch.equal(torch.ops.nofakeops.scale(torch.ones(2), 2.0), torch.full((2,), 2.0))\n"
+        "print([str(w.message) for w in said])\n"
+    )
+    result = run(sys.executable, "-c", code, cwd=tmp_path,
+                 env={"TORCH_EXTENSIONS_DIR": str(tmp_path / "ext")})
+    assert "pep517_torch: op nofakeops::scale: no fake (Meta) kernel" in result.stdout
+    build_dir = tmp_path / "ext" / "jitnofake"
+    table = read_table((build_dir / "pep517_torch_ops.json").read_bytes())
+    assert [(op.name, op.kernels) for op in table.ops] == [("nofakeops::scale", ("CPU",))]
+    shown = run_cli("ops", build_dir)
+    assert shown.returncode == 0 and "[no-fake]" in shown.stdout

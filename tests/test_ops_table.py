@@ -229,3 +229,25 @@ def test_the_build_requires_pybind11_stubgen_only_for_stubs(
     monkeypatch.chdir(tmp_path)
     requires = buildapi.get_requires_for_build_wheel(settings)
     assert requires == (["pybind11-stubgen>=3.0,<4"] if wanted else [])
+
+
+@pytest.mark.compile
+def test_only_an_artifact_that_calls_torch_s_registration_api_is_loaded(tmp_path: Path) -> None:
+    """A module that registers nothing (a pybind11 module, a C module) costs no child and no
+    torch import; one whose dynamic symbols name torch::Library (TORCH_LIBRARY*), the stable
+    ABI's registration shim or c10::RegisterOperators is listed."""
+    import subprocess
+
+    sources = {
+        "plain": "int answer(void) { return 42; }\n",
+        "library": "extern void _ZN5torch7LibraryC1Ev(void);\nvoid f(void) { _ZN5torch7LibraryC1Ev(); }\n",
+        "stable": "extern void aoti_torch_library_init_def(void);\nvoid f(void) { aoti_torch_library_init_def(); }\n",
+    }
+    found = {}
+    for name, text in sources.items():
+        (tmp_path / f"{name}.c").write_text(text)
+        subprocess.run(["cc", "-shared", "-fPIC", "-o", tmp_path / f"{name}.so", tmp_path / f"{name}.c"],
+                       check=True)
+        found[name] = Contents(files=((f"pkg/{name}.so", tmp_path / f"{name}.so"),),
+                               libraries=(f"pkg/{name}.so",)).registers_ops()
+    assert found == {"plain": False, "library": True, "stable": True}

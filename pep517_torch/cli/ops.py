@@ -17,11 +17,9 @@ from pathlib import Path
 from ..errors import ConfigError, OpsError
 from ..ops.listing import OPCHECK_TESTS, TIMEOUT, Contents, list_ops
 from ..ops.render import printable, rows_text, table_text
-from ..ops.table import Answer, OpsTable, TableError, read_table
+from ..ops.table import JIT_TABLE, Answer, OpsTable, TableError, read_table
 from ..ops.verdicts import judge_all
 from ..shipped_runtime.user_line import say
-
-JIT_TABLE = "pep517_torch_ops.json"  # what a JIT build directory keeps (jit/cold.py writes it)
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -27,6 +27,7 @@ SOURCE_NAME = re.compile(r"[^\x00-\x1f\x7f]{1,512}")
 STUB_PATH = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:/[A-Za-z_][A-Za-z0-9_]*)*\.pyi")
 # How a wheel's record and `ops --json` name the table's format.
 FORMAT = 1
+JIT_TABLE = "pep517_torch_ops.json"  # the table a JIT build leaves in its build directory
 
 # The dispatch keys the child asks about, in the order the table shows them. "fake" is no
 # dispatch key: a Python fake implementation (torch.library.register_fake).
