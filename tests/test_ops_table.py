@@ -201,7 +201,7 @@ def test_a_stub_that_does_not_parse_is_the_build_s_error(tmp_path: Path) -> None
     with pytest.raises(OpsError, match=r"the stub pkg/_C.pyi .* does not parse \(line 1"):
         _stub_files(None, {"pkg/_C.pyi": "def f(x: int -> int: ...\n"}, Project())  # type: ignore[arg-type]
     with pytest.raises(OpsError, match="pip install pybind11-stubgen"):
-        _stub_files("stubs = true needs pybind11-stubgen ...; pip install pybind11-stubgen", {},
+        _stub_files("pybind11-stubgen is not installed ...: pip install pybind11-stubgen", {},
                     Project())  # type: ignore[arg-type]
 
 
@@ -251,3 +251,27 @@ def test_only_an_artifact_that_calls_torch_s_registration_api_is_loaded(tmp_path
         found[name] = Contents(files=((f"pkg/{name}.so", tmp_path / f"{name}.so"),),
                                libraries=(f"pkg/{name}.so",)).registers_ops()
     assert found == {"plain": False, "library": True, "stable": True}
+
+
+def test_the_cli_names_a_missing_pybind11_stubgen_before_compiling(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    from importlib import metadata
+
+    from pep517_torch.cli import main
+
+    (tmp_path / "pyproject.toml").write_text(
+        '[build-system]\nrequires = []\nbuild-backend = "pep517_torch"\n'
+        '[project]\nname = "p"\nversion = "1"\n[tool.torch-ext]\nstubs = true\n')
+    real = metadata.version
+
+    def version(name: str) -> str:
+        if name == "pybind11-stubgen":
+            raise metadata.PackageNotFoundError(name)
+        return real(name)
+
+    monkeypatch.setattr(metadata, "version", version)
+    assert main(["wheel", str(tmp_path)]) == 1
+    said = capsys.readouterr().err
+    assert "build requirements missing from this environment: pybind11-stubgen>=3.0,<4" in said
+    assert main(["wheel", str(tmp_path), "-Cstubs=false", "-o", str(tmp_path / "dist")]) == 0

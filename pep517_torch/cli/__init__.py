@@ -71,14 +71,15 @@ def build_system(root: Path) -> Mapping[str, Any]:
     return table
 
 
-def missing_build_requirements(root: Path) -> list[str]:
-    """[build-system] requires entries not satisfied in this environment."""
+def missing_build_requirements(root: Path, extra: Sequence[str] = ()) -> list[str]:
+    """[build-system] requires entries (and ``extra``: what get_requires_for_build_wheel would
+    add) not satisfied in this environment."""
     from importlib import metadata
 
     from packaging.requirements import InvalidRequirement, Requirement
 
     missing = []
-    for index, text in enumerate(build_system(root).get("requires", [])):
+    for index, text in enumerate([*build_system(root).get("requires", []), *extra]):
         try:
             requirement = Requirement(text)
         except InvalidRequirement as exc:
@@ -140,7 +141,10 @@ def _wheel_of(root: Path, out: Path, args: argparse.Namespace) -> int:
         from .matrix import build_matrix
 
         return build_matrix(root, out, args.python, args.config_setting)
-    missing = missing_build_requirements(root)
+    from ..backend.op_listing import stub_requirements
+
+    settings = parse_config_settings(args.config_setting)
+    missing = missing_build_requirements(root, stub_requirements(root, settings))
     if missing:
         quoted = " ".join(f"'{m.split(' (')[0]}'" for m in missing)
         print_line(error_line(

@@ -147,7 +147,7 @@ def stubs_of(names, loaded, answer):
     try:
         import pybind11_stubgen
     except ImportError as error:
-        answer["stub_error"] = ("stubs = true needs pybind11-stubgen where the build runs (%s);"
+        answer["stub_error"] = ("pybind11-stubgen is not installed where the build runs (%s):"
                                 " pip install pybind11-stubgen" % first_line(error))
         return {}
     import logging
