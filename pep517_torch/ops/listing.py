@@ -15,8 +15,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
-import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -135,9 +134,10 @@ def list_ops(
     answer (its interpreter, a crash, the timeout, an answer that is not one)."""
     with tempfile.TemporaryDirectory(prefix=".pep517_torch-ops-", dir=scratch) as work:
         folder = stage(contents, Path(work) / "wheel")
+        answer_file = Path(work) / "answer.json"
         request = {
             "root": str(folder),
-            "answer": str(Path(work) / "answer.json"),
+            "answer": str(answer_file),
             "modules": [list(pair) for pair in contents.modules],
             "libraries": list(contents.libraries),
             "imports": contents.python_users(),
@@ -149,7 +149,6 @@ def list_ops(
         request_file.write_text(json.dumps(request))
         log = Path(work) / "child.log"
         _run(python, request_file, log, Path(work), timeout, env)
-        answer_file = Path(request["answer"])
         try:
             with answer_file.open("rb") as handle:
                 data = handle.read(MAX_ANSWER_BYTES + 1)
@@ -215,18 +214,7 @@ def _last_words(log: Path) -> str:
     return printable(words[:2000])
 
 
-def timed_list(contents: Contents, python: str, **kwargs: object) -> tuple[Answer, float]:
-    """:func:`list_ops` and its wall time, as the parent sees it (the benchmark's number)."""
-    started = time.perf_counter()
-    answer = list_ops(contents, python, **kwargs)  # type: ignore[arg-type]
-    return answer, time.perf_counter() - started
-
-
 def no_listing(torch: str) -> OpsTable:
     """The table of a build whose artifacts register no operator: nothing was loaded."""
     return OpsTable(torch=torch, listed=False)
 
-
-def contents_of(files: Iterable[tuple[str, Path]], modules: Iterable[tuple[str, str]],
-                libraries: Iterable[str]) -> Contents:
-    return Contents(tuple(files), tuple(modules), tuple(libraries))
