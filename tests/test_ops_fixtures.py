@@ -222,3 +222,21 @@ def test_a_jit_build_lists_its_ops_and_warns_of_a_verdict(tmp_path: Path) -> Non
     assert [(op.name, op.kernels) for op in table.ops] == [("nofakeops::scale", ("CPU",))]
     shown = run_cli("ops", build_dir)
     assert shown.returncode == 0 and "[no-fake]" in shown.stdout
+
+
+def test_two_libraries_of_one_namespace_are_listed_one_at_a_time(built: dict[str, Built], tmp_path: Path) -> None:
+    """A package's _cpu and _cuda variants (torch_scatter's way) both define their namespace:
+    torch aborts the process that loads the second. The listing says so and lists the first."""
+    from pep517_torch.ops.listing import Contents, list_ops
+
+    (library,) = (built["opsnofake"].root / "build").glob("*/out/nofakeops/_C*.so")
+    twin = tmp_path / "_C_cuda.so"
+    shutil.copy(library, twin)
+    contents = Contents(files=(("nofakeops/_C.so", library), ("nofakeops/_C_cuda.so", twin)),
+                        libraries=("nofakeops/_C.so", "nofakeops/_C_cuda.so"))
+    answer = list_ops(contents, sys.executable, scratch=tmp_path)
+    assert [(op.name, op.source) for op in answer.table.ops] == [("nofakeops::scale", "nofakeops/_C.so")]
+    assert answer.table.problems == (
+        "nofakeops/_C_cuda.so is not loaded beside the artifacts before it: it defines the"
+        " namespace nofakeops with TORCH_LIBRARY too, and torch aborts on a second (variants of"
+        " one library, such as _cpu and _cuda, load one at a time)",)

@@ -144,6 +144,14 @@ if mode == "crash":
     os.kill(os.getpid(), signal.SIGSEGV)
 if mode == "silent":
     sys.exit(0)
+if mode == "twice" and "pkg/b.so" in request["libraries"]:
+    print("pep517_torch-ops: loading pkg/b.so", file=sys.stderr, flush=True)
+    print("terminate called after throwing an instance of 'c10::Error'", file=sys.stderr)
+    print("  what():  Only a single TORCH_LIBRARY can be used to register the namespace ns;"
+          " please put all of your definitions in a single TORCH_LIBRARY block.", file=sys.stderr)
+    print("frame #0: c10::Error::Error(...)", file=sys.stderr, flush=True)
+    os.kill(os.getpid(), signal.SIGABRT)
+mode = "good" if mode == "twice" else mode
 answers = {
     "garbage": "\\x00not json",
     "hostile": json.dumps({"torch": "2", "ops": [{"name": "ns::f\\x1b[2J", "kernels": []}]}),
@@ -161,9 +169,14 @@ def stand_in(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[n
     script.write_text(f"#!{sys.executable}\n{STAND_IN}")
     script.chmod(0o755)
 
-    def ask(mode: str, timeout: float = 60) -> object:
+    def ask(mode: str, timeout: float = 60, libraries: tuple[str, ...] = ()) -> object:
         monkeypatch.setenv("STAND_IN", mode)
-        return list_ops(Contents(files=()), str(script), timeout=timeout, scratch=tmp_path)
+        files = []
+        for name in libraries:
+            (tmp_path / name.replace("/", "_")).write_bytes(b"")
+            files.append((name, tmp_path / name.replace("/", "_")))
+        return list_ops(Contents(files=tuple(files), libraries=libraries), str(script),
+                        timeout=timeout, scratch=tmp_path)
 
     return ask
 
@@ -185,6 +198,17 @@ def test_a_child_that_fails_is_one_line(stand_in, mode: str, words: str) -> None
 def test_a_child_that_hangs_is_killed_at_the_timeout(stand_in) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(OpsError, match="took longer than 1 s while loading pkg._C"):
         stand_in("hang", timeout=1)
+
+
+def test_an_artifact_that_kills_the_child_is_left_out_and_said(stand_in) -> None:  # type: ignore[no-untyped-def]
+    """A second TORCH_LIBRARY of one namespace aborts the process (torch_scatter's _cpu and
+    _cuda variants): the listing goes on without it, and the table says why."""
+    answer = stand_in("twice", libraries=("pkg/a.so", "pkg/b.so"))
+    assert [op.name for op in answer.table.ops] == ["ns::f"]
+    assert answer.table.problems == (
+        "pkg/b.so is not loaded beside the artifacts before it: it defines the namespace ns with"
+        " TORCH_LIBRARY too, and torch aborts on a second (variants of one library, such as _cpu"
+        " and _cuda, load one at a time)",)
 
 
 def test_a_good_answer_is_read(stand_in) -> None:  # type: ignore[no-untyped-def]

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import ast
 import sys
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -25,6 +25,7 @@ from ..shipped_runtime.user_line import log, user_line
 if TYPE_CHECKING:
     from ..config import ResolvedProject
     from ..core.build import BuildResult
+    from ..core.toolchain.tools import TorchInstall
     from .stages import Loaded
 
 STUBGEN_REQUIREMENT = "pybind11-stubgen>=3.0,<4"  # the API child.py calls
@@ -42,15 +43,31 @@ class BuiltOps:
     notes: tuple[str, ...] = ()
 
 
-def contents(project: ResolvedProject, artifacts: Mapping[str, Path]) -> Contents:
+def contents(project: ResolvedProject, artifacts: Mapping[str, Path],
+             unloadable: Collection[str] = ()) -> Contents:
     """The wheel's files as the listing child loads them: the shipped Python files and data,
-    each module and library where the wheel puts it."""
+    each module and library where the wheel puts it (those named in ``unloadable`` shipped,
+    not loaded)."""
     built = [spec for spec in project.extensions if spec.kind is not Kind.EXECUTABLE]
+    loaded = [spec for spec in built if spec.name not in unloadable]
     return Contents(
         files=(*project.files, *((artifact_name(spec), artifacts[spec.name]) for spec in built)),
-        modules=tuple((spec.name, artifact_name(spec)) for spec in built if spec.kind is Kind.MODULE),
-        libraries=tuple(artifact_name(spec) for spec in built if spec.kind is Kind.LIBRARY),
+        modules=tuple((spec.name, artifact_name(spec)) for spec in loaded if spec.kind is Kind.MODULE),
+        libraries=tuple(artifact_name(spec) for spec in loaded if spec.kind is Kind.LIBRARY),
     )
+
+
+def needing_cuda_torch(project: ResolvedProject, torch: TorchInstall) -> dict[str, str]:
+    """The extensions the build's torch cannot load (they need a CUDA torch: stable-ABI CUDA
+    kernels built beside a CPU torch), each with the problem the table says of it."""
+    from ..core.postlink.import_guard import needs_cuda_torch
+
+    if torch.has_cuda_runtime:
+        return {}
+    return {spec.name: f"{spec.name} is not loaded: it needs a CUDA torch, and the build's"
+            f" torch {torch.version} has none (list the wheel under one: python -m pep517_torch"
+            " ops WHEEL --python PY)"
+            for spec in project.extensions if needs_cuda_torch(spec, torch)}
 
 
 def list_build_ops(loaded: Loaded, result: BuildResult | None, *, editable: bool) -> BuiltOps | None:
@@ -61,22 +78,25 @@ def list_build_ops(loaded: Loaded, result: BuildResult | None, *, editable: bool
         return None
     assert loaded.torch is not None
     strict = project.ops_check == "strict"
-    found = contents(project, result.artifacts)
+    skipped = needing_cuda_torch(project, loaded.torch)
+    found = contents(project, result.artifacts, skipped)
     stub_modules = [name for name, _ in found.modules] if project.stubs and not editable else []
     if not stub_modules and not found.registers_ops():
-        return BuiltOps(no_listing(loaded.torch.version))
-    try:
-        answer = list_ops(found, sys.executable, stubs=stub_modules, env=loaded.env,
-                          scratch=project.options.build_dir)
-    except OpsError as error:
-        if strict or stub_modules:
-            raise OpsError(f"{error} (ops-check = \"strict\" needs the listing)" if strict
-                           and not stub_modules else str(error)) from None
-        note = user_line(f"note: the operators could not be listed: {printable(str(error))}")
-        log(note)
-        return BuiltOps(OpsTable(torch=loaded.torch.version, listed=False,
-                                 problems=(printable(str(error))[:2000],)), notes=(note,))
-    table = answer.table
+        table, stub_error = no_listing(loaded.torch.version), None
+    else:
+        try:
+            answer = list_ops(found, sys.executable, stubs=stub_modules, env=loaded.env,
+                              scratch=project.options.build_dir)
+        except OpsError as error:
+            if strict or stub_modules:
+                raise OpsError(f"{error} (ops-check = \"strict\" needs the listing)" if strict
+                               and not stub_modules else str(error)) from None
+            note = user_line(f"note: the operators could not be listed: {printable(str(error))}")
+            log(note)
+            return BuiltOps(OpsTable(torch=loaded.torch.version, listed=False,
+                                     problems=(printable(str(error))[:2000],)), notes=(note,))
+        table, stub_error = answer.table, answer.stub_error
+    table = replace(table, problems=(*skipped.values(), *table.problems))
     verdicts = tuple(judge_all(table.ops)) if project.ops_check != "off" else ()
     if project.ops_check != "off":
         for line in summary_lines(table, verdicts):
@@ -86,8 +106,9 @@ def list_build_ops(loaded: Loaded, result: BuildResult | None, *, editable: bool
         raise OpsError(
             f"ops-check = \"strict\": {len(first)} operator problem{'s' * (len(first) != 1)}:"
             f" {printable('; '.join(first))}")
-    stub_files = _stub_files(answer.stub_error, table.stubs, project) if stub_modules else {}
+    stub_files = _stub_files(stub_error, table.stubs, project) if stub_modules else {}
     notes = tuple(user_line(f"op {printable(v.line())}") for v in verdicts)
+    notes += tuple(user_line(f"ops: {printable(problem)}") for problem in table.problems)
     return BuiltOps(table, verdicts, stub_files, notes)
 
 

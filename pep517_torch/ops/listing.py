@@ -16,11 +16,12 @@ import signal
 import subprocess
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..errors import OpsError
-from .table import MAX_ANSWER_BYTES, Answer, OpsTable, TableError, read_answer
+from .render import printable
+from .table import MAX_ANSWER_BYTES, MAX_LINES, MAX_TEXT, Answer, OpsTable, TableError, read_answer
 
 CHILD = Path(__file__).with_name("child.py")
 TIMEOUT = 300.0  # seconds; importing torch takes 1-2 s, a big CUDA library a few more
@@ -36,6 +37,7 @@ _REGISTERS = re.compile(rb"_ZN5torch7Library|_ZN3c1017RegisterOperators|aoti_tor
 _USES_LIBRARY = re.compile(
     rb"\btorch\.(?:_?library)\b|\bfrom[ \t]+torch[ \t]+import[ \t]+[^\n]*\b_?library\b")
 _MODULE_PART = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_NAMESPACE_TWICE = re.compile(r"Only a single TORCH_LIBRARY can be used to register the namespace (\w+)")
 
 
 @dataclass(frozen=True)
@@ -130,41 +132,76 @@ def list_ops(
     scratch: Path | None = None,
 ) -> Answer:
     """What ``contents`` registers under ``python``'s torch (and the stubs of the modules
-    ``stubs`` names; opcheck's rows on ``samples``' samples). OpsError: the child could not
-    answer (its interpreter, a crash, the timeout, an answer that is not one)."""
+    ``stubs`` names; opcheck's rows on ``samples``' samples). An artifact whose loading kills
+    the child (a second TORCH_LIBRARY of one namespace aborts the process: a package's _cpu and
+    _cuda variants, loaded one at a time by the package) is left out of a new child, and the
+    table says so. OpsError: the child could not answer (its interpreter, a crash elsewhere,
+    the timeout, an answer that is not one)."""
+    artifacts = {name: "module" for name, _ in contents.modules}
+    artifacts.update({arcname: "library" for arcname in contents.libraries})
+    left_out: list[str] = []
+    problems: list[str] = []
     with tempfile.TemporaryDirectory(prefix=".pep517_torch-ops-", dir=scratch) as work:
         folder = stage(contents, Path(work) / "wheel")
-        answer_file = Path(work) / "answer.json"
-        request = {
-            "root": str(folder),
-            "answer": str(answer_file),
-            "modules": [list(pair) for pair in contents.modules],
-            "libraries": list(contents.libraries),
-            "imports": contents.python_users(),
-            "stubs": list(stubs),
-            "samples": None if samples is None else str(samples),
-            "tests": list(tests),
-        }
-        request_file = Path(work) / "request.json"
-        request_file.write_text(json.dumps(request))
-        log = Path(work) / "child.log"
-        _run(python, request_file, log, Path(work), timeout, env)
+        answer_file, log = Path(work) / "answer.json", Path(work) / "child.log"
+        imports = contents.python_users()
+        while True:
+            request = {
+                "root": str(folder),
+                "answer": str(answer_file),
+                "modules": [list(pair) for pair in contents.modules if pair[0] not in left_out],
+                "libraries": [name for name in contents.libraries if name not in left_out],
+                "imports": imports,
+                "stubs": [name for name in stubs if name not in left_out],
+                "samples": None if samples is None else str(samples),
+                "tests": list(tests),
+            }
+            request_file = Path(work) / "request.json"
+            request_file.write_text(json.dumps(request))
+            code = _run(python, request_file, log, Path(work), timeout, env)
+            if code == 0:
+                break
+            doing, said = _last_words(log)
+            culprit = doing.removeprefix("loading ") if doing.startswith("loading ") else None
+            how = (f"was killed by {signal.Signals(-code).name}" if code < 0 and -code in
+                   signal.valid_signals() else f"exited with {code}")
+            if culprit not in artifacts or culprit in left_out:
+                where = (f" while {doing}" if doing else "") + (f": {said}" if said else "")
+                raise OpsError(f"the listing child ({python}) {how}{printable(where)}")
+            left_out.append(culprit)
+            problems.append(_left_out(culprit, how, said))
         try:
             with answer_file.open("rb") as handle:
                 data = handle.read(MAX_ANSWER_BYTES + 1)
         except OSError:
-            raise OpsError(f"the listing child ({python}) wrote no answer{_last_words(log)}") from None
+            doing, said = _last_words(log)
+            where = (f" while {doing}" if doing else "") + (f": {said}" if said else "")
+            raise OpsError(f"the listing child ({python}) wrote no answer{printable(where)}") from None
         try:
             answer = read_answer(data)
         except TableError as error:
             raise OpsError(f"the listing child's answer is not an operator table: {error}") from None
     if answer.error:
         raise OpsError(f"{python}: {answer.error}")
+    if problems:
+        table = replace(answer.table, problems=(*problems, *answer.table.problems)[:MAX_LINES])
+        answer = replace(answer, table=table)
     return answer
 
 
+def _left_out(name: str, how: str, said: str) -> str:
+    """The table's line for an artifact whose loading killed the child."""
+    twice = _NAMESPACE_TWICE.search(said)
+    if twice:
+        return (f"{name} is not loaded beside the artifacts before it: it defines the namespace"
+                f" {twice.group(1)} with TORCH_LIBRARY too, and torch aborts on a second (variants"
+                " of one library, such as _cpu and _cuda, load one at a time)")
+    return printable(f"{name} is not loaded: loading it {how.replace('was killed', 'killed the listing')}"
+                     + (f" ({said})" if said else ""))[:MAX_TEXT]
+
+
 def _run(python: str, request: Path, log: Path, cwd: Path, timeout: float,
-         env: Mapping[str, str] | None) -> None:
+         env: Mapping[str, str] | None) -> int:
     with log.open("wb") as output:
         try:
             child = subprocess.Popen(
@@ -175,18 +212,16 @@ def _run(python: str, request: Path, log: Path, cwd: Path, timeout: float,
         except OSError as error:
             raise OpsError(f"cannot run {python} to list the operators: {error.strerror or error}") from None
         try:
-            code = child.wait(timeout)
+            return child.wait(timeout)
         except subprocess.TimeoutExpired:
             _kill(child)
+            doing, said = _last_words(log)
+            where = (f" while {doing}" if doing else "") + (f": {said}" if said else "")
             raise OpsError(f"listing the operators took longer than {timeout:.0f} s"
-                           f"{_last_words(log)}") from None
+                           f"{printable(where)}") from None
         except BaseException:
             _kill(child)
             raise
-    if code != 0:
-        how = (f"was killed by {signal.Signals(-code).name}" if code < 0 and -code in
-               signal.valid_signals() else f"exited with {code}")
-        raise OpsError(f"the listing child ({python}) {how}{_last_words(log)}")
 
 
 def _kill(child: subprocess.Popen[bytes]) -> None:
@@ -197,21 +232,21 @@ def _kill(child: subprocess.Popen[bytes]) -> None:
     child.wait()
 
 
-def _last_words(log: Path) -> str:
-    """Where the child was (its last progress line) and its last line of its own."""
+def _last_words(log: Path) -> tuple[str, str]:
+    """Where the child was (its last progress line) and its last word of its own: a C++
+    exception's ``what()`` line when it died of one, else its last line."""
     try:
         with log.open("rb") as handle:
             handle.seek(max(log.stat().st_size - LOG_TAIL, 0))
             tail = handle.read().decode("utf-8", "replace").splitlines()
     except OSError:
-        return ""
+        return "", ""
     from .child import PROGRESS
-    from .render import printable
 
     doing = [line[len(PROGRESS):] for line in tail if line.startswith(PROGRESS)]
     said = [line.strip() for line in tail if line.strip() and not line.startswith(PROGRESS)]
-    words = (f" while {doing[-1]}" if doing else "") + (f": {said[-1]}" if said else "")
-    return printable(words[:2000])
+    what = [line.removeprefix("what():").strip() for line in said if line.startswith("what():")]
+    return (doing[-1] if doing else ""), ((what or said or [""])[-1])[:2000]
 
 
 def no_listing(torch: str) -> OpsTable:
