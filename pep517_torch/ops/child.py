@@ -262,7 +262,15 @@ def main(argv):
         before = dispatcher.snapshot()
         try:
             if kind == "module":
-                loaded[name] = load_module(name, path)
+                try:
+                    loaded[name] = load_module(name, path)
+                except SystemError as error:
+                    # a module whose init function returns NULL without an error: a library
+                    # in a module's name, loaded with torch.ops.load_library (torch_scatter's
+                    # _cpu/_cuda variants); dlopen ran its registrations all the same
+                    if "without raising an exception" not in str(error):
+                        raise
+                    torch.ops.load_library(path)
             elif kind == "library":
                 torch.ops.load_library(path)
             else:
