@@ -19,6 +19,7 @@ GOALS = {  # measure: (unit, goal on the ratio ours/torch, or on ours alone for 
     "setup_edit_header": ("s", None), "warm": ("ms", None), "overhead": ("s", None), "warm_floor": ("ms", 2.0),
     "noop_hooks": ("s", 0.2),
     "cuda_cold": ("s", 0.35), "cuda_cu3": ("s", 0.6),
+    "ops_build": ("s", None), "ops_beyond_torch": ("ms", None), "ops_per_op": ("ms", None),
 }
 LABELS = {
     "cold": "cold wheel (4 TUs with torch/extension.h), empty PCH cache",
@@ -41,6 +42,9 @@ LABELS = {
     "overhead": "backend overhead (total minus ninja)",
     "warm_floor": "JIT warm load() call alone vs importlib on the cached .so (the floor), best of 5",
     "noop_hooks": "no-op prepare_metadata + build_wheel, one fresh process (import included)",
+    "ops_build": "operators listed after a build (1-op library; the torch side: `import torch` alone)",
+    "ops_beyond_torch": "that listing's own time beyond importing torch (the child's clock)",
+    "ops_per_op": "each further operator listed (a 200-op library against the 1-op one)",
     "cuda_cold": "CUDA torch 2.14.1: cold wheel (4 TUs with torch/extension.h), empty PCH cache",
     "cuda_cu3": f"CUDA torch 2.14.1: .cpp + .cu on tensors, 3 archs ({CUDA_ARCHS}), cold wheel",
 }
@@ -84,6 +88,12 @@ def table(results: dict[str, dict[str, float]]) -> str:
             ratio = ours / row["first"]
             lines.append(f"| {label} | first {row['first']:.1f} s | {ours:.1f} s | {ratio_text(ratio, goal)} |"
                          f" ≤ {goal} × the first | {'yes' if ratio <= goal else 'NO'} |")
+            continue
+        if key == "ops_beyond_torch":
+            lines.append(f"| {label} | — | {ours:.0f} ms ({row['many']:.0f} ms for 200 ops) | — | — | — |")
+            continue
+        if key == "ops_per_op":
+            lines.append(f"| {label} | — | {ours:.2f} ms ({row['many']:.2f} s for 200) | — | — | — |")
             continue
         if key == "overhead":
             lines.append(f"| {label} | — | {ours:.2f} s | — | ≤ 0.5 s | {'yes' if ours <= 0.5 else 'NO'} |")

@@ -40,6 +40,9 @@ Measures (each on this machine, in this run):
            longest compile, with --threads 2 beside the .cpp; its host compiler tuned); then
            each side's .cu compiled again alone with nvcc --time and one thread, and its .cpp:
            where the .cu's time goes, and the floor of any plan for ours
+  ops      the operator listing a build runs after its compile (a child with the build's torch):
+           a 1-op library against `import torch` alone in a fresh interpreter (its floor), and a
+           200-op library: the cost per build and per op (benchmarks/ops_row.py)
 Every measured build's steps are printed from its timeline (ours: build-trace.json; torch's:
 what its .ninja_log gained), with what is left outside ninja.
 Results go to docs/performance.md (between the BENCH markers) unless --no-write.
@@ -70,6 +73,7 @@ from children import (
     WARM_CHILD,
 )
 from cuda_row import bench_cuda
+from ops_row import bench_ops
 from report import machine, table, write_docs
 from steps import (
     FIXTURE,
@@ -309,8 +313,8 @@ def bench_floor(results: dict[str, dict[str, float]], repeats: int = 5) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", default="warm,floor,wheels,setuptools,pch,jit,cuda",
-                        help="comma list of: warm, floor, wheels, setuptools, pch, jit, cuda")
+    parser.add_argument("--only", default="warm,floor,wheels,setuptools,pch,jit,ops,cuda",
+                        help="comma list of: warm, floor, wheels, setuptools, pch, jit, ops, cuda")
     parser.add_argument("--cuda-python", type=Path, default=ROOT / ".venv-cuda" / "bin" / "python",
                         help="interpreter with a CUDA build of torch for the cuda rows")
     parser.add_argument("--no-write", action="store_true", help="don't update docs/performance.md")
@@ -333,6 +337,8 @@ def main() -> None:
         bench_pch(results)
     if "jit" in chosen:
         bench_jit(results)
+    if "ops" in chosen:
+        bench_ops(results)
     if "cuda" in chosen:
         bench_cuda(results, args.cuda_python)
     text = f"Measured {when} on: {machine()}.\n\n{table(results)}"

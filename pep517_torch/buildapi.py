@@ -38,8 +38,12 @@ def _user_facing(hook: Hook) -> Hook:
 
 
 def get_requires_for_build_wheel(config_settings: ConfigSettings = None) -> list[str]:
-    """Nothing beyond [build-system] requires: torch must be listed there (or installed)."""
-    return []
+    """Nothing beyond [build-system] requires (torch must be listed there, or installed), but
+    pybind11-stubgen where ``stubs = true`` (or an override, or ``-Cstubs=true``) asks for
+    stubs: the listing child runs it."""
+    from .backend.op_listing import stub_requirements
+
+    return stub_requirements(Path.cwd(), config_settings)
 
 
 def get_requires_for_build_editable(config_settings: ConfigSettings = None) -> list[str]:

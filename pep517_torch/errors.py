@@ -54,3 +54,8 @@ def print_error(exc: Pep517TorchError) -> None:
     """How every face shows our errors: the message alone on stderr (the first compiler error
     of a failed build stays the last lines printed), never a traceback."""
     print_line(error_line(str(exc)))
+
+
+class OpsError(Pep517TorchError, RuntimeError):
+    """A build's operators could not be listed, checked or stubbed (the child's interpreter, a
+    crash, a timeout, an answer that is not one), or a strict check found a problem."""

@@ -376,7 +376,7 @@ def test_whatever_is_not_a_usable_wheel_is_skipped_in_one_line(
     lines = err.splitlines()
     assert lines == [
         f"pep517_torch: skipped {house}/bomb-1.0-py3-none-any.whl: bomb-1.0.dist-info/{record}:"
-        " over 64 KiB, not a build record",
+        " over 16384 KiB, not a build record",
         f"pep517_torch: skipped {house}/fifo-1.0-py3-none-any.whl: not a file",
         f"pep517_torch: skipped {house}/folder-1.0-py3-none-any.whl: not a file",
         f"pep517_torch: skipped {house}/hostile-1.0-py3-none-any.whl: hostile-1.0.dist-info/"

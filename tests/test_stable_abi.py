@@ -7,6 +7,7 @@ tests/cuda_torch/test_stable_abi_cross.py.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -190,7 +191,14 @@ def test_cuda_kernels_built_beside_a_cpu_torch_make_no_cpu_wheel(tmp_path: Path)
     assert wheel.name.startswith(f"stableops-1.0.0+{label}-cp310-abi3-"), wheel.name
     with zipfile.ZipFile(wheel) as archive:
         record = archive.read(f"stableops-1.0.0+{label}.dist-info/pep517_torch.json").decode()
-    assert record == f'{{"cuda": "{major}", "torch": "{torch.version}", "torch_cuda": null}}\n'
+    built_for = json.loads(record)
+    ops = built_for.pop("ops")  # under the CPU torch the library cannot load: said, not listed
+    assert built_for == {"cuda": major, "torch": torch.version, "torch_cuda": None}
+    assert ops["ops"] == [] and ops["problems"] == [
+        "stableops._C is not loaded: it needs a CUDA torch, and the build's torch"
+        f" {torch.version} has none (list the wheel under one: python -m pep517_torch ops WHEEL"
+        " --python PY)"]
+    assert f"pep517_torch: ops: {ops['problems'][0]}" in built.stdout
     indexed = subprocess.run([sys.executable, "-m", "pep517_torch", "index", str(out)],
                              capture_output=True, text=True, timeout=300)
     assert indexed.returncode == 0, indexed.stderr

@@ -22,6 +22,7 @@ from ..distribution import tags
 from ..distribution.reproducible import source_date_epoch
 from .editable_install import add_editable_contents
 from .noop_record import Recording, recording
+from .op_listing import BuiltOps, list_build_ops
 from ..shipped_runtime.user_line import log, say, user_line
 from .stages import (
     Loaded,
@@ -69,7 +70,9 @@ def _build_wheel(
     with build_dir_lock(loaded, editable):
         result = compile_extensions(loaded, editable=editable)
         artifacts = result.artifacts if result else {}
-        notes = [*skipped_lines(project), *(user_line(n) for n in (result.plan.notes if result else ()))]
+        ops = list_build_ops(loaded, result, editable=editable)
+        notes = [*skipped_lines(project), *(user_line(n) for n in (result.plan.notes if result else ())),
+                 *(ops.notes if ops else ())]
         with writing(out_dir):
             out_dir.mkdir(parents=True, exist_ok=True)
         platform = None if editable else _platform_tag(project, result)
@@ -86,7 +89,9 @@ def _build_wheel(
                     wheel.add_file(arcname, path)
                 for spec in project.extensions:  # each carries its own import check, if any
                     wheel.add_file(artifact_name(spec), artifacts[spec.name])
-                _record_build_torch(loaded, result)
+                for arcname, data in (ops.stub_files.items() if ops else ()):
+                    wheel.add_bytes(arcname, data)
+                _record_build_torch(loaded, result, ops)
             wheel.finish(meta)
         if record is not None:
             record.wheel(loaded, wheel.path, artifacts.values(), notes, platform and platform.note)
@@ -146,14 +151,16 @@ def _leave_pch_behind(result: BuildResult, options: BuildOptions) -> None:
         log(user_line(note))
 
 
-def _record_build_torch(loaded: Loaded, result: BuildResult | None) -> None:
+def _record_build_torch(loaded: Loaded, result: BuildResult | None, ops: BuiltOps | None) -> None:
     """A wheel with binaries names the torch they were built against and the CUDA major of the
-    torch they need, from what was built (``index`` sorts wheels into find-links pages by them)."""
+    torch they need, from what was built (``index`` sorts wheels into find-links pages by them),
+    and the operators they register (``ops``)."""
     from ..distribution.index import BUILD_RECORD, build_record
 
     if loaded.project.extensions and loaded.torch is not None:
         needed = result.plan.cuda_needed if result else None
-        record = build_record(loaded.torch.version, loaded.torch.cuda, needed)
+        record = build_record(loaded.torch.version, loaded.torch.cuda, needed,
+                              ops=ops.table.as_json() if ops else None)
         loaded.metadata.extra_dist_info[BUILD_RECORD] = record
 
 

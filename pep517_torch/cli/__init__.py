@@ -1,5 +1,5 @@
 """``python -m pep517_torch`` / ``pep517-torch``: wheel, matrix, sdist, index, doctor, cache,
-trace, explain, migrate.
+trace, explain, ops, migrate.
 
 ``wheel`` builds against the torch installed in *this* environment (no isolation, never a
 download): the wheel runs with exactly the torch it was built for.
@@ -71,14 +71,15 @@ def build_system(root: Path) -> Mapping[str, Any]:
     return table
 
 
-def missing_build_requirements(root: Path) -> list[str]:
-    """[build-system] requires entries not satisfied in this environment."""
+def missing_build_requirements(root: Path, extra: Sequence[str] = ()) -> list[str]:
+    """[build-system] requires entries (and ``extra``: what get_requires_for_build_wheel would
+    add) not satisfied in this environment."""
     from importlib import metadata
 
     from packaging.requirements import InvalidRequirement, Requirement
 
     missing = []
-    for index, text in enumerate(build_system(root).get("requires", [])):
+    for index, text in enumerate([*build_system(root).get("requires", []), *extra]):
         try:
             requirement = Requirement(text)
         except InvalidRequirement as exc:
@@ -140,7 +141,10 @@ def _wheel_of(root: Path, out: Path, args: argparse.Namespace) -> int:
         from .matrix.interpreters import build_matrix
 
         return build_matrix(root, out, args.python, args.config_setting)
-    missing = missing_build_requirements(root)
+    from ..backend.op_listing import stub_requirements
+
+    settings = parse_config_settings(args.config_setting)
+    missing = missing_build_requirements(root, stub_requirements(root, settings))
     if missing:
         quoted = " ".join(f"'{m.split(' (')[0]}'" for m in missing)
         print_line(error_line(
@@ -233,6 +237,12 @@ def _cache(args: argparse.Namespace) -> int:
         print(f"  {folder.name}  torch {made.get('torch', '?')} from {made.get('index', '?')}"
               f"  used {_age(time.time() - made.get('used', 0))} ago")
     return 0
+
+
+def _ops(args: argparse.Namespace) -> int:
+    from .ops import run
+
+    return run(args)
 
 
 def _explain(args: argparse.Namespace) -> int:
@@ -375,7 +385,9 @@ def _parser() -> argparse.ArgumentParser:
     trace_parser.add_argument("--html", metavar="FILE",
                               help="also write the timeline as one self-contained HTML page")
     from .. import migrate
+    from .ops import add_parser as add_ops_parser
 
+    add_ops_parser(commands)
     migrate.add_arguments(commands.add_parser(
         "migrate", help="convert a setup.py to pyproject.toml", description=migrate.DESCRIPTION))
     return parser
@@ -386,7 +398,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     handlers = {"wheel": _wheel, "sdist": _sdist, "doctor": _doctor, "cache": _cache,
                 "trace": _trace, "index": _index, "explain": _explain, "matrix": _matrix,
-                "migrate": _migrate}
+                "migrate": _migrate, "ops": _ops}
     try:
         return handlers[args.command](args)
     except Pep517TorchError as exc:

@@ -196,6 +196,33 @@ class ProjectSettings:
         config_setting=True,
         check=valid_size,
     )
+    ops_check: Literal["notes", "strict", "off"] = setting(
+        "notes",
+        help="After each build, a child process with the build's torch loads the artifacts (and"
+        " the project's Python modules that use `torch.library`) and lists every operator they"
+        " registered: its schema and the dispatch keys with a kernel (one line each in the"
+        " summary; the wheel's `.dist-info/pep517_torch.json` keeps the table). What"
+        " torch.compile will trip on is said per op: no fake (Meta) kernel, a CUDA kernel but"
+        ' no CPU one, autograd for one device and not another. `"notes"`: as notes;'
+        ' `"strict"`: as errors (no wheel is written), a listing that fails too; `"off"`: no'
+        " listing. Artifacts that call none of torch's registration API are not loaded.",
+        config_setting=True,
+    )
+    ops_samples: str | None = setting(
+        None,
+        help="A Python file (relative to the root) whose `samples()` returns"
+        ' `{"ns::op": [args_tuple, ...]}`: `python -m pep517_torch ops --check` runs'
+        " `torch.library.opcheck` on each (test_schema, test_autograd_registration,"
+        " test_faketensor, test_aot_dispatch_dynamic), one row per op and test.",
+    )
+    stubs: bool = setting(
+        False,
+        help="Write a `.pyi` stub beside each pybind11 module in the wheel (pybind11-stubgen,"
+        " run with the build's torch; the build then requires it) and `py.typed` in its"
+        " package, so mypy and editors see real signatures. A stub that does not parse fails"
+        " the build.",
+        config_setting=True,
+    )
     cuda_compress_mode: Literal["default", "size", "speed", "balance", "none"] | None = setting(
         None,
         help="nvcc's `--compress-mode` for every fatbin (CUDA 12.8 or newer): `size` (zstd,"

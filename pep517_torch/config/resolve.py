@@ -24,6 +24,7 @@ from .fields import toml_key
 from .checks import parse_size
 from .model import BUILD_DIR_PLACEHOLDERS, ProjectSettings
 from .overrides import Origins, apply_overrides, current_cuda
+from .paths import contained
 from .resolved import ConfigSettings, Facts, ResolvedProject
 from .pyproject import parse_settings
 from .shipping import check_module_collisions, in_tree_path, package_files, resolve_layout
@@ -206,6 +207,10 @@ def resolve_project(
         variant=project.variant,
         max_wheel_size=None if project.max_wheel_size is None else parse_size(project.max_wheel_size),
         platform_tag=project.platform_tag,
+        ops_check=project.ops_check,
+        ops_samples=None if project.ops_samples is None else contained(
+            root, project.ops_samples, origins.of("ops_samples"), "ops-samples"),
+        stubs=project.stubs,
         cuda_enabled=cuda_on,
         sdist_include=tuple(project.sdist_include),
         sdist_exclude=tuple(project.sdist_exclude),

