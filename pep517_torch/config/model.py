@@ -274,8 +274,9 @@ class ProjectSettings:
     compiler_launcher: str = setting(
         "auto",
         help='`"auto"` (ccache or sccache when found), `"none"`, or a launcher command:'
-        ' `"ccache"`, `"sccache"`, `"distcc"` (DISTCC_HOSTS then sets the job count). The JIT'
-        " reads the same environment variable.",
+        ' `"ccache"`, `"sccache"`, `"distcc"` (DISTCC_HOSTS then sets the job count). The build'
+        " summary names the launcher in use and how to turn it off. The JIT reads the same"
+        " environment variable.",
         config_setting=True,
         env=variables.COMPILER_LAUNCHER,
         runs_only=True,

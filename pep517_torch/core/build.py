@@ -51,14 +51,16 @@ class BuildResult:
 
     def summary(self) -> str:
         """``2 extensions: 3 compiled, 2 linked, 1 header precompiled in 9.1 s; log: …/build.log``
-        (the log only when this build wrote it: a build with nothing to do keeps the last)."""
+        (the log only when this build wrote it: a build with nothing to do keeps the last);
+        behind a launcher, ``3 compiled through ccache (…)`` names it and how to turn it off."""
         run, count = self.run, len(self.plan.artifacts)
         plural = "s" * (run.precompiled != 1)
         pch = f", {run.precompiled} header{plural} precompiled" if run.precompiled else ""
         cached = f" ({run.cache_hits} from cache)" if run.cache_hits is not None else ""
+        launched = f" {self.plan.launcher_use}" if self.plan.launcher_use else ""
         log = f"; log: {run.log_file}" if run.log_file else ""
         first = (
-            f"{count} extension{'s' * (count != 1)}: {run.compiled} compiled{cached},"
+            f"{count} extension{'s' * (count != 1)}: {run.compiled} compiled{cached}{launched},"
             f" {run.linked} linked{pch} in {run.seconds:.1f} s{log}"
         )
         code = [f"device code of {name}: {found.describe()}"

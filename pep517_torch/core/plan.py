@@ -67,6 +67,7 @@ class BuildPlan:
     cuda_version: str | None = None  # the nvcc that compiled CUDA sources ("13.0"), if any
     # what changed since the last build beyond ninja's mtimes (outputs already deleted)
     changes: compile_record.Changes = dataclasses.field(default_factory=compile_record.Changes)
+    launcher_use: str = ""  # the summary's words for the launcher (launcher.in_use), if any
 
 
 def _check_torch_cuda_headers(
@@ -334,6 +335,8 @@ def prepare(
         unity={u.object: u.members for p in plans for u in p.units if u.members},
         root=options.source_root,
         facts=facts,
+        launcher_use=launchers.in_use(launcher, compiler, options.compiler_launcher,
+                                      options.key_of("compiler_launcher")),
         changes=changes,
         cuda_version=cuda.toolkit.version_str if cuda else None,
         cuda_needed=str(cuda.toolkit.version[0]) if cuda and any(

@@ -145,7 +145,8 @@ def _build(
     if say is not None and run.steps:
         extra = f", {run.precompiled} header precompiled" if run.precompiled else ""
         log = f" (log: {run.log_file})" if run.log_file else ""
-        say(user_line(f"built '{spec.name}' in {elapsed:.1f} s: {run.compiled} compiled,"
+        launched = f" {plan.launcher_use}" if plan.launcher_use else ""
+        say(user_line(f"built '{spec.name}' in {elapsed:.1f} s: {run.compiled} compiled{launched},"
                       f" {run.linked} linked{extra}{log}"))
         if run.timeline is not None:  # the slowest steps, idle job slots
             for line in trace_view.summary_lines(run.timeline, plan.build_dir / TRACE_NAME):

@@ -49,6 +49,9 @@ XDG_CACHE_HOME = "XDG_CACHE_HOME"
 SEARCH_ENV = ("PATH", "CUDA_VISIBLE_DEVICES", "DISTCC_HOSTS", CACHE_DIR, XDG_CACHE_HOME)
 PASSTHROUGH_ENV = TOOL_ENV + SEARCH_ENV  # copied into BuildOptions.env for the compile core
 CCACHE_STATSLOG = "CCACHE_STATSLOG"  # set for ccache by a traced build, unless the user set it
+# Holds "$" in a ccache's environment: how a ccache setting pep517_torch sets spells a literal $
+# (ccache_value).
+CCACHE_DOLLAR = "PEP517_TORCH_CCACHE_DOLLAR"
 SOURCE_DATE_EPOCH = "SOURCE_DATE_EPOCH"  # the timestamp of every wheel and sdist member
 VIRTUAL_ENV = "VIRTUAL_ENV"  # the user's environment, named when a build is isolated from it
 
@@ -70,6 +73,19 @@ def switch(env: Mapping[str, str], name: str, *, default: bool) -> bool:
     """A yes/no variable: ``default`` unless it holds one of the words of the other answer."""
     value = env.get(name)
     return not is_false(value) if default else is_true(value)
+
+
+def ccache_value(value: str, env: dict[str, str]) -> str:
+    """``value`` (a path) as a ccache setting in ``env`` must spell it. ccache expands ``$VAR``
+    and ``${VAR}`` in its path settings (CCACHE_BASEDIR, CCACHE_STATSLOG, ...: its manual,
+    "Configuration value syntax"; an unset one is an error), and reads ``$$`` as one ``$``
+    only since 4.9 (4.7 reads ``$$x`` as ``$`` and ``$x``). So each ``$`` becomes
+    ``${PEP517_TORCH_CCACHE_DOLLAR}``, a variable set to ``$`` here: every ccache expands it
+    once, and the value it brings is not expanded again."""
+    if "$" not in value:
+        return value
+    env[CCACHE_DOLLAR] = "$"
+    return value.replace("$", "${" + CCACHE_DOLLAR + "}")
 
 
 # -- the user's cache -------------------------------------------------------------------------

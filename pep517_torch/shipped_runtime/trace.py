@@ -33,7 +33,7 @@ from typing import Any
 
 from . import ledger
 from .files import write_atomic
-from .environment import CCACHE_STATSLOG
+from .environment import CCACHE_STATSLOG, ccache_value
 
 TRACE_NAME = "build-trace.json"
 NINJA_LOG = ".ninja_log"
@@ -349,7 +349,7 @@ class Recorder:
             except OSError:
                 self.stats_log = None
             else:
-                env[CCACHE_STATSLOG] = str(self.stats_log)
+                env[CCACHE_STATSLOG] = ccache_value(str(self.stats_log), env)
 
     @classmethod
     def for_hook(cls, build_dir: Path, env: dict[str, str]) -> Recorder:

@@ -13,6 +13,7 @@ import functools
 import json
 import os
 import re
+import shlex
 import socket
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...errors import ToolchainError
-from ...shipped_runtime.environment import user_cache_home
+from ...shipped_runtime.environment import COMPILER_LAUNCHER, ccache_value, user_cache_home
 from . import probe_cache
 from .lookup import which
 from .tools import Compiler, split_command
@@ -52,6 +53,40 @@ def launcher_name(launcher: Sequence[str], compiler: Compiler) -> str | None:
     return Path(launcher[0]).name if launcher else compiler.launcher
 
 
+def in_use(launcher: Sequence[str], compiler: Compiler, setting: str, key: str | None) -> str:
+    """How a build's summary names the launcher in front of its compilers, how it was chosen
+    and how to turn it off ('' when none): ``through ccache (found on PATH by "auto";
+    PEP517_TORCH_COMPILER_LAUNCHER=none turns it off)``. ``key`` is the face's name for where
+    the setting came from: a -C key, the variable, a TOML key (the variable outranks it)."""
+    name = launcher_name(launcher, compiler)
+    if name is None:
+        return ""
+    if not launcher and len(compiler.command) > 1:  # CXX="ccache g++"
+        return (f"through {name} (CXX={shlex.quote(shlex.join(compiler.command))};"
+                f" CXX={shlex.quote(compiler.command[-1])} turns it off)")
+    if not launcher:  # a c++ on PATH that is the launcher's link (/usr/lib/ccache/c++)
+        return (f"through {name} ({compiler.command[0]} is {name}'s link;"
+                " CXX set to the compiler itself turns it off)")
+    chosen = ('found on PATH by "auto"' if setting == "auto"
+              else _assignment(key, setting))
+    off = _assignment(key if key is not None and _is_command_line_key(key) else None, "none")
+    return f"through {name} ({chosen}; {off} turns it off)"
+
+
+def _is_command_line_key(key: str) -> bool:
+    return key != COMPILER_LAUNCHER and "." not in key
+
+
+def _assignment(key: str | None, value: str) -> str:
+    """``key`` set to ``value`` as a user writes it: ``-Ckey=value``, ``VARIABLE=value``, or
+    TOML's ``key = "value"``."""
+    if key is None or key == COMPILER_LAUNCHER:
+        return f"{COMPILER_LAUNCHER}={shlex.quote(value)}"
+    if "." in key:
+        return f"{key} = {json.dumps(value)}"
+    return f"-C{shlex.quote(f'{key}={value}')}"
+
+
 # ccache caches compiles that use a precompiled header only with pch_defines and time_macros
 # (its manual, "Precompiled headers"); the include_file_* words let it cache a compile that
 # reads a header written moments before (a PCH stub).
@@ -61,12 +96,13 @@ CCACHE_SLOPPINESS = "pch_defines,time_macros,include_file_mtime,include_file_cti
 def set_run_defaults(launcher: Sequence[str], env: dict[str, str], source_root: Path | None) -> None:
     """Put into the build's ``env`` the settings its launcher needs, unless the user set them:
     ccache's sloppiness, and its base directory (ccache's own relative paths, for debug
-    builds) when the face knows the project's root."""
+    builds) when the face knows the project's root; each spelled as ccache reads it (a ``$``
+    in a path is not a variable's name)."""
     if not launcher or Path(launcher[0]).name != "ccache":
         return
     env.setdefault("CCACHE_SLOPPINESS", CCACHE_SLOPPINESS)
-    if source_root is not None:
-        env.setdefault("CCACHE_BASEDIR", str(source_root))
+    if source_root is not None and "CCACHE_BASEDIR" not in env:
+        env["CCACHE_BASEDIR"] = ccache_value(str(source_root), env)
 
 
 def wraps_nvcc(name: str | None) -> bool:
