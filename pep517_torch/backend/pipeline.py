@@ -16,8 +16,6 @@ from .. import config
 from ..atomic import writing
 from ..core.naming import artifact_name
 from ..config import ConfigSettings
-from .discovery import resolve
-from ..distribution import metadata as dist_metadata
 from ..distribution import tags
 from ..distribution.reproducible import source_date_epoch
 from .editable_install import add_editable_contents
@@ -28,9 +26,9 @@ from .stages import (
     Loaded,
     build_dir_lock,
     compile_extensions,
-    dependency_plan,
     load,
     skipped_lines,
+    source_metadata,
 )
 
 if TYPE_CHECKING:
@@ -190,17 +188,7 @@ def _platform_tag(project: config.ResolvedProject, result: BuildResult | None) -
 def build_sdist(root: Path, out_dir: Path, config_settings: ConfigSettings) -> str:
     from ..distribution.sdist import sdist_files, write_sdist
 
-    project, _ = resolve(root, config_settings, os.environ)
-    # The sdist cannot know which torch its wheel will be built against: no pin in PKG-INFO,
-    # and Requires-Dist is declared dynamic (PEP 643) for the wheel to add it. It never
-    # carries the local label either (local-version names the wheel's torch).
-    plan = dependency_plan(project, None)
-    meta = dist_metadata.build_metadata(
-        {"project": project.project_table}, project.root,
-        version=config.version_string(project, os.environ),
-        dynamic_metadata=["Requires-Dist"] if plan.pin_from_build else [],
-        dependencies=plan.dependencies,
-    )
+    project, meta = source_metadata(root, config_settings, os.environ)
     files = sdist_files(
         project.root,
         include=meta.referenced_files,

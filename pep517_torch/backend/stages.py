@@ -79,6 +79,27 @@ def load(
     return Loaded(project, torch, metadata, env, found.toolkit, plan.static_torch)
 
 
+def source_metadata(
+    root: Path, config_settings: ConfigSettings, env: Mapping[str, str],
+    document: Mapping[str, object] | None = None,
+) -> tuple[config.ResolvedProject, dist_metadata.ProjectMetadata]:
+    """The project resolved and its metadata as an sdist carries it: every check of the
+    config and of ``[project]`` (PEP 621, PEP 639) that needs no torch. The sdist cannot know
+    which torch its wheel will be built against: no pin in PKG-INFO, and Requires-Dist is
+    declared dynamic (PEP 643) for the wheel to add it; nor the local label (local-version
+    names the wheel's torch). ``document``: a parsed pyproject.toml instead of the file
+    (migrate's output, checked before it is written)."""
+    project, _ = resolve(root, config_settings, env, document)
+    plan = dependency_plan(project, None)
+    metadata = dist_metadata.build_metadata(
+        {"project": project.project_table}, project.root,
+        version=config.version_string(project, env),
+        dynamic_metadata=["Requires-Dist"] if plan.pin_from_build else [],
+        dependencies=plan.dependencies,
+    )
+    return project, metadata
+
+
 def import_check_torch(
     project: config.ResolvedProject, spec: ExtensionSpec, torch: toolchain.TorchInstall,
     static_torch: bool,

@@ -49,6 +49,22 @@ def build_here(document: Mapping[str, Any], root: Path) -> BuildHere:
     return BuildHere([], carried)
 
 
+def validation_problems(text: str, root: Path) -> list[str]:
+    """What the backend's own validation says of ``text``, the pyproject.toml as migrate
+    writes it: the config resolved and the metadata made as for an sdist (PEP 621, PEP 639;
+    no torch needed), so no mistake of the generated tables goes unsaid."""
+    from ..backend.stages import source_metadata
+    from ..config.pyproject import tomllib
+
+    try:
+        source_metadata(root, None, os.environ, tomllib.loads(text))
+    except tomllib.TOMLDecodeError as exc:
+        return [f"invalid TOML: {exc}"]
+    except Pep517TorchError as exc:
+        return [str(exc)]
+    return []
+
+
 def build_problems_here(document: Mapping[str, Any], root: Path) -> list[str]:
     """The one line a build of ``document`` here fails with, or nothing."""
     return build_here(document, root).problems

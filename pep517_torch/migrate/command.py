@@ -39,7 +39,9 @@ class Migration:
     text: str  # [build-system], [project] and [tool.torch-ext], with comments
     existing_text: str | None  # the pyproject.toml already there
     existing: dict[str, Any]
-    problems: list[str]  # what the config parser says about the result (empty: valid)
+    # what the config parser says of the result with its suggestions on, and the backend's
+    # own validation of the file as written (empty: valid)
+    problems: list[str]
     fails_here: list[str] = field(default_factory=list)  # why a build here would fail
 
     @property
@@ -81,7 +83,7 @@ def migrate(setup_py: str | os.PathLike[str] = "setup.py", *,
             timeout: float = DEFAULT_TIMEOUT) -> Migration:
     """Run ``setup_py`` (or ``<dir>/setup.py``) intercepted and generate its tables; each run
     of it, in a process of its own, may take ``timeout`` seconds."""
-    from .builds_here import build_here
+    from .builds_here import build_here, validation_problems
     from .convert.tables import dynamic_dependencies
     from .convert.metadata import settle_license
     from .convert.pyproject_file import merge_project
@@ -126,7 +128,20 @@ def migrate(setup_py: str | os.PathLike[str] = "setup.py", *,
                                            frozenset(plan.need_cuda))
     decide_torch_requirement(plan, wheel_torch)
     text = render_plan(plan, carried_requires=carried)
+    problems += [problem for problem in validation_problems(_as_written(existing_text, text), path.parent)
+                 if problem not in problems + plan.fails_here]
     return Migration(path, pyproject, text, existing_text, existing, problems, plan.fails_here)
+
+
+def _as_written(existing_text: str | None, text: str) -> str:
+    """The pyproject.toml :func:`write` would write (the tables alone where the merge fails:
+    the other tables are not the backend's)."""
+    from .convert.pyproject_file import splice
+
+    try:
+        return text if existing_text is None else splice(existing_text, text)
+    except MigrateError:
+        return text
 
 
 def write(migration: Migration, *, force: bool = False) -> Path:

@@ -155,6 +155,26 @@ def _classifier_license(project: dict[str, Any], classifiers: list[str], globs: 
     return classifiers, []
 
 
+def _files_beside_a_table(merged: dict[str, Any], theirs: dict[str, Any]) -> Notes:
+    """PEP 639 forbids `license-files` beside a `license` that is not an SPDX expression (a
+    `{ file = ... }` or `{ text = ... }` table): after the merge, the one setup.py gave goes
+    (the file's own two stay, for the validation to name)."""
+    if "license-files" not in merged or not isinstance(merged.get("license"), dict):
+        return []
+    better = ("better: set license to the SPDX expression of your license, and list its files"
+              " in license-files")
+    if "license-files" not in theirs:
+        files = ", ".join(map(str, merged.pop("license-files")))
+        return [("project:license-files", f"license-files ({files}) not written: PEP 639"
+                 " forbids it beside pyproject.toml's license table, whose text the metadata"
+                 f" carries as License; {better}")]
+    if "license" not in theirs:
+        merged.pop("license")
+        return [("project:license", "setup.py's license (not an SPDX expression) not written:"
+                 f" PEP 639 forbids it beside pyproject.toml's license-files; {better}")]
+    return []
+
+
 def _default_globs(root: Path) -> list[str]:
     return [p for p in DEFAULT_LICENSE_FILES if glob.glob(p, root_dir=root)]
 
@@ -162,11 +182,12 @@ def _default_globs(root: Path) -> list[str]:
 def settle_license(merged: dict[str, Any], theirs: dict[str, Any], root: Path) -> Notes:
     """After the merge with an existing ``[project]`` (``theirs``), whose static keys won: its
     License classifiers beside a license expression or license-files of ours get the rule of
-    :func:`_classifier_license` (a `license` of its own stays as the file has it)."""
+    :func:`_classifier_license` (a `license` of its own stays as the file has it); and
+    license-files never stays beside a license table (:func:`_files_beside_a_table`)."""
+    notes = _files_beside_a_table(merged, theirs)
     classifiers = list(merged.get("classifiers") or [])
     if "license" in theirs or not license_classifiers(classifiers):
-        return []
-    notes: Notes = []
+        return notes
     merged.pop("license", None)
     globs = list(merged.pop("license-files", None) or _default_globs(root))
     explicit = "license-files" in theirs or globs != _default_globs(root)
