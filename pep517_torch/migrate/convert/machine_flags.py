@@ -12,6 +12,7 @@ time, else torch's own list: docs/cuda.md), and a note names what setup.py chose
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -19,6 +20,7 @@ from ...core.cuda.arch_flags import arch_options, archs_named_by
 from .tables import CUDA_SUFFIXES, Converted
 from ..intercept.gpu_probes import ABSENT, BY_CUDA, OTHER, REFERENCE, Gpu, chosen, describe
 from ..intercept.record import SetupRun
+from .settings_keys import backend_variables
 
 ARCH_KEYS = ("extra-cuda-cflags", "extra-cflags")
 ARCH_VARIABLE = "TORCH_CUDA_ARCH_LIST"
@@ -28,6 +30,7 @@ POLICY = ("left out, so pep517_torch's arch-list policy chooses (cuda-arch-list,
           " TORCH_CUDA_ARCH_LIST at build time; without either torch's own arch list:"
           " docs/cuda.md)")
 Outcome = Converted | str
+BACKEND_VARIABLES = backend_variables()  # read by pep517_torch itself: never a setup.py's list
 Attempt = Callable[..., Outcome]  # (env=..., cuda=..., gpu=...) -> a conversion, or why not
 
 
@@ -37,6 +40,9 @@ class MachineFlags:
 
     extensions: dict[str, str] = field(default_factory=dict)  # name -> the note
     arch_list: bool = False  # setup.py's $TORCH_CUDA_ARCH_LIST write follows it too
+    # extension -> the arch list setup.py builds when a variable of its own that chooses the
+    # archs is unset (its default, kept as the extension's cuda-arch-list)
+    arch_lists: dict[str, str] = field(default_factory=dict)
     environment: list[str] = field(default_factory=list)  # header lines
     handled: set[str] = field(default_factory=set)  # variables said here, not varied again
 
@@ -50,6 +56,8 @@ class MachineFlags:
                     extension[key] = without_arch_flags(extension[key])
                     if not extension[key]:
                         del extension[key]
+            if extension["name"] in self.arch_lists:
+                extension["cuda-arch-list"] = self.arch_lists[extension["name"]]
         if self.arch_list:
             converted.tool.pop("cuda-arch-list", None)
         return converted
@@ -106,6 +114,9 @@ def detect(attempt: Attempt, runs: Mapping[bool | None, tuple[SetupRun, Outcome]
             _by_gpu(found, attempt, mode, run, reference)
         if ARCH_VARIABLE in run.env_reads:
             _by_arch_list(found, attempt, mode, reference)
+        for name in run.env_reads:
+            if name != ARCH_VARIABLE and name not in BACKEND_VARIABLES:
+                _by_variable(found, attempt, mode, reference, name)
     return found
 
 
@@ -174,3 +185,69 @@ def _by_arch_list(found: MachineFlags, attempt: Attempt, mode: bool | None,
             f"${ARCH_VARIABLE}: setup.py turns it into the arch flags of {', '.join(follow)}"
             f" (tried {PROBE_ARCH_LIST!r}): {POLICY}; pep517_torch reads ${ARCH_VARIABLE}"
             " itself")
+
+
+def _spellings(archs: tuple[str, ...]) -> list[str]:
+    """An arch list as setup.py files spell one (``8.0;9.0``, ``80,90``, ``8.0 9.0``)."""
+    dotted = [f"{arch[:-1]}.{arch[-1]}" for arch in archs]
+    return [separator.join(form) for separator in (";", ",", " ") for form in (dotted, archs)]
+
+
+def _numbers(flags: tuple[str, ...]) -> set[str]:
+    """The compute capabilities (``80``) the targets of ``flags`` name."""
+    return {target.partition("_")[2].rstrip("af") for target in archs_named_by(list(flags))}
+
+
+def _by_variable(found: MachineFlags, attempt: Attempt, mode: bool | None,
+                 reference: Converted, name: str) -> None:
+    """A variable of setup.py's own whose value it turns into arch flags (``CUDA_ARCHITECTURES``
+    split into ``-gencode=arch=compute_XX,code=sm_XX``, or a filter over the archs it knows):
+    those flags are left to the arch-list policy too, setup.py's default list (the variable
+    unset) becomes the extension's cuda-arch-list, and TORCH_CUDA_ARCH_LIST replaces it."""
+    own = {e["name"]: _arch_flags(reference, e["name"]) for e in reference.extensions
+           if _with_cuda(reference, e["name"])}
+    own = {extension: flags for extension, flags in own.items() if flags}
+    if not own:
+        return
+    screen = attempt(env={name: "1"}, cuda=mode)  # an arch list would name arch 1, or none
+    if isinstance(screen, Converted) and all(
+            _arch_flags(screen, extension) == flags for extension, flags in own.items()):
+        return
+    known = sorted({n for flags in own.values() for n in _numbers(flags) if n.isdigit()})
+    probes = [PROBE_ARCHS, *([(known[0],)] if len(known) > 1 else [])]  # the second: a filter
+    for archs, value in ((archs, value) for archs in probes for value in _spellings(archs)):
+        probe = attempt(env={name: value}, cuda=mode)
+        if not isinstance(probe, Converted):
+            continue
+        follow = [extension for extension in own if probe.extension(extension)
+                  and _arch_flags(probe, extension)
+                  and _numbers(_arch_flags(probe, extension)) <= set(archs)]
+        if follow:
+            _arch_variable(found, attempt, mode, reference, name, value, follow)
+            return
+
+
+def _arch_variable(found: MachineFlags, attempt: Attempt, mode: bool | None,
+                   reference: Converted, name: str, value: str, follow: list[str]) -> None:
+    unset = reference if os.environ.get(name) is None else attempt(env={name: None}, cuda=mode)
+    defaults = []
+    for extension in follow:
+        default = _arch_flags(unset, extension) if isinstance(unset, Converted) else ()
+        listed = _as_list(default) if default else None
+        if listed is not None and " " not in listed:  # flags that read as an arch list
+            found.arch_lists[extension] = listed
+            defaults.append(f"{extension}: {listed}")
+            found.extensions.setdefault(extension, (
+                f"setup.py turns ${name} into this extension's arch flags; its list without"
+                f" ${name} is now cuda-arch-list, which TORCH_CUDA_ARCH_LIST overrides at"
+                f" build time: set that where you set ${name}"))
+        else:
+            found.extensions.setdefault(extension, (
+                f"setup.py turns ${name} into this extension's arch flags: they are {POLICY};"
+                f" set TORCH_CUDA_ARCH_LIST where you set ${name}"))
+    found.handled.add(name)
+    kept = f"; its list without it is cuda-arch-list ({', '.join(defaults)})" if defaults else ""
+    found.environment.append(
+        f"${name}: setup.py turns it into the arch flags of {', '.join(follow)} (tried"
+        f" {value!r}): TORCH_CUDA_ARCH_LIST replaces it (e.g. TORCH_CUDA_ARCH_LIST=\"8.0;9.0+PTX\""
+        f" where you set ${name}){kept}")
