@@ -37,21 +37,33 @@ def _user_facing(hook: Hook) -> Hook:
     return wrapper  # type: ignore[return-value]
 
 
+def _build_requirements() -> list[str]:
+    """setuptools-scm when the project's version comes from it (config/version.py decides);
+    nothing else beyond [build-system] requires: torch must be listed there (or installed).
+    A pyproject.toml that cannot be read asks for nothing: the build then says what is wrong."""
+    from .config import build_requirements
+
+    try:
+        return build_requirements(Path.cwd())
+    except (Pep517TorchError, OSError, ValueError):
+        return []
+
+
 def get_requires_for_build_wheel(config_settings: ConfigSettings = None) -> list[str]:
-    """Nothing beyond [build-system] requires (torch must be listed there, or installed), but
-    pybind11-stubgen where ``stubs = true`` (or an override, or ``-Cstubs=true``) asks for
-    stubs: the listing child runs it."""
+    """Beyond [build-system] requires (torch must be listed there, or installed):
+    setuptools-scm where the version comes from it, and pybind11-stubgen where ``stubs = true``
+    (or an override, or ``-Cstubs=true``) asks for stubs: the listing child runs it."""
     from .backend.op_listing import stub_requirements
 
-    return stub_requirements(Path.cwd(), config_settings)
+    return [*_build_requirements(), *stub_requirements(Path.cwd(), config_settings)]
 
 
 def get_requires_for_build_editable(config_settings: ConfigSettings = None) -> list[str]:
-    return []
+    return _build_requirements()
 
 
 def get_requires_for_build_sdist(config_settings: ConfigSettings = None) -> list[str]:
-    return []
+    return _build_requirements()
 
 
 @_user_facing

@@ -12,6 +12,7 @@ so), an operator library's folder is just a folder.
 from __future__ import annotations
 
 import re
+import subprocess
 import sys
 import zipfile
 from collections.abc import Iterator
@@ -141,6 +142,12 @@ class Project:
                 path.write_text('__version__ = "1.0.0"\nVERSION = "1.0.0"\n')
         if not any(self.root.glob("**/__init__.py")) and not self.tool.get("py-modules"):
             self.package(re.sub(r"[^A-Za-z0-9_]", "_", self.doc["project"]["name"]))
+        if "setuptools_scm" in self.doc.get("tool", {}):  # a version from git: a tagged clone
+            (self.root / ".gitignore").write_text("build/\n")
+            for args in (["init", "-q"], ["add", "."], ["commit", "-qm", "example"],
+                         ["tag", "v1.0.0"]):
+                subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid",
+                                *args], cwd=self.root, check=True, capture_output=True)
 
     def environment_keys(self) -> set[str]:
         """Variables the example's conditions and version read: unset for a build as written."""

@@ -142,8 +142,8 @@ class Recording:
     ) -> dict[str, Any] | None:
         """The record's facts, or None when no record can describe this build. ``excluded``:
         what the build wrote (the build directory, the wheel), whose state is no input."""
-        if self.env.everything:
-            return None
+        if self.env.everything or loaded.project.version.provider is not None:
+            return None  # a version from git changes with every commit, tag and edit
         root = str(self.root)
         outside = [os.path.join(os.path.abspath(p), "") for p in excluded if p is not None]
         if any(os.path.join(root, "").startswith(o) for o in outside):

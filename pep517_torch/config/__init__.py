@@ -12,7 +12,7 @@ from .model import ProjectSettings
 from .resolved import ConfigSettings, Facts, PackageLayout, ResolvedProject, VersionSource
 from .pyproject import parse_settings, read_pyproject
 from .resolve import resolve_project
-from .version import version_string
+from .version import build_requirements, version_string
 
 __all__ = [
     "ConfigSettings",
@@ -22,6 +22,7 @@ __all__ = [
     "ProjectSettings",
     "ResolvedProject",
     "VersionSource",
+    "build_requirements",
     "config_setting_fields",
     "parse_settings",
     "read_pyproject",

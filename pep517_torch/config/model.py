@@ -65,6 +65,16 @@ class VersionSettings:
         " version that `suffix-env` extends.",
         check=valid_version,
     )
+    provider: Literal["setuptools-scm"] | None = setting(
+        None,
+        help='`"setuptools-scm"`: the version comes from git (or Mercurial) through the'
+        " setuptools-scm library, configured by `[tool.setuptools_scm]` (`1.2.4.dev3+g1a2b3c4d`"
+        " three commits after the tag `v1.2.3`); an sdist carries it in PKG-INFO, so a wheel"
+        " builds from the sdist without git. The default when pyproject.toml has a"
+        " `[tool.setuptools_scm]` table and neither `file`, `pattern` nor `base` is given. The"
+        " build then requires setuptools-scm (`get_requires_for_build_*` asks the frontend for"
+        " it), and a build's no-op replay is off (the version changes with every commit).",
+    )
 
 
 PROJECT_ONLY_KEYS = ("extension", "overrides", "matrix")

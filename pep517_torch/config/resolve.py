@@ -28,7 +28,7 @@ from .paths import contained
 from .resolved import ConfigSettings, Facts, ResolvedProject
 from .pyproject import parse_settings
 from .shipping import check_module_collisions, in_tree_path, package_files, resolve_layout
-from .version import resolve_version
+from .version import resolve_version, write_version_file
 
 
 def format_build_dir(template: str, values: Mapping[str, str], key: str) -> str:
@@ -185,12 +185,13 @@ def resolve_project(
     in_tree = {
         spec.name: in_tree_path(root, layout, spec, origins.of("packages")) for spec in specs
     }
+    version = resolve_version(root, pyproject, project, origins)
+    write_version_file(root, pyproject, version)  # setuptools-scm's, before the files are listed
     files = package_files(
         root, layout.packages, layout.py_modules, layout.package_data,
         exclude=set(in_tree.values()),
     )
     check_module_collisions(specs, files)
-    version = resolve_version(root, pyproject, project, origins)
     return ResolvedProject(
         root=root,
         project_table=pyproject.get("project", {}),

@@ -62,6 +62,7 @@ class VersionSource:
     pattern: str | None = None  # regex with one group; None: `__version__ = "..."` via AST
     suffix_env: str | None = None  # environment variable whose value is appended
     base: str | None = None  # the version itself, instead of reading a file
+    provider: str | None = None  # "setuptools-scm": from git (or an sdist's PKG-INFO)
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,13 @@
 """Where a dynamic version (``dynamic = ["version"]``) comes from, and the version string
-itself: read from a file without importing it, or given as a base, plus an optional suffix
-from the environment. The distribution layer only receives the string."""
+itself: read from a file without importing it, given as a base, or asked of git through
+setuptools-scm, plus an optional suffix from the environment. The distribution layer only
+receives the string."""
 
 from __future__ import annotations
 
 import ast
 import re
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -23,14 +25,18 @@ from .resolved import ResolvedProject, VersionSource
 VERSION_FILE_KEY = "tool.torch-ext.version.file"
 VERSION_PATTERN_KEY = "tool.torch-ext.version.pattern"
 VERSION_SUFFIX_KEY = "tool.torch-ext.version.suffix-env"
+SETUPTOOLS_SCM = "setuptools-scm"
+SETUPTOOLS_SCM_TABLE = "setuptools_scm"  # [tool.setuptools_scm]
+SETUPTOOLS_SCM_REQUIREMENT = "setuptools-scm>=8"  # Configuration.from_file, _get_version
 
 
 def resolve_version(
     root: Path, pyproject: Mapping[str, Any], project: ProjectSettings, origins: Origins
 ) -> VersionSource:
     table = project.version
+    provider = version_provider(pyproject, project)
     if table is None:
-        return VersionSource()
+        return VersionSource(provider=provider)
     dynamic = pyproject.get("project", {}).get("dynamic", [])
     if "version" not in dynamic:
         raise ConfigError(
@@ -39,6 +45,12 @@ def resolve_version(
             origins.of("version"),
         )
     file = None
+    given = [name for name in ("file", "pattern", "base") if getattr(table, name) is not None]
+    if table.provider is not None and given:
+        raise ConfigError(
+            f"the version comes from {table.provider}, not from `{given[0]}`: give one",
+            key_path(origins.of("version"), "provider"),
+        )
     if table.base is not None and (table.file is not None or table.pattern is not None):
         raise ConfigError(
             "give the version either in `base` or through `file`/`pattern`, not both",
@@ -48,8 +60,36 @@ def resolve_version(
         key = key_path(origins.of("version"), "file")
         file = existing_file(root, table.file, key, "version file")
     return VersionSource(
-        file=file, pattern=table.pattern, suffix_env=table.suffix_env, base=table.base
+        file=file, pattern=table.pattern, suffix_env=table.suffix_env, base=table.base,
+        provider=provider,
     )
+
+
+def version_provider(pyproject: Mapping[str, Any], project: ProjectSettings) -> str | None:
+    """``"setuptools-scm"`` when a dynamic version comes from it: asked for in
+    ``[tool.torch-ext.version] provider``, or a ``[tool.setuptools_scm]`` table beside no other
+    source (setuptools reads that table the same way). None: a file, a base, or static."""
+    dynamic = pyproject.get("project", {}).get("dynamic", [])
+    if not isinstance(dynamic, list) or "version" not in dynamic:
+        return None
+    table = project.version
+    if table is not None and table.provider is not None:
+        return table.provider
+    if table is not None and any(getattr(table, name) is not None
+                                 for name in ("file", "pattern", "base")):
+        return None
+    tool = pyproject.get("tool", {})
+    return SETUPTOOLS_SCM if isinstance(tool, dict) and SETUPTOOLS_SCM_TABLE in tool else None
+
+
+def build_requirements(root: Path) -> list[str]:
+    """What a build of the project at ``root`` needs beyond ``[build-system] requires``:
+    setuptools-scm, when the version comes from it."""
+    from .pyproject import parse_settings, read_pyproject
+
+    pyproject = read_pyproject(root)
+    needed = version_provider(pyproject, parse_settings(pyproject)) == SETUPTOOLS_SCM
+    return [SETUPTOOLS_SCM_REQUIREMENT] if needed else []
 
 
 def version_string(project: ResolvedProject, env: Mapping[str, str]) -> str | None:
@@ -60,6 +100,10 @@ def version_string(project: ResolvedProject, env: Mapping[str, str]) -> str | No
         return None
     source = project.version
     suffix = env.get(source.suffix_env, "") if source.suffix_env else None
+    if source.provider == SETUPTOOLS_SCM:
+        name = project.project_table.get("name")
+        found = scm_version(project.root, name if isinstance(name, str) else None)
+        return append_suffix(found, suffix or None, "from setuptools-scm")
     if source.base is not None:
         return append_suffix(source.base, suffix or None, "(version.base)")
     file = source.file
@@ -74,6 +118,57 @@ def version_string(project: ResolvedProject, env: Mapping[str, str]) -> str | No
         file = require_inside(project.root, packages[0][1] / "__init__.py", "project.dynamic",
                               "version file")
     return read_version(file, source.pattern, suffix or None)
+
+
+def write_version_file(root: Path, pyproject: Mapping[str, Any], source: VersionSource) -> None:
+    """The version file ``[tool.setuptools_scm]`` names (``version_file``, or the older
+    ``write_to``), written now: the files a wheel ships are listed next, and a fresh clone has
+    none yet (setuptools writes it as early)."""
+    table = pyproject.get("tool", {}).get(SETUPTOOLS_SCM_TABLE)
+    if source.provider != SETUPTOOLS_SCM or not isinstance(table, dict):
+        return
+    if table.get("version_file") or table.get("write_to"):
+        name = pyproject.get("project", {}).get("name")
+        scm_version(root, name if isinstance(name, str) else None)
+
+
+def scm_version(root: Path, name: str | None) -> str:
+    """The version setuptools-scm gives ``root`` (as scikit-build-core's provider asks it):
+    from git or Mercurial, configured by ``[tool.setuptools_scm]``, writing its version file
+    if one is configured; in an unpacked sdist (no repository), its PKG-INFO's version.
+    SETUPTOOLS_SCM_PRETEND_VERSION and the library's other variables are its own to read."""
+    key = f"tool.{SETUPTOOLS_SCM_TABLE}"
+    try:
+        from setuptools_scm import Configuration, _get_version, get_version
+    except ImportError:
+        raise ConfigError(
+            f"the version comes from git through setuptools-scm, which is not installed here:"
+            f" `pip install '{SETUPTOOLS_SCM_REQUIREMENT}'`, or build with build isolation (the"
+            " backend asks the frontend for it)", key,
+        ) from None
+    try:
+        file = root / "pyproject.toml"
+        with warnings.catch_warnings():  # vcs-versioning 2 deprecates what its own API makes
+            warnings.simplefilter("ignore", DeprecationWarning)
+            if file.is_file():
+                config = Configuration.from_file(str(file), dist_name=name)
+                found = _get_version(config, force_write_version_files=True)
+            else:  # migrate's, not written yet: no table, setuptools-scm's defaults
+                found = get_version(root=str(root), dist_name=name)
+    except Exception as exc:  # noqa: BLE001 - the library's own error, said in one line
+        said = " ".join(str(exc).split()) or type(exc).__name__
+        raise ConfigError(f"setuptools-scm: {said}", key) from None
+    if not found:
+        raise ConfigError(
+            f"setuptools-scm found no version for {root}: it is not the top of a git (or"
+            " Mercurial) work tree, and has no PKG-INFO (an sdist's); build from a clone (with"
+            " its tags: `git fetch --tags`) or an sdist, or set SETUPTOOLS_SCM_PRETEND_VERSION",
+            key,
+        )
+    try:
+        return str(Version(found))
+    except InvalidVersion:
+        raise ConfigError(f"setuptools-scm gave {found!r}, which is not a PEP 440 version", key) from None
 
 
 def read_version(file: Path, pattern: str | None = None, suffix: str | None = None) -> str:

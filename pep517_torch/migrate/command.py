@@ -85,7 +85,7 @@ def migrate(setup_py: str | os.PathLike[str] = "setup.py", *,
     of it, in a process of its own, may take ``timeout`` seconds."""
     from .builds_here import build_here, validation_problems
     from .convert.tables import dynamic_dependencies
-    from .convert.metadata import settle_license
+    from .convert.metadata import settle_license, settle_version
     from .convert.pyproject_file import merge_project
     from .convert.render import render_plan
     from .convert.torch_pin import decide_torch_requirement
@@ -101,8 +101,10 @@ def migrate(setup_py: str | os.PathLike[str] = "setup.py", *,
     if isinstance(existing.get("project"), dict):
         merged, notes = merge_project(plan.base.project, existing["project"])
         notes += [text for _, text in settle_license(merged, existing["project"], path.parent)]
+        notes += [text for _, text in settle_version(merged, existing, plan.base.tool)]
         plan.base.project = merged
         kept = set(existing["project"]) - {"dynamic"}  # notes on values the file keeps are moot
+        kept |= {"version"} if "version" not in merged else set()
         plan.base.notes = [(where, text) for where, text in plan.base.notes
                            if where.partition(":")[2] not in kept]
         plan.base.notes += [("project", note) for note in notes]
@@ -120,11 +122,11 @@ def migrate(setup_py: str | os.PathLike[str] = "setup.py", *,
     problems = check_text(render_plan(plan, carried_requires=carried, enable_disabled=True))
     wheel_torch = None
     if not problems:
-        text = render_plan(plan, carried_requires=carried)
-        here = build_here(tomllib.loads(text), path.parent)
+        written = _as_written(existing_text, render_plan(plan, carried_requires=carried))
+        here = build_here(tomllib.loads(written), path.parent)
         plan.fails_here += here.problems
         wheel_torch = here.torch_requirements
-        plan.disagreements = disagreements(text, path.parent, plan.observed, facts_here(),
+        plan.disagreements = disagreements(written, path.parent, plan.observed, facts_here(),
                                            frozenset(plan.need_cuda))
     decide_torch_requirement(plan, wheel_torch)
     text = render_plan(plan, carried_requires=carried)
@@ -220,8 +222,10 @@ def run(args: argparse.Namespace) -> int:
     print(f"wrote {target}; setup.py is no longer used by the build: review the notes, then"
           " delete it", file=sys.stderr)
     tool = migration.existing.get("tool", {})
-    stale = sorted(name for name in tool if name.startswith("setuptools")) if isinstance(
-        tool, dict) else []
+    project = migration.existing.get("project", {})
+    scm = isinstance(project, dict) and "version" in (project.get("dynamic") or [])
+    stale = sorted(name for name in tool if name.startswith("setuptools")  # setuptools-scm's
+                   and not (scm and name == "setuptools_scm")) if isinstance(tool, dict) else []
     if stale:
         print(f"note: [tool.{'], [tool.'.join(stale)}] kept; pep517_torch ignores them",
               file=sys.stderr)

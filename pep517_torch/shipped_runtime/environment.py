@@ -53,6 +53,9 @@ CCACHE_STATSLOG = "CCACHE_STATSLOG"  # set for ccache by a traced build, unless 
 # (ccache_value).
 CCACHE_DOLLAR = "PEP517_TORCH_CCACHE_DOLLAR"
 SOURCE_DATE_EPOCH = "SOURCE_DATE_EPOCH"  # the timestamp of every wheel and sdist member
+# setuptools-scm's own, read by the library where a version comes from it (config/version.py):
+# SETUPTOOLS_SCM_PRETEND_VERSION (and _FOR_<NAME>) replaces what git says.
+SETUPTOOLS_SCM_PRETEND_VERSION = "SETUPTOOLS_SCM_PRETEND_VERSION"
 VIRTUAL_ENV = "VIRTUAL_ENV"  # the user's environment, named when a build is isolated from it
 
 # -- yes and no ---------------------------------------------------------------------------------

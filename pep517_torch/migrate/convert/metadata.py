@@ -30,7 +30,7 @@ HANDLED = frozenset(
     {"name", "version", "description", "long_description", "author", "author_email",
      "maintainer", "maintainer_email", "license", "license_file", "license_files", "url",
      "download_url", "project_urls", "keywords", "classifiers", "python_requires",
-     "install_requires", "extras_require", "entry_points", "platforms"}
+     "install_requires", "extras_require", "entry_points", "platforms", "use_scm_version"}
 )
 
 Notes = list[tuple[str, str]]  # (anchor, text)
@@ -204,6 +204,41 @@ def settle_license(merged: dict[str, Any], theirs: dict[str, Any], root: Path) -
     merged.clear()
     merged.update(reordered)
     return notes
+
+
+def settle_version(merged: dict[str, Any], existing: dict[str, Any], tool: dict[str, Any]) -> Notes:
+    """An existing pyproject.toml whose version is dynamic and comes from setuptools-scm (its
+    `[tool.setuptools_scm]`, which the merge keeps) stays so: setup.py's version (setuptools'
+    0.0.0 when setuptools-scm gave it, or one read from a file) does not replace it, and
+    pep517_torch asks setuptools-scm as setuptools did."""
+    theirs = existing.get("project", {})
+    dynamic = theirs.get("dynamic", [])
+    scm = isinstance(existing.get("tool"), dict) and "setuptools_scm" in existing["tool"]
+    if not (scm and isinstance(dynamic, list) and "version" in dynamic and "version" not in theirs):
+        return []
+    merged.pop("version", None)
+    tool.pop("version", None)
+    merged["dynamic"] = ["version", *(k for k in merged.get("dynamic", []) if k != "version")]
+    return [("project:version", "version: dynamic, from git through setuptools-scm, as"
+             " [tool.setuptools_scm] (kept) says: pep517_torch asks it as setuptools did, and an"
+             " sdist carries the version in PKG-INFO")]
+
+
+def scm_version_keyword(kwargs: dict[str, Any], project: dict[str, Any], tool: dict[str, Any],
+                        notes: Notes) -> None:
+    """``use_scm_version=`` (setuptools-scm's setup() keyword): a dynamic version from
+    setuptools-scm instead of setuptools' 0.0.0; its options belong in `[tool.setuptools_scm]`."""
+    given = kwargs.get("use_scm_version")
+    if not given:
+        return
+    project.pop("version", None)
+    project["dynamic"] = ["version", *(k for k in project.get("dynamic", []) if k != "version")]
+    tool["version"] = {"provider": "setuptools-scm"}
+    notes[:] = [note for note in notes if note[0] != "project:version"]
+    if isinstance(given, dict) and given:
+        options = ", ".join(f"{key} = {value!r}" for key, value in given.items())
+        notes.append(("tool", f"use_scm_version's options ({options}) go into a"
+                      " [tool.setuptools_scm] table, where setuptools-scm reads them"))
 
 
 def version_source(root: Path, packages: Iterable[Path], version: str) -> dict[str, str] | None:

@@ -26,7 +26,7 @@ from ..intercept.record import (
     factory_of,
 )
 from .compile_args import LIMITED_API_DEFINE, interpret, limited_api_tag, macro_value, take_define
-from .metadata import Notes, project_table, version_source
+from .metadata import Notes, project_table, scm_version_keyword, version_source
 from .settings_keys import EXTENSION_DEFAULTS
 from .setup_cfg import with_setup_cfg
 
@@ -279,6 +279,7 @@ def _layout(kwargs: dict[str, Any], paths: _Paths, converted: Converted) -> None
         converted.project["dynamic"] = ["version", *(
             k for k in converted.project.get("dynamic", []) if k != "version")]
         converted.tool["version"] = found
+    scm_version_keyword(kwargs, converted.project, converted.tool, converted.notes)
 
 
 def convert(run: SetupRun) -> Converted:
