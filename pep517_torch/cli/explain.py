@@ -18,6 +18,7 @@ from ..backend import noop_cache
 from ..backend.discovery import resolve
 from ..config import ConfigSettings
 from ..shipped_runtime import ledger
+from ..shipped_runtime.environment import FLAGS_ENV
 from ..shipped_runtime.user_line import say
 
 # A replay marks the no-op record's mtime; the build that wrote it did so this long before.
@@ -68,7 +69,8 @@ def explain(root: Path, settings: ConfigSettings) -> int:
         say(f"{build_dir} holds no explanation yet (made by an older pep517_torch)", out)
     since = ledger.compile_change(build_dir, project.root, os.environ)
     if since is not None:
-        reach = "every step" if since[1] else "what reads it"
+        flags = since[0].split(" ", 1)[0] in FLAGS_ENV  # on the commands of some steps
+        reach = "the steps whose command uses it" if flags else "every step" if since[1] else "what reads it"
         say(f"since then: {_shown(since[0], project.root)}; the next build redoes {reach}", out)
     return 0
 

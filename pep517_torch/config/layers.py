@@ -20,6 +20,7 @@ from ..errors import ConfigError
 from ..shipped_runtime.environment import (
     COMPILE_INPUT_ENV,
     FALSE_WORDS,
+    FLAGS_ENV,
     PASSTHROUGH_ENV,
     TOOL_ENV,
     TRUE_WORDS,
@@ -57,7 +58,7 @@ def artifact_env() -> tuple[str, ...]:
     """The variables whose values change what a build makes: the tools' and the settings' not
     marked ``runs_only`` (the JIT's warm check compares them)."""
     settings = (name for name, f in env_fields().items() if not f.metadata.get("runs_only"))
-    return (*TOOL_ENV, *COMPILE_INPUT_ENV, *settings)
+    return (*TOOL_ENV, *FLAGS_ENV, *COMPILE_INPUT_ENV, *settings)
 
 
 def resolution_variables() -> tuple[str, ...]:

@@ -22,7 +22,7 @@ from ..shipped_runtime.files import remove_leftover_temporaries
 from ..shipped_runtime.ninja import LOG_NAME
 from ..shipped_runtime.user_line import print_line, user_line
 from ..shipped_runtime import ledger
-from ..shipped_runtime.ninja import explained_outputs
+from ..shipped_runtime.ninja import COMMAND_CHANGED, explained_outputs
 from . import compile_record
 from .postlink import stable_audit
 from .toolchain import tools as toolchain
@@ -168,6 +168,12 @@ def _explain(plan: BuildPlan, timeline: trace.Timeline | None, explained: list[s
     ninja's (``-d explain``)."""
     steps = [(step.name, step.outputs) for step in timeline.steps] if timeline else []
     reasons, _ = explained_outputs(explained)
+    if plan.changes.commands:  # a flags variable changed the C++ compiles' and links' commands
+        for output, reason in reasons.items():
+            detail = plan.steps.get(output, {})
+            if reason == COMMAND_CHANGED and detail.get("kind") in ("compile", "pch", "link") \
+                    and "archs" not in detail:  # nvcc reads no flags variable
+                reasons[output] = f"{reason}, as {plan.changes.commands}"
     section = ledger.explanation(by, outcome, steps, everything=plan.changes.everything,
                                  ours=plan.changes.outputs, ninja=reasons)
     try:

@@ -8,7 +8,9 @@ After each successful run the ``compile`` section records, through the ledger
   project's own inputs (sources and headers outside torch and the build folder) with their
   content hash too, and which outputs read each;
 - the environment variables that are compile inputs without being on any command line
-  (``CPATH``, ``CPLUS_INCLUDE_PATH``, ``LIBRARY_PATH``... ``COMPILE_INPUT_ENV``);
+  (``CPATH``, ``CPLUS_INCLUDE_PATH``, ``LIBRARY_PATH``... ``COMPILE_INPUT_ENV``), and the
+  flags variables that are on them (``CXXFLAGS``, ``LDFLAGS``...: ninja redoes the steps whose
+  command changed; this says which variable changed them);
 - the machine facts: the C++ compiler CXX or PATH finds, nvcc, torch's version file.
 
 Before the next run (:func:`discard_changed`), anything that differs decides what ninja must
@@ -29,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from ..shipped_runtime import ledger
-from ..shipped_runtime.environment import COMPILE_INPUT_ENV
+from ..shipped_runtime.environment import COMPILE_INPUT_ENV, FLAGS_ENV
 
 SECTION = "compile"
 NINJA_FILES = ("build.ninja", ".ninja_log", ".ninja_deps")
@@ -44,6 +46,9 @@ class Changes:
 
     everything: str | None = None
     outputs: dict[str, str] = field(default_factory=dict)
+    # a flags variable that changed (``CXXFLAGS changed: unset -> '-DX=1'``): on the command
+    # lines, so ninja redoes the steps it changes, and this says why
+    commands: str | None = None
 
 
 def facts(toolkit_nvcc: Path | None, torch_root: Path, env: Mapping[str, str]) -> dict[str, Any]:
@@ -201,7 +206,7 @@ def discard_changed(build_dir: Path, root: Path | None, env: Mapping[str, str],
     for path, found in touched.items():
         files[path] = [*found, files[path][5]]  # touched, not changed
     refreshed = bool(touched)
-    result = Changes()
+    result = Changes(commands=ledger.env_changes(record.get("flags", {}), env))
     still_current = set(changed)
     for target, paths in record.get("outputs", {}).items():
         output = _output_path(build_dir, target)
@@ -301,6 +306,7 @@ def record(
     section = {
         "current": current_run,
         "env": ledger.read_env(env, COMPILE_INPUT_ENV),
+        "flags": ledger.read_env(env, FLAGS_ENV),
         "facts": dict(now),
         "files": files,
         "outputs": outputs,

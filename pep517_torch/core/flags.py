@@ -6,6 +6,8 @@ user ``-std=`` replaces ours per language rather than fighting it.
 
 from __future__ import annotations
 
+import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,6 +15,8 @@ from packaging.version import Version
 
 from ..abi import limited_api
 from ..abi import stable_abi as stable
+from ..errors import ConfigError
+from ..shipped_runtime.environment import FLAGS_ENV
 from . import flag_syntax
 from .spec import BUILD_TYPE_FLAGS, BuildType, ExtensionSpec, Kind
 from .toolchain.tools import Compiler, TorchInstall
@@ -64,6 +68,37 @@ class ResolvedTools:
     cuda_include_dirs: tuple[Path, ...] = ()
     cuda_library_dirs: tuple[Path, ...] = ()
     host_compiler_for_nvcc: str | None = None  # CC, passed as -ccbin
+    env_flags: EnvironmentFlags | None = None  # CXXFLAGS, CPPFLAGS, LDFLAGS (environment_flags)
+
+
+@dataclass(frozen=True)
+class EnvironmentFlags:
+    """The flags variables as setuptools and CMake apply them to C++: ``compile`` (CXXFLAGS,
+    then CPPFLAGS) on every C++ compile, ``link`` (LDFLAGS, CXXFLAGS, CPPFLAGS: setuptools'
+    order for a C++ link) on every link; nvcc gets neither."""
+
+    compile: tuple[str, ...] = ()
+    link: tuple[str, ...] = ()
+    note: str | None = None  # CFLAGS set where only C++ compiles
+
+
+def environment_flags(env: Mapping[str, str]) -> EnvironmentFlags:
+    """CXXFLAGS, CPPFLAGS and LDFLAGS from ``env``, each split as a shell would split it (as
+    setuptools and make do); a value no shell could split is an error naming its variable."""
+    found: dict[str, list[str]] = {}
+    for name in FLAGS_ENV:
+        try:
+            found[name] = shlex.split(env.get(name) or "")
+        except ValueError as exc:
+            raise ConfigError(f"{env[name]!r} cannot be split into flags ({exc})", name) from None
+    note = None
+    if found["CFLAGS"] and not found["CXXFLAGS"]:
+        note = ("CFLAGS is not read: every source compiles as C++, whose flags setuptools and"
+                " CMake take from CXXFLAGS (torch's BuildExtension passed CFLAGS): set CXXFLAGS")
+    return EnvironmentFlags(
+        (*found["CXXFLAGS"], *found["CPPFLAGS"]),
+        (*found["LDFLAGS"], *found["CXXFLAGS"], *found["CPPFLAGS"]), note,
+    )
 
 
 @dataclass(frozen=True)
@@ -176,7 +211,9 @@ def compute(
     build_map = build_dir_map_flags(source_root, build_dir)
 
     cxx_std = [] if has_std(spec.extra_cflags) else [default_std(torch)]
-    common = [*system_includes, "-fPIC", *cxx_std, *optimisation, *openmp, *prefix_maps]
+    from_env = tools.env_flags or EnvironmentFlags()
+    common = [*system_includes, "-fPIC", *cxx_std, *optimisation, *openmp, *prefix_maps,
+              *from_env.compile]
     name_define = defines[:1] if spec.kind is not Kind.EXECUTABLE else []
     cxx = [*defines, *user_includes, *common, *build_map, *spec.extra_cflags]
     pch = [*defines[len(name_define):], *common, *spec.extra_cflags]
@@ -281,6 +318,7 @@ def _link_flags(spec: ExtensionSpec, tools: ResolvedTools) -> list[str]:
     torch = tools.torch
     executable = spec.kind is Kind.EXECUTABLE
     ld = [] if executable else ["-shared"]
+    ld += (tools.env_flags or EnvironmentFlags()).link
     ld += [f"-L{torch.library_dir}", *_torch_link(spec, torch)]
     if executable:
         ld.append(f"-Wl,-rpath,{torch.library_dir}")

@@ -221,7 +221,11 @@ def prepare(
     if launcher_name == launchers.DISTCC:
         distributed = launchers.distcc_slots((launcher or compiler.command)[0], environment)
     notes: list[str] = []
-    tools = flags_mod.ResolvedTools(compiler, torch, toolchain.python_include_dir())
+    from_env = flags_mod.environment_flags(environment)
+    if from_env.note:
+        notes.append(from_env.note)
+    tools = flags_mod.ResolvedTools(compiler, torch, toolchain.python_include_dir(),
+                                    env_flags=from_env)
     cuda: CudaSetup | None = None
     if any(s.uses_cuda for s in specs):
         from .cuda import build_setup as cuda_setup  # CUDA builds only

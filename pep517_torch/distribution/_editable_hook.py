@@ -151,10 +151,23 @@ def _why_replan(config):
     if _changed(config["watched"]):
         return True
     found = _runtime("ledger").compile_change(
-        config["rebuild"]["build_dir"], config.get("root"), os.environ)
+        config["rebuild"]["build_dir"], config.get("root"), _installed_environment(config))
     if found is None:
         return None
     return found[0] if found[1] else False
+
+
+def _installed_environment(config):
+    """This environment with the variables the install recorded (CXXFLAGS, TORCH_CUDA_ARCH_LIST,
+    ...) as they were then: a re-plan resolves with those (backend/editable_rebuild.py), so
+    they change nothing here; the compile variables (CPATH...) are this import's own."""
+    env = dict(os.environ)
+    for name, value in config.get("env", {}).items():
+        if value is None:
+            env.pop(name, None)
+        else:
+            env[name] = value
+    return env
 
 
 def _load_state(config, replan):
@@ -166,6 +179,7 @@ def _load_state(config, replan):
     config["artifacts"] = state["artifacts"]
     config["rebuild"] = dict(state["rebuild"], replan=replan)
     config["watched"] = state["watched"]
+    config["env"] = state.get("env") or {}
     return True
 
 

@@ -152,6 +152,13 @@ def env_change(recorded: Mapping[str, str | None], env: Mapping[str, str]) -> st
     return None
 
 
+def env_changes(recorded: Mapping[str, str | None], env: Mapping[str, str]) -> str | None:
+    """Every recorded variable whose value differs, in words, by name (None: none does)."""
+    found = [f"{name} changed: {_shown(value)} -> {_shown(env.get(name))}"
+             for name, value in sorted(recorded.items()) if env.get(name) != value]
+    return "; ".join(found) or None
+
+
 def _shown(value: str | None) -> str:
     return "unset" if value is None else repr(value)
 
@@ -303,9 +310,9 @@ def compile_change(build_dir: str | os.PathLike[str], root: str | os.PathLike[st
                    env: Mapping[str, str]) -> tuple[str, bool] | None:
     """What changed since the compile core's last record in ``build_dir`` that only the core
     can bring up to date (None: nothing; plain ninja will do), in words, and whether it
-    touches every step: a folder made elsewhere, a variable or machine fact (True), or a
-    content-tracked input (a source or project header) whose identity moved, even to an older
-    mtime (False). No record: None."""
+    touches every step: a folder made elsewhere, a variable or machine fact, a flags variable
+    on the commands (True: planned anew), or a content-tracked input (a source or project
+    header) whose identity moved, even to an older mtime (False). No record: None."""
     whole = load(build_dir)
     problem = owner_problem(whole, build_dir, root)
     if problem is not None:
@@ -313,8 +320,8 @@ def compile_change(build_dir: str | os.PathLike[str], root: str | os.PathLike[st
     record = whole.get("compile")
     if not isinstance(record, dict):
         return None
-    changed = everything_changed(record, env)
-    if changed is not None:
+    changed = everything_changed(record, env) or env_changes(record.get("flags", {}), env)
+    if changed is not None:  # a flags variable: build.ninja's commands are planned anew
         return changed, True
     for path, recorded in record.get("files", {}).items():
         if recorded is not None and len(recorded) == 6:

@@ -365,6 +365,7 @@ def run_ninja_followed(argv: Sequence[str], env: Mapping[str, str], progress: Pr
     return returncode
 
 
+COMMAND_CHANGED = "its command changed"
 _WHY = (  # ninja's explanation of a step's output -> ours, the most telling first
     (re.compile(r"output (.+) doesn't exist"), "it did not exist"),
     (re.compile(r"output (.+) older than most recent input (.+) \(\d+ vs \d+\)"), "{1} is newer"),
@@ -372,7 +373,7 @@ _WHY = (  # ninja's explanation of a step's output -> ours, the most telling fir
      "{1} is newer"),
     (re.compile(r"restat of output (.+) older than most recent input (.+) \(\d+ vs \d+\)"),
      "{1} is newer"),
-    (re.compile(r"command line changed for (.+)"), "its command changed"),
+    (re.compile(r"command line changed for (.+)"), COMMAND_CHANGED),
     (re.compile(r"command line not found in log for (.+)"), "no record of its last command"),
     (re.compile(r"deps for '(.+)' are missing"), "its header list was missing"),
 )
