@@ -16,7 +16,7 @@ from packaging.version import Version
 from ..abi import limited_api
 from ..abi import stable_abi as stable
 from ..errors import ConfigError
-from ..shipped_runtime.environment import FLAGS_ENV
+from ..shipped_runtime.environment import CFLAGS, FLAGS_ENV
 from . import flag_syntax
 from .spec import BUILD_TYPE_FLAGS, BuildType, ExtensionSpec, Kind
 from .toolchain.tools import Compiler, TorchInstall
@@ -86,13 +86,13 @@ def environment_flags(env: Mapping[str, str]) -> EnvironmentFlags:
     """CXXFLAGS, CPPFLAGS and LDFLAGS from ``env``, each split as a shell would split it (as
     setuptools and make do); a value no shell could split is an error naming its variable."""
     found: dict[str, list[str]] = {}
-    for name in FLAGS_ENV:
+    for name in (*FLAGS_ENV, CFLAGS):
         try:
             found[name] = shlex.split(env.get(name) or "")
         except ValueError as exc:
             raise ConfigError(f"{env[name]!r} cannot be split into flags ({exc})", name) from None
     note = None
-    if found["CFLAGS"] and not found["CXXFLAGS"]:
+    if found[CFLAGS] and not found["CXXFLAGS"]:
         note = ("CFLAGS is not read: every source compiles as C++, whose flags setuptools and"
                 " CMake take from CXXFLAGS (torch's BuildExtension passed CFLAGS): set CXXFLAGS")
     return EnvironmentFlags(

@@ -48,13 +48,14 @@ CUDA_ONLY_ENV = ("CC", "CUDA_HOME", "CUDA_PATH", TORCH_CUDA_ARCH_LIST, "NVCC_PRE
 # (core/flags.py, environment_flags): CXXFLAGS then CPPFLAGS on every C++ compile (a PCH's
 # too) after pep517_torch's own flags, before an extension's extra-cflags; LDFLAGS, CXXFLAGS
 # and CPPFLAGS on every link; nvcc reads none of them (nor does it under setuptools or CMake).
-# CFLAGS is C's, and every source here compiles as C++: read only to say so. On the command
-# lines: ninja redoes the steps they change; the compile record keeps them for `explain`.
-FLAGS_ENV = ("CXXFLAGS", "CPPFLAGS", "LDFLAGS", "CFLAGS")
+# On the command lines: ninja redoes the steps they change; the compile record keeps them for
+# `explain`, the JIT's stamp for its warm check.
+FLAGS_ENV = ("CXXFLAGS", "CPPFLAGS", "LDFLAGS")
+CFLAGS = "CFLAGS"  # C's, and every source here compiles as C++: read only to say so
 XDG_CACHE_HOME = "XDG_CACHE_HOME"
 # Where tools, GPUs, distcc hosts and the PCH cache are found; not written into build.ninja.
 SEARCH_ENV = ("PATH", "CUDA_VISIBLE_DEVICES", "DISTCC_HOSTS", CACHE_DIR, XDG_CACHE_HOME)
-PASSTHROUGH_ENV = TOOL_ENV + FLAGS_ENV + SEARCH_ENV  # copied into BuildOptions.env for the core
+PASSTHROUGH_ENV = TOOL_ENV + FLAGS_ENV + (CFLAGS,) + SEARCH_ENV  # into BuildOptions.env
 CCACHE_STATSLOG = "CCACHE_STATSLOG"  # set for ccache by a traced build, unless the user set it
 # Holds "$" in a ccache's environment: how a ccache setting pep517_torch sets spells a literal $
 # (ccache_value).

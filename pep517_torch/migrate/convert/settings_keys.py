@@ -15,7 +15,7 @@ from ...config.extension_model import CudaVariant, ExtensionSettings
 from ...config.model import PROJECT_ONLY_KEYS, OverrideAppend, ProjectSettings
 from ...config.parse import fields_by_key, partial_keys, type_hints, union_members
 from ...config.layers import env_fields
-from ...shipped_runtime.environment import FLAGS_ENV, PASSTHROUGH_ENV
+from ...shipped_runtime.environment import CFLAGS, FLAGS_ENV, PASSTHROUGH_ENV
 
 EXTENSION_NAME_KEY = "name"
 
@@ -89,9 +89,9 @@ def backend_variables() -> dict[str, str]:
     }
     for variable in FLAGS_ENV:
         found[variable] = (f"pep517_torch reads ${variable} itself, as setuptools and CMake do"
-                           " for C++ (docs/configuration.md)" if variable != "CFLAGS" else
-                           "pep517_torch compiles every source as C++, with $CXXFLAGS (as"
-                           " setuptools and CMake do), not $CFLAGS: set CXXFLAGS")
+                           " for C++ (docs/configuration.md)")
+    found[CFLAGS] = ("pep517_torch compiles every source as C++, with $CXXFLAGS (as setuptools"
+                     " and CMake do), not $CFLAGS: set CXXFLAGS")
     for variable in PASSTHROUGH_ENV:
         found.setdefault(variable, f"pep517_torch passes ${variable} to its compile steps itself"
                          " (compilers and the CUDA toolkit are found through it)")
