@@ -3,10 +3,16 @@
 Every face and the editable hook print their notes, progress headers, waits and errors
 through this module; a face that hands lines to a callback (a build's ``log``, the JIT's quiet
 ``say``) words them with :func:`user_line` and lets the callback print.
+
+Text that comes from outside (a file read back, a wheel's name or METADATA, a lock's owner
+line, a child process's answer) never reaches the terminal raw: :func:`shown` is the one
+sanitiser, every control character written as an escape (``\x1b``), and every line worded here
+goes through :func:`printable` (the same, newlines and tabs kept).
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import TextIO
 
@@ -14,13 +20,39 @@ PREFIX = "pep517_torch: "
 ERROR = PREFIX + "error: "  # how an error's line starts (the hook finds it in a rebuild's output)
 
 
+def shown(text: object) -> str:
+    """``text`` as one printable line: each control, format or separator character (newlines
+    too) escaped as Python writes it (``\x1b``, ``\n``, ``\u202e``); a line of printable text
+    as it is."""
+    text = str(text)
+    if text.isprintable():
+        return text
+    return "".join(char if char.isprintable() else _escape(char) for char in text)
+
+
+def printable(text: str) -> str:
+    """:func:`shown`, keeping the newlines and tabs of a message of several lines (a compiler's
+    error, quoted)."""
+    if text.isprintable():
+        return text
+    return "".join(char if char.isprintable() or char in "\n\t" else _escape(char) for char in text)
+
+
+def _escape(char: str) -> str:
+    code = ord(char)
+    named = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}.get(char)
+    return named or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000
+                     else f"\\U{code:08x}")
+
+
 def user_line(message: str) -> str:
-    """``message`` worded as pep517_torch's: ``pep517_torch: wrote dist/x.whl``."""
-    return PREFIX + message
+    """``message`` worded as pep517_torch's: ``pep517_torch: wrote dist/x.whl`` (control
+    characters escaped, :func:`printable`)."""
+    return PREFIX + printable(message)
 
 
 def error_line(message: str) -> str:
-    return ERROR + message
+    return ERROR + printable(message)
 
 
 def print_line(line: str, file: TextIO | None = None) -> None:
@@ -46,3 +78,21 @@ def format_size(size: float) -> str:
             return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
         size /= 1024
     raise AssertionError("unreachable")
+
+
+# A command whose reader left (`python -m pep517_torch explain | head -1`) ends with the status
+# a shell shows for a program SIGPIPE ended (128 + 13), as git and the coreutils end there.
+CLOSED_STDOUT = 141
+
+
+def closed_stdout() -> int:
+    """After a BrokenPipeError on stdout: what is still buffered goes nowhere (Python flushes
+    stdout at exit, and would say it failed), as the Python documentation's recipe for SIGPIPE
+    does; the status to exit with."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
+    return CLOSED_STDOUT
