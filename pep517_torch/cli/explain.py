@@ -3,47 +3,34 @@
 Read back from the build folder's ledger, as ``ninja -d explain`` would say it but for every
 layer: each step the last build ran with the first thing that changed for it (a file, a
 variable with its old and new value, the compiler, torch, a build folder copied from
-elsewhere), or that nothing changed and the build did nothing or replayed its wheel; then
-what changed since, which the next build will redo.
+elsewhere), or that nothing changed and the build did nothing or replayed its wheel (a no-op
+hook: the no-op cache's record of it, by whichever interpreter, is later than the ledger's
+last build); then what changed since, which the next build will redo. A ledger that cannot be
+read is named with why. Everything read back is shown through the one sanitiser
+(``user_line.shown``).
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import time
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from ..backend import noop_cache
 from ..backend.discovery import resolve
 from ..config import ConfigSettings
 from ..shipped_runtime import ledger
 from ..shipped_runtime.environment import FLAGS_ENV
-from ..shipped_runtime.user_line import say
-
-# A replay marks the no-op record's mtime; the build that wrote it did so this long before.
-_REPLAY_MARGIN_NS = 100_000_000
+from ..shipped_runtime.state_file import Unreadable
+from ..shipped_runtime.user_line import say, shown
 
 
-def _shown(text: str, root: Path) -> str:
-    """Paths below the project root, relative to it."""
-    return text.replace(f"{root}{os.sep}", "")
-
-
-def _replayed(root: Path, settings: ConfigSettings, env: Mapping[str, str]) -> bool:
-    """Whether the last hook call replayed the kept wheel after the build that recorded it."""
-    location = noop_cache.record_file(env, "wheel", str(root), settings)
-    if location is None:
-        return False
-    try:
-        import json
-
-        with open(location, "rb") as file:
-            written = json.load(file).get("written_ns")
-        marked = os.stat(location).st_mtime_ns
-    except (OSError, ValueError, AttributeError):
-        return False
-    return isinstance(written, int) and marked > written + _REPLAY_MARGIN_NS
+def _shown(text: object, root: Path) -> str:
+    """Text read back, paths below the project root relative to it, as one printable line."""
+    return shown(str(text).replace(f"{root}{os.sep}", ""))
 
 
 def explain(root: Path, settings: ConfigSettings) -> int:
@@ -53,18 +40,28 @@ def explain(root: Path, settings: ConfigSettings) -> int:
         say(f"{project.root} builds no extension here: nothing is compiled, nothing to explain", out)
         return 0
     build_dir = project.options.build_dir
-    whole = ledger.load(build_dir)
+    try:
+        whole = ledger.read(build_dir)
+    except Unreadable as error:
+        say(f"{shown(error)}: not a ledger pep517_torch can read, so nothing it says is used;"
+            " the next build runs every step", out)
+        return 0
     if not whole:
         say(f"no build has run in {build_dir} yet: the first one runs every step", out)
         return 0
     problem = ledger.owner_problem(whole, build_dir, project.root)
     if problem is not None:
-        say(f"{build_dir}: {problem}; nothing it recorded holds here, and the next build runs"
-            " every step", out)
+        say(f"{build_dir}: {shown(problem)}; nothing it recorded holds here, and the next build"
+            " runs every step", out)
         return 0
     last = whole.get("explain")
-    if isinstance(last, dict):
-        _say_last(last, project.root, _replayed(project.root, settings, os.environ))
+    if last is not None:
+        replay = noop_cache.last_replay(str(build_dir), str(project.root), os.environ,
+                                        last.get("at_ns", 0))
+        if replay is not None:
+            _say_replay(last, *replay)
+        else:
+            _say_last(last, project.root)
     else:
         say(f"{build_dir} holds no explanation yet (made by an older pep517_torch)", out)
     since = ledger.compile_change(build_dir, project.root, os.environ)
@@ -75,14 +72,16 @@ def explain(root: Path, settings: ConfigSettings) -> int:
     return 0
 
 
-def _say_last(last: Mapping[str, object], root: Path, replayed: bool) -> None:
+def _say_replay(last: Mapping[str, Any], marked_ns: int, record: Mapping[str, Any]) -> None:
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(marked_ns / 1e9))
+    say(f"the last build (a wheel build, {when}) ran no step: nothing had changed since the build"
+        f" before it ({shown(last['by'])}, {shown(last['at'])}), so the wheel was replayed"
+        f" ({shown(record['output']['wheel'])}), nothing ran", sys.stdout)
+
+
+def _say_last(last: Mapping[str, Any], root: Path) -> None:
     out = sys.stdout
-    when, by, outcome = last.get("at", "?"), last.get("by", "a build"), last.get("outcome")
-    steps = [row for row in last.get("steps", []) if isinstance(row, list) and len(row) == 2]  # type: ignore[union-attr]
-    if replayed:
-        say(f"nothing changed since the last build ({by}, {when}): the wheel was replayed,"
-            " nothing ran", out)
-        return
+    when, by, outcome, steps = shown(last["at"]), shown(last["by"]), last["outcome"], last["steps"]
     if outcome == "nothing to do" or not steps:
         say(f"nothing changed since the build before it: the last build ({by}, {when}) ran"
             " no step", out)
@@ -90,10 +89,9 @@ def _say_last(last: Mapping[str, object], root: Path, replayed: bool) -> None:
     count = f"{len(steps)} step{'s' * (len(steps) != 1)}"
     verb = "failed after" if outcome == "failed" else "ran"
     say(f"the last build ({by}, {when}) {verb} {count}:", out)
-    everything = last.get("everything")
-    if isinstance(everything, str):
+    everything = last["everything"]
+    if everything is not None:
         say(f"  every step, because {_shown(everything, root)}:", out)
     for name, reason in steps:
-        said = "" if reason == everything else f": {_shown(str(reason), root)}"
-        say(f"  {name}{said}", out)
-
+        said = "" if reason == everything else f": {_shown(reason, root)}"
+        say(f"  {shown(name)}{said}", out)

@@ -188,7 +188,12 @@ def stale_outputs(build_dir: Path, root: Path | None, env: Mapping[str, str]) ->
 def discard_changed(build_dir: Path, root: Path | None, env: Mapping[str, str],
                     now: Mapping[str, Any]) -> Changes:
     """Before a run: make ninja redo what changed beyond its mtimes (see the module's
-    docstring). ``now``: this build's machine facts (:func:`facts`)."""
+    docstring). ``now``: this build's machine facts (:func:`facts`). A ledger that could not be
+    read (named once when it was) voids ninja's log with it: every step runs."""
+    void = ledger.take_void(build_dir)
+    if void is not None:
+        _forget_ninja_log(build_dir)
+        return Changes(everything=f"{void.path} could not be read ({void.why})")
     problem = ledger.owner_problem(ledger.load(build_dir), build_dir, root)
     if problem is not None:
         _forget_ninja_log(build_dir)
@@ -215,8 +220,10 @@ def discard_changed(build_dir: Path, root: Path | None, env: Mapping[str, str],
             continue
         try:
             built = os.stat(output).st_mtime_ns
-        except OSError:
-            still_current.difference_update(dirty)  # missing: ninja builds it anyway
+        except OSError:  # missing (an interrupted build): ninja builds it anyway; the edit is why
+            still_current.difference_update(dirty)
+            result.outputs[target] = (f"{dirty[0]} {changed[dirty[0]][1]} (its output {target}"
+                                      " was missing: removed, or an earlier build stopped before making it)")
             continue
         if all(built > changed[p][0] for p in dirty):
             continue  # built after the change (by a plain ninja run, e.g. an editable hook)

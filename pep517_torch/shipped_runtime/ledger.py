@@ -15,8 +15,14 @@ by ``python -m pep517_torch explain``). The same record shapes serve the state k
 the no-op cache's records, the tool-probe cache, a JIT extension's stamp, a precompiled
 header's seal.
 
-Standard library only, and no import of the rest of the runtime at module level: the
-editable hook ships this file, and the PCH seal, run as a script, loads it as a sibling.
+The state file is read as untrusted input (``state_file.py``): never through a symlink, only
+as a regular file, up to a bound, checked against :data:`SHAPE` (the folder's keys and each
+section's); one that fails is named once and treated as absent, so the next build runs every
+step.
+
+Standard library only, and no import of the rest of the runtime at module level but
+``state_file.py``: the editable hook ships both files, and the PCH seal, run as a script, loads
+the runtime's folder as a package of its own.
 """
 
 from __future__ import annotations
@@ -25,6 +31,8 @@ import os
 import stat
 from collections.abc import Iterable, Mapping
 from typing import Any
+
+from .state_file import IDENTITY, ListOf, Map, Unreadable, ignored, read_json
 
 FORMAT = 1
 NAME = ".pep517_torch_ledger.json"
@@ -45,10 +53,11 @@ def identity_of(st: os.stat_result) -> Identity:
 
 
 def identity(path: str | os.PathLike[str]) -> Identity | None:
-    """The file's identity (symlinks followed); None when it cannot be stat'ed (missing)."""
+    """The file's identity (symlinks followed); None when it cannot be stat'ed (missing, or a
+    name no file can have: a NUL in a path read back from disk)."""
     try:
         return identity_of(os.stat(path))
-    except OSError:
+    except (OSError, ValueError):
         return None
 
 
@@ -72,7 +81,7 @@ def content_hash(path: str | os.PathLike[str]) -> str | None:
         with open(path, "rb") as file:
             while chunk := file.read(1 << 20):
                 digest.update(chunk)
-    except OSError:
+    except (OSError, ValueError):
         return None
     return digest.hexdigest()
 
@@ -246,16 +255,71 @@ def path_in(build_dir: str | os.PathLike[str]) -> str:
     return os.path.join(build_dir, NAME)
 
 
-def load(build_dir: str | os.PathLike[str]) -> dict[str, Any]:
-    """The folder's ledger ({} when there is none, or one of another format)."""
-    import json
+def _format(value: Any) -> str | None:
+    if value == FORMAT and type(value) is int:
+        return None
+    if type(value) is int and value > FORMAT:
+        return f"is {value}: written by a newer pep517_torch (this one reads {FORMAT})"
+    return f"is {value!r}, not {FORMAT}"
 
+
+def _fact(value: Any) -> str | None:
+    """A machine fact: [path, *identity] (the identity absent when the file was missing)."""
+    if not (isinstance(value, list) and value and isinstance(value[0], str) and len(value) in (1, 6)
+            and all(type(n) is int for n in value[1:])):
+        return "is not [path, device, inode, size, mtime, ctime]"
+    return None
+
+
+_FILE = (ListOf(int, 5), lambda v: None if (  # an identity, or an identity and a content hash
+    isinstance(v, list) and len(v) == 6 and all(type(n) is int for n in v[:5])
+    and (v[5] is None or isinstance(v[5], str))) else "is not an identity", None)
+# Each section as the layer that keeps it writes it; anything else is no ledger of ours.
+SECTIONS: dict[str, Any] = {
+    "compile": {"current?": bool, "env": Map((str, None)), "facts": Map((_fact, None)),
+                "files": Map(_FILE), "outputs?": Map([str])},
+    "explain": {"at": str, "at_ns?": int, "by": str, "outcome": str, "everything": (str, None),
+                "steps": [ListOf(str, 2)]},
+    "steps": {"descriptions": Map(str), "details": Map(Map(object)), "ccache?": bool},
+    "platform": {"key": str, "decision": (ListOf(str, 2), None)},
+    "editable": {"root": str, "config_settings": Map((str, [str])), "env": Map((str, None)),
+                 "artifacts": [ListOf(str, 2)],
+                 "rebuild": {"ninja": str, "build_dir": str, "targets": [str]},
+                 "watched": Map((IDENTITY, None))},
+    "unity_groups": Map({"flags": str, "groups": [[str]]}),
+    "unity_apart": [str],
+}
+SHAPE = {"format": _format, "build_dir": str, "root?": (str, None),
+         **{f"{name}?": shape for name, shape in SECTIONS.items()}}
+LIMIT = 64 << 20  # bytes: a project of 100,000 files records a few MiB
+
+
+def read(build_dir: str | os.PathLike[str]) -> dict[str, Any]:
+    """The folder's ledger ({} when there is none); :class:`Unreadable` naming it and why, for
+    one that is not a regular file, too large, not JSON, or not of :data:`SHAPE`."""
+    return read_json(path_in(build_dir), LIMIT, SHAPE) or {}
+
+
+_void: dict[str, Unreadable] = {}  # ledger path -> why it could not be read, until taken
+
+
+def load(build_dir: str | os.PathLike[str]) -> dict[str, Any]:
+    """The folder's ledger ({} when there is none, or one that cannot be read: said once, kept
+    for :func:`take_void`, and then the build redoes every step)."""
     try:
-        with open(path_in(build_dir), "rb") as file:
-            found = json.load(file)
-    except (OSError, ValueError, RecursionError):
+        return read(build_dir)
+    except Unreadable as error:
+        ignored(error, "what it recorded is void: every step runs again")
+        _void[os.path.abspath(path_in(build_dir))] = error
         return {}
-    return found if isinstance(found, dict) and found.get("format") == FORMAT else {}
+
+
+def take_void(build_dir: str | os.PathLike[str]) -> Unreadable | None:
+    """Why this folder's ledger could not be read by this process since the last call (None:
+    it could, or there is none), though a write may have replaced it since: what ninja's own
+    log says is void with it (the compile core then runs every step)."""
+    load(build_dir)
+    return _void.pop(os.path.abspath(path_in(build_dir)), None)
 
 
 def owner_problem(ledger: Mapping[str, Any], build_dir: str | os.PathLike[str],
@@ -283,6 +347,7 @@ def update(build_dir: str | os.PathLike[str], root: str | os.PathLike[str] | Non
 
     folder = os.path.abspath(build_dir)
     ledger = load(folder)
+    _clear_the_way(path_in(folder))
     if owner_problem(ledger, folder, root) is not None:
         ledger = {}
     ledger.update(format=FORMAT, build_dir=folder)
@@ -294,6 +359,16 @@ def update(build_dir: str | os.PathLike[str], root: str | os.PathLike[str] | Non
         else:
             ledger[name] = value
     write_atomic(Path(path_in(folder)), json.dumps(ledger, sort_keys=True))
+
+
+def _clear_the_way(path: str) -> None:
+    """An empty directory where the ledger goes (it cannot be renamed over) is removed; anything
+    else there is replaced by the rename (a symlink itself, never what it points to)."""
+    try:
+        if stat.S_ISDIR(os.lstat(path).st_mode):
+            os.rmdir(path)
+    except OSError:
+        pass  # the write says what is in the way
 
 
 def section(build_dir: str | os.PathLike[str], name: str,
@@ -359,5 +434,7 @@ def explanation(
         reason = everything or next((ours[o] for o in outputs if o in ours), None)
         reason = reason or next((ninja[o] for o in outputs if o in ninja), None)
         rows.append([name, reason or "an input it reads was rebuilt"])
-    return {"at": now_text(), "by": by, "outcome": outcome, "everything": everything,
-            "steps": rows}
+    import time
+
+    return {"at": now_text(), "at_ns": time.time_ns(), "by": by, "outcome": outcome,
+            "everything": everything, "steps": rows}

@@ -366,13 +366,15 @@ def run_ninja_followed(argv: Sequence[str], env: Mapping[str, str], progress: Pr
 
 
 COMMAND_CHANGED = "its command changed"
-_WHY = (  # ninja's explanation of a step's output -> ours, the most telling first
-    (re.compile(r"output (.+) doesn't exist"), "it did not exist"),
-    (re.compile(r"output (.+) older than most recent input (.+) \(\d+ vs \d+\)"), "{1} is newer"),
+_WHY = (  # ninja's explanation of a step's output -> ours, the most telling first; each names
+    # what it is about (the output, the input), never "it"
+    (re.compile(r"output (.+) doesn't exist"), "its output {0} did not exist"),
+    (re.compile(r"output (.+) older than most recent input (.+) \(\d+ vs \d+\)"),
+     "{1} is newer than its output {0}"),
     (re.compile(r"recorded mtime of (.+) older than most recent input (.+) \(\d+ vs \d+\)"),
-     "{1} is newer"),
+     "{1} is newer than its output {0}"),
     (re.compile(r"restat of output (.+) older than most recent input (.+) \(\d+ vs \d+\)"),
-     "{1} is newer"),
+     "{1} is newer than its output {0}"),
     (re.compile(r"command line changed for (.+)"), COMMAND_CHANGED),
     (re.compile(r"command line not found in log for (.+)"), "no record of its last command"),
     (re.compile(r"deps for '(.+)' are missing"), "its header list was missing"),
