@@ -18,8 +18,12 @@ what the record says, the kept wheel is copied to the output directory (or the d
 written), the build's notes and a summary are printed, and nothing else is imported: no
 config, no packaging, no compile core but ``compile_record``. Anything else (a difference, no
 record, an unreadable one, any error) returns None, and the hook builds as always, which
-refreshes the record. Standard library and ``shipped_runtime/`` only; it only reads (the build directory's lock is
-the real build's).
+refreshes the record. A record is read as untrusted input (``shipped_runtime/state_file.py``:
+a regular file, bounded, of :data:`SHAPE`), and what it names is checked as strictly as a build
+would make it: the wheel's file name, the kept wheel's place (beside the artifacts, or beside
+the record, under the one name the writer gives it), the ``.dist-info``'s name and members. A
+record that fails is named in one line and the hook builds. Standard library and
+``shipped_runtime/`` only; it only reads (the build directory's lock is the real build's).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import sys
 import time
 from collections.abc import Mapping
@@ -37,7 +42,10 @@ from ..shipped_runtime.environment import NO_REPLAY, cache_root
 from ..shipped_runtime import ledger
 from ..shipped_runtime.ledger import identity
 from ..shipped_runtime.files import temporary_name
-from ..shipped_runtime.user_line import log, user_line
+from ..shipped_runtime.state_file import (
+    IDENTITY, Exactly, ListOf, Map, Unreadable, ignored, problem, read_json,
+)
+from ..shipped_runtime.user_line import log, printable, user_line
 
 if TYPE_CHECKING:  # nothing of the config layer at run time: a replay imports none of it
     from ..config import ConfigSettings
@@ -47,7 +55,56 @@ RECORDS = "last-builds"  # the records' folder in the machine cache
 # Libraries whose code shapes a wheel or its metadata: an upgrade builds again.
 LIBRARIES = ("packaging", "pyproject_metadata", "auditwheel", "elftools")
 _PACKAGE = os.path.dirname(os.path.abspath(__file__))
+LIMIT = 64 << 20  # bytes: a metadata record holds the .dist-info's files
+# PEP 427's file names and PEP 376's folders, as pep517_torch writes them (normalised names)
+_WHEEL = re.compile(r"[A-Za-z0-9_.]+-[A-Za-z0-9_.!+]+(-[0-9][A-Za-z0-9_.]*)?(-[A-Za-z0-9_.]+){3}\.whl")
+_DIST_INFO = re.compile(r"[A-Za-z0-9_.]+-[A-Za-z0-9_.!+]+\.dist-info")
+_MEMBER = re.compile(r"[A-Za-z0-9_.+-]+(/[A-Za-z0-9_.+-]+)*")
 
+
+def _matches(pattern: re.Pattern[str]) -> Any:
+    def check(value: Any) -> str | None:
+        ok = isinstance(value, str) and pattern.fullmatch(value) is not None and ".." not in value.split("/")
+        return None if ok else "is not a name pep517_torch writes"
+    return check
+
+
+SHAPE = {
+    "format": Exactly(FORMAT), "key": ListOf(object, 4), "env": Map((str, None)),
+    "files": Map((IDENTITY, None)), "machine": Map(object), "build_dir": (str, None),
+    "output": dict, "written_ns": int, "notes": [str],
+}
+OUTPUTS = {
+    "wheel": {"wheel": _matches(_WHEEL), "kept": str, "kept_identity": ListOf(int, 4),
+              "extensions": int, "platform": (str, None)},
+    "metadata": {"dist_info": _matches(_DIST_INFO), "files": Map(str)},
+}
+
+
+def kept_path(location: str | os.PathLike[str], build_dir: str | os.PathLike[str] | None) -> str:
+    """Where the record at ``location`` keeps its wheel: beside the artifacts, or beside the
+    record for a wheel without extensions. The one place a record may name."""
+    stem = os.path.splitext(os.path.basename(location))[0]
+    if build_dir is not None:
+        return os.path.join(build_dir, f".pep517_torch-last-{stem}.whl")
+    return os.path.splitext(os.fspath(location))[0] + ".whl"
+
+
+def read_record(location: str, hook: str) -> dict[str, Any] | None:
+    """The record at ``location`` (None: there is none); :class:`Unreadable` for one that is
+    not a record this hook writes, or names a wheel, place or member no build would."""
+    record = read_json(location, LIMIT, SHAPE)
+    if record is None:
+        return None
+    found = problem(record["output"], OUTPUTS[hook], "output")
+    if found is None and hook == "wheel" and record["output"]["kept"] != kept_path(location, record["build_dir"]):
+        found = "output.kept is not where pep517_torch keeps the wheel"
+    if found is None and hook == "metadata":
+        bad = [name for name in record["output"]["files"] if _matches(_MEMBER)(name) is not None]
+        found = f"output.files names {bad[0]!r}, no member of a .dist-info" if bad else None
+    if found is not None:
+        raise Unreadable(location, found)
+    return record
 
 
 def kept_identity(st: os.stat_result) -> list[int] | None:
@@ -152,11 +209,11 @@ def _matching_record(hook: str, root: str, config_settings: ConfigSettings) -> d
     if location is None:
         return None
     try:
-        with open(location, "rb") as file:
-            record = json.load(file)
-    except (OSError, ValueError):
+        record = read_record(location, hook)
+    except Unreadable as error:
+        ignored(error, "building (a replay needs a record pep517_torch wrote)")
         return None
-    if not isinstance(record, dict) or record.get("format") != FORMAT:
+    if record is None:
         return None
     if record.get("key") != json.loads(json.dumps(record_key(hook, root, config_settings))):
         return None
@@ -209,8 +266,6 @@ def replay_wheel(root: str, wheel_directory: str, config_settings: ConfigSetting
             return None
         output = record["output"]
         name = output["wheel"]
-        if os.path.basename(name) != name or not name.endswith(".whl"):
-            return None
         with open(output["kept"], "rb") as kept:
             if kept_identity(os.fstat(kept.fileno())) != output["kept_identity"]:
                 return None  # replaced or changed since the record: build
@@ -221,7 +276,7 @@ def replay_wheel(root: str, wheel_directory: str, config_settings: ConfigSetting
     except Exception:  # noqa: BLE001 - a replay that cannot happen is a build, never an error
         return None
     for line in record.get("notes", []):
-        log(line)  # as the build printed them
+        log(printable(line))  # as the build printed them
     count = output.get("extensions", 0)
     if count:
         log_line(f"{count} extension{'s' * (count != 1)}: 0 compiled, 0 linked in 0.0 s"
@@ -256,6 +311,37 @@ def replayed_at(root: str, config_settings: ConfigSettings, env: Mapping[str, st
         return None
 
 
+# A replay marks the record's mtime; the build that wrote the record did so this long before.
+_REPLAY_MARGIN_NS = 100_000_000
+
+
+def last_replay(build_dir: str, root: str, env: Mapping[str, str],
+                after_ns: int) -> tuple[int, dict[str, Any]] | None:
+    """The latest replay of a wheel kept in ``build_dir`` for the project at ``root`` later
+    than ``after_ns`` (when the build folder's last build ran), by any interpreter or settings
+    (a frontend's isolated environment is another interpreter): when, and its record. Records
+    that cannot be read are passed over."""
+    folder = cache_root(env) / RECORDS
+    try:
+        with os.scandir(folder) as scan:
+            candidates = [(entry.stat(follow_symlinks=False).st_mtime_ns, entry.path) for entry in scan
+                          if entry.name.startswith("wheel-") and entry.name.endswith(".json")]
+    except OSError:
+        return None
+    for marked, location in sorted(candidates, reverse=True):
+        if marked <= after_ns:
+            break
+        try:
+            record = read_record(location, "wheel")
+        except Unreadable:
+            continue
+        if (record is None or record["build_dir"] != build_dir or record["key"][1] != root
+                or marked <= record["written_ns"] + _REPLAY_MARGIN_NS):
+            continue
+        return marked, record
+    return None
+
+
 def replay_metadata(root: str, metadata_directory: str, config_settings: ConfigSettings) -> str | None:
     """The last ``.dist-info`` of this project, written into ``metadata_directory``, when
     nothing it was made from changed; its name, or None (then resolve)."""
@@ -266,11 +352,7 @@ def replay_metadata(root: str, metadata_directory: str, config_settings: ConfigS
         if record is None:
             return None
         name, files = record["output"]["dist_info"], record["output"]["files"]
-        if os.path.basename(name) != name or not name.endswith(".dist-info"):
-            return None
         contents = {relative: binascii.a2b_base64(data) for relative, data in files.items()}
-        if any(os.path.isabs(r) or ".." in r.split("/") for r in contents):
-            return None
         for relative, data in contents.items():
             target = os.path.join(metadata_directory, name, *relative.split("/"))
             os.makedirs(os.path.dirname(target), exist_ok=True)

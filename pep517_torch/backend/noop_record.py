@@ -100,8 +100,7 @@ class Recording:
         facts = self._described(loaded, paths, excluded=[build_dir, wheel])
         if facts is None:
             return
-        kept = (build_dir / f".pep517_torch-last-{self.location.stem}.whl" if build_dir
-                else self.location.with_suffix(".whl"))
+        kept = Path(noop_cache.kept_path(self.location, build_dir))
         try:
             output = {
                 "wheel": wheel.name,

@@ -176,11 +176,32 @@ def _load_state(config, replan):
     state = _runtime("ledger").section(replan["build_dir"], "editable", config.get("root"))
     if not isinstance(state, dict):
         return False
+    problem = _state_problem(state, replan["build_dir"], config.get("root"))
+    if problem is not None:  # the ledger's shape is checked as it is read; this, what it names
+        _runtime("user_line").say(f"{config['project']}: the build folder's record {problem}:"
+                                  " planning the build again")
+        return False
     config["artifacts"] = state["artifacts"]
     config["rebuild"] = dict(state["rebuild"], replan=replan)
     config["watched"] = state["watched"]
     config["env"] = state.get("env") or {}
     return True
+
+
+def _state_problem(state, build_dir, root):
+    """Why a recorded plan names what no install would (None: it does not): another build
+    folder, or links made from outside it or to outside the project."""
+    def inside(path, folder):  # the folder holding path (a link, maybe) lies in folder
+        real = os.path.realpath
+        return real(os.path.dirname(path)) + os.sep == real(folder) + os.sep or real(
+            os.path.dirname(path)).startswith(real(folder) + os.sep)
+
+    if os.path.realpath(state["rebuild"]["build_dir"]) != os.path.realpath(build_dir):
+        return "names another build folder"
+    for built, in_tree in state["artifacts"]:
+        if not inside(built, build_dir) or (root is not None and not inside(in_tree, root)):
+            return f"links {in_tree!r} to {built!r}, outside the project or its build folder"
+    return None
 
 
 def _changed(watched):

@@ -16,6 +16,7 @@ from ..core.lock import build_lock
 from ..core.spec import BuildOptions, ExtensionSpec, Kind
 from ..config.layers import environment_options
 from ..shipped_runtime.trace import TRACE_NAME
+from ..shipped_runtime.state_file import Unreadable
 from ..shipped_runtime.user_line import print_line, user_line
 from . import stamp
 from .request import JitRequest
@@ -108,6 +109,7 @@ def build(
     with build_lock(build_dir, f"'{target}'", say=say or (lambda line: None)):
         if stamp.is_fresh(stamp_file, key, request.artifact(build_dir, target), env):
             return  # another process built it while we waited
+        _say_unusable_stamp(stamp_file, say)
         artifact = Path(request.artifact(build_dir, target))
         if stamp.replaced_artifact(stamp_file, artifact):
             # ninja trusts an output newer than its inputs: a truncated one would stay.
@@ -116,6 +118,19 @@ def build(
             artifact.unlink(missing_ok=True)
         stamp.invalidate(stamp_file)
         _build(spec, options, key, stamp_file, artifact, say)
+
+
+def _say_unusable_stamp(stamp_file: Path, say: Callable[[str], None] | None) -> None:
+    """A stamp that cannot be used, named in one line (as a warning when unwatched, unless it is
+    only another pep517_torch's format): then built again as if there were none."""
+    try:
+        stamp.load(stamp_file)
+    except Unreadable as error:
+        line = user_line(f"{error}: ignored; building '{stamp_file.stem}' again")
+        if say is not None:
+            say(line)
+        elif not error.why.startswith(stamp.OTHER_FORMAT):
+            warnings.warn(line, stacklevel=_caller_stacklevel())
 
 
 def _build(

@@ -15,6 +15,9 @@ The artifact's own identity is recorded too (the same stat fields, taken after i
 a truncated artifact, or another library copied over it (``cp -p`` keeps the mtime, not the
 inode or ctime), is not what we built, and rebuilds. One stat, no hash: the warm path reads
 no file but the stamp (hashing a 50 MB library on every load would cost more than the load).
+The stamp is read as untrusted input (``shipped_runtime/state_file.py``: never through a
+symlink, only a regular file, bounded) and checked against its shape (:func:`problem`) before
+anything in it is used: one that fails is a rebuild, named by the cold path.
 This module is on the warm path: it imports nothing heavy.
 """
 
@@ -29,12 +32,15 @@ from typing import TYPE_CHECKING, Any
 
 from .._version import __version__
 from ..shipped_runtime import ledger
+from ..shipped_runtime.state_file import Unreadable, read_bytes
 
 if TYPE_CHECKING:
     from .request import JitRequest
 
 # Bumped whenever the stamp's shape changes (its history is git's): an older stamp is no stamp.
 STAMP_VERSION = 8
+OTHER_FORMAT = "a stamp of another pep517_torch's format"
+LIMIT = 16 << 20  # bytes: a stamp of 100,000 inputs is ~10 MiB
 
 
 def fingerprint(request: JitRequest, *extra: str) -> str:
@@ -77,27 +83,60 @@ def recorded_env(env: Mapping[str, str], *, cuda: bool) -> dict[str, str | None]
     return {name: env.get(name) for name in names}
 
 
-def _read(path: str | os.PathLike[str]) -> bytes:
-    """A small file's bytes in three system calls (``open()`` makes six: the warm path pays
-    for each)."""
-    descriptor = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        chunks = [os.read(descriptor, 1 << 16)]
-        while len(chunks[-1]) == 1 << 16:
-            chunks.append(os.read(descriptor, 1 << 16))
-        return b"".join(chunks)
-    finally:
-        os.close(descriptor)
+def _state_problem(value: object) -> bool:
+    """Whether ``value`` is not [path, *identity] (or the path with five None: missing)."""
+    return type(value) is not list or len(value) != 6 or type(value[0]) is not str
+
+
+def problem(data: object) -> str | None:
+    """Why ``data`` is not a stamp :func:`write` makes (None: it is). Loops, not generators:
+    the warm path runs it on every load."""
+    if type(data) is not dict:
+        return "not a stamp (its content is not a record)"
+    if data.get("version") != STAMP_VERSION:
+        return f"{OTHER_FORMAT} ({data.get('version')!r}, not {STAMP_VERSION})"
+    if type(data.get("key")) is not str or _state_problem(data.get("artifact")):
+        return "not a stamp (its key or artifact is missing)"
+    env, compiler, inputs = data.get("env"), data.get("compiler"), data.get("inputs")
+    if type(env) is not dict or type(compiler) is not dict or type(inputs) is not list:
+        return "not a stamp (its environment, compiler or inputs are missing)"
+    for name, value in env.items():
+        if type(name) is not str or (value is not None and type(value) is not str):
+            return "not a stamp (an environment variable that is not text)"
+    found = compiler.get("identity")
+    if found is not None and (type(found) is not list or not found or type(found[0]) is not str):
+        return "not a stamp (its compiler is not a path and identity)"
+    for entry in inputs:
+        if _state_problem(entry):
+            return "not a stamp (an input that is not a path and identity)"
+    return None
+
+
+def load(stamp: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """The stamp's record (None: there is none); :class:`Unreadable` naming it and why for
+    one that cannot be used. marshal, not JSON: a third of the time on a first call, and the
+    key already names this Python."""
+    data = read_bytes(stamp, LIMIT)
+    if data is None:
+        return None
+    if data[:1] not in (b"{", b"\xfb"):  # a marshalled dict (0xfb: one that may be referenced)
+        raise Unreadable(stamp, "not a stamp (its content is not a record)")
+    try:  # marshal trusts the sizes it reads: a damaged one may ask for a huge list
+        found = marshal.loads(data)
+    except (ValueError, EOFError, TypeError, MemoryError, RecursionError):
+        raise Unreadable(stamp, "not a stamp (damaged or truncated)") from None
+    why = problem(found)
+    if why is not None:
+        raise Unreadable(stamp, why)
+    return found  # type: ignore[no-any-return]
 
 
 def read(stamp: str | os.PathLike[str]) -> dict[str, Any] | None:
-    """The stamp's record; None if missing, unreadable or of another version. marshal, not
-    JSON: a third of the time on a first call, and the key already names this Python."""
+    """The stamp's record; None if missing or unusable (:func:`load` says why)."""
     try:
-        data = marshal.loads(_read(stamp))
-    except (OSError, ValueError, EOFError, TypeError):
+        return load(stamp)
+    except Unreadable:
         return None
-    return data if isinstance(data, dict) and data.get("version") == STAMP_VERSION else None
 
 
 def is_fresh(

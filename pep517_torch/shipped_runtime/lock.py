@@ -20,7 +20,8 @@ from types import TracebackType
 
 from .files import write_atomic
 from .ledger import same_file
-from .user_line import print_line, user_line
+from .state_file import Unreadable, read_bytes
+from .user_line import print_line, shown, user_line
 
 LOCK_NAME = ".pep517_torch.lock"
 OWNER_NAME = f"{LOCK_NAME}.owner"  # "<pid> <what>": who holds the lock, for waiters' messages
@@ -105,12 +106,17 @@ class BuildDirLock:
         self.say(user_line(f"lock acquired after {time.monotonic() - started:.1f} s"))
 
     def owner(self) -> tuple[str, str]:
-        """(whom, what) from the owner file: ``("process 123", "lightops 0.3.0")``."""
+        """(whom, what) from the owner file: ``("process 123", "lightops 0.3.0")``. Read as
+        untrusted input (state_file.py: a regular file, 4 KiB at most), shown sanitised."""
         try:
-            pid, _, what = (self.build_dir / OWNER_NAME).read_text().strip().partition(" ")
-        except OSError:
+            data = read_bytes(self.build_dir / OWNER_NAME, 4096)
+        except Unreadable:
+            data = None
+        if data is None:
             return "another process", self.what
-        return (f"process {pid}" if pid.isdigit() else "another process"), (what or self.what)
+        pid, _, what = data.decode("utf-8", "replace").strip().partition(" ")
+        whom = f"process {pid}" if pid.isdigit() and len(pid) <= 10 else "another process"
+        return whom, shown(what) if what else self.what
 
     def write_owner(self) -> None:
         write_atomic(self.build_dir / OWNER_NAME, f"{os.getpid()} {self.what}\n")  # never half a line

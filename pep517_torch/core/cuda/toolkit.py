@@ -175,8 +175,7 @@ def _toolkit_from(
     real_nvcc, root = _real_nvcc(nvcc, env)
     version, archs = probe_cache.remembered(
         "nvcc", [], [real_nvcc], lambda: _probe_nvcc(str(real_nvcc), file_stamp(real_nvcc)),
-        env=env, encode=lambda found: [list(found[0]), list(found[1])],
-        decode=lambda saved: ((int(saved[0][0]), int(saved[0][1])), tuple(map(str, saved[1]))),
+        env=env, encode=lambda found: [list(found[0]), list(found[1])], decode=_nvcc_answer,
     )
     if label == WHEEL_FOUND_VIA:
         _check_wheel_companions(root, version)
@@ -199,6 +198,23 @@ def _toolkit_from(
     )
 
 
+def _nvcc_answer(saved: object) -> tuple[tuple[int, int], tuple[str, ...]]:
+    """A kept nvcc probe's answer, only as ``_probe_nvcc`` gives it: [[major, minor], ["9.0", ...]]
+    (ValueError otherwise: it names the arch flags of every build)."""
+    if not (isinstance(saved, list) and len(saved) == 2 and isinstance(saved[0], list)
+            and len(saved[0]) == 2 and all(type(n) is int and 0 <= n < 1000 for n in saved[0])
+            and isinstance(saved[1], list)
+            and all(isinstance(a, str) and re.fullmatch(r"\d{1,3}\.\d", a) for a in saved[1])):
+        raise ValueError("not [[major, minor], [arch, ...]]")
+    return (saved[0][0], saved[0][1]), tuple(saved[1])
+
+
+def _wrapper_top(saved: object) -> Path:
+    if not (isinstance(saved, str) and os.path.isabs(saved) and saved.isprintable()):
+        raise ValueError("not an absolute path")
+    return Path(saved)
+
+
 def _real_nvcc(nvcc: Path, env: Mapping[str, str]) -> tuple[Path, Path]:
     """(the nvcc binary behind ``nvcc``, its toolkit root), through symlinks and wrapper scripts."""
     resolved = nvcc.resolve()
@@ -208,7 +224,7 @@ def _real_nvcc(nvcc: Path, env: Mapping[str, str]) -> tuple[Path, Path]:
     top = probe_cache.remembered(
         "nvcc-wrapper", [search], [resolved],
         lambda: _dryrun_top(str(resolved), file_stamp(resolved), search),
-        env=env, encode=str, decode=Path,
+        env=env, encode=str, decode=_wrapper_top,
     )
     real = top / "bin" / _NVCC
     if not real.is_file():

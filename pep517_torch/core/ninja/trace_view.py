@@ -9,11 +9,14 @@ the bar), with ``data-`` attributes a test or a person can read back, and a tabl
 
 from __future__ import annotations
 
+import errno
 import html
 import json
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from ...shipped_runtime.state_file import read_bytes
 from ...shipped_runtime.trace import TRACE_NAME, Step, Timeline
 
 
@@ -186,6 +189,7 @@ def render(found: Timeline, title: str) -> str:
 # ninja's job slots (MAX_JOBS' bound).
 _MAX_US = 7 * 24 * 3600 * 10**6
 _MAX_SLOTS = 4096
+_LIMIT = 256 << 20  # bytes: a trace of 100,000 steps is ~30 MiB
 
 
 def read(build_dir: Path) -> Timeline:
@@ -193,7 +197,10 @@ def read(build_dir: Path) -> Timeline:
     OSError when there is none, ValueError when it is not a trace: not JSON (or nested too
     deep for the reader), or an event that is not one a build writes (named below)."""
     path = build_dir / TRACE_NAME
-    text = path.read_text(encoding="utf-8", errors="replace")
+    data = read_bytes(path, _LIMIT)  # Unreadable (a ValueError): a symlink, no regular file...
+    if data is None:
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), str(path))
+    text = data.decode("utf-8", errors="replace")
     try:
         document = json.loads(text)
     except RecursionError:

@@ -36,6 +36,7 @@ from types import TracebackType
 from ...atomic import write_if_changed
 from ...shipped_runtime.environment import cache_root
 from ...shipped_runtime.lock import FileLock
+from ...shipped_runtime.state_file import Map, Unreadable, read_bytes, read_json
 from ...shipped_runtime.user_line import format_size  # noqa: F401 (the CLI's and doctor's)
 from . import seal as pch_seal
 
@@ -46,6 +47,7 @@ INFO, GCH = pch_seal.INFO, pch_seal.GCH
 _TYPICAL_SIZE = {"torch/library.h": 200 << 20}
 _DEFAULT_SIZE = 250 << 20
 _TRASH = ".trash-"
+_SMALL = 64 << 10  # bytes: the stub and the flag set are a few hundred
 
 
 def pch_root(env: Mapping[str, str]) -> Path:
@@ -107,11 +109,12 @@ def _size(directory: Path) -> int:
 
 
 def _read_info(directory: Path) -> dict[str, object]:
+    """The entry's flag set ({} when it has none, or one that is not an object of strings,
+    numbers and lists: read as untrusted input, state_file.py)."""
     try:
-        data = json.loads((directory / INFO).read_text())
-    except (OSError, ValueError):
+        return read_json(directory / INFO, _SMALL, Map((str, int, bool, None, [str]))) or {}
+    except Unreadable:
         return {}
-    return data if isinstance(data, dict) else {}
 
 
 def entries(root: Path) -> list[Entry]:
@@ -146,12 +149,11 @@ def damage(directory: Path, expected_stub: str | None = None,
             return f"{path.name} is not to be trusted ({reason})"
     if expected_stub is not None:
         try:
-            if (directory / pch_seal.STUB).read_text(encoding="utf-8") != expected_stub:
-                return f"its stub {pch_seal.STUB} is not the one this build writes"
-        except FileNotFoundError:
-            pass
-        except (OSError, ValueError):
-            return f"its stub {pch_seal.STUB} cannot be read"
+            stub = read_bytes(directory / pch_seal.STUB, _SMALL)
+        except Unreadable as error:
+            return f"its stub {pch_seal.STUB} cannot be used ({error.why})"
+        if stub is not None and stub != expected_stub.encode("utf-8"):
+            return f"its stub {pch_seal.STUB} is not the one this build writes"
     if expected_info is not None and (directory / INFO).exists():
         if _read_info(directory) != json.loads(json.dumps(dict(expected_info))):
             return f"its flag set ({INFO}) is not the one this build uses"

@@ -25,13 +25,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 import sys
 
 if __package__:
-    from ...shipped_runtime import ledger
-else:  # run as a script by the PCH edge: the ledger is a file of the runtime, standard library only
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shipped_runtime"))
-    import ledger  # type: ignore[no-redef]
+    from ...shipped_runtime import ledger, state_file
+else:  # run as a script by the PCH edge: the runtime (standard library only) as a package
+    sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))  # stdlib first
+    from shipped_runtime import ledger, state_file  # type: ignore[no-redef]
 
 SUFFIX = ".seal"
 VERSION = 2  # bumped whenever a seal's shape changes: an older seal is no seal
@@ -43,6 +44,10 @@ _SAMPLES = 32
 # The .gch is renamed into place right after its seal is written; a change of its inode
 # (ctime) later than this after the seal means someone wrote to it, or set its times.
 _PUBLISH_NS = 5 * 10**9
+# A seal as write_seal writes it, read as untrusted input (state_file.py); and its bound.
+SHAPE = {"version": state_file.Exactly(VERSION), "gch": state_file.IDENTITY, "sampled": str,
+         "sha256": (str, None), "stub": (str, None), "info": (str, None)}
+LIMIT = 64 << 10
 
 
 def _sampled(fd: int, size: int) -> str:
@@ -102,22 +107,23 @@ def damage(gch: str) -> str | None:
     """Why the entry of the .gch at ``gch`` is not what was sealed (None: it is, or no .gch
     is made yet)."""
     try:
-        fd = os.open(gch, os.O_RDONLY | os.O_CLOEXEC)
+        fd = os.open(gch, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
     except FileNotFoundError:
         return None
     except OSError as exc:
         return f"it cannot be read ({exc.strerror or exc})"
     try:
-        try:
-            with open(gch + SUFFIX, encoding="utf-8") as stream:
-                seal = json.load(stream)
-            if not isinstance(seal, dict) or seal.get("version") != VERSION:
-                raise ValueError
-        except (OSError, ValueError):
-            return "it has no valid checksum (made by an older pep517_torch, or its seal is damaged)"
         st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return "it is not a regular file"
+        try:
+            seal = state_file.read_json(gch + SUFFIX, LIMIT, SHAPE)
+        except state_file.Unreadable as error:
+            return f"its seal cannot be used ({error.why})"
+        if seal is None:
+            return "it has no checksum (made by an older pep517_torch, or its seal is gone)"
         found = ledger.identity_of(st)
-        sealed = seal.get("gch") or [None] * 5
+        sealed = seal["gch"]
         if st.st_size != sealed[2]:
             return f"it is {st.st_size} bytes, but was {sealed[2]} when made (truncated?)"
         if _sampled(fd, st.st_size) != seal.get("sampled"):

@@ -150,8 +150,15 @@ def ccache_remote_storage(ccache: str, env: Mapping[str, str]) -> str:
     settings = sorted(f"{k}={v}" for k, v in env.items() if k.startswith("CCACHE_"))
     return probe_cache.remembered(
         "ccache-remote-storage", settings, [Path(ccache).resolve(), *_ccache_configs(env)], ask,
-        env=env,
+        env=env, decode=_setting,
     )
+
+
+def _setting(saved: object) -> str:
+    """A kept ccache setting: one line of text (ValueError otherwise)."""
+    if not isinstance(saved, str) or not saved.isprintable() or len(saved) > 64 * 1024:
+        raise ValueError("not one line of text")
+    return saved
 
 
 def _ccache_configs(env: Mapping[str, str]) -> list[Path]:

@@ -5,7 +5,11 @@ wrapper script) answers from the files it runs. Its answer is stored under the p
 arguments and the identities (the ledger's: device, inode, size, mtime, ctime) of those files, in
 ``<cache root>/probes.json`` (the machine-wide cache directory of :mod:`.pch_cache`): a replaced,
 rebuilt or touched tool has other stamps and is probed again. Failures are never stored, and a
-cache that cannot be read or written only means the probe runs.
+cache that cannot be read or written only means the probe runs. The file is read as untrusted
+input (``shipped_runtime/state_file.py``: a regular file, bounded, of :data:`SHAPE`), and each
+answer is checked by its probe's ``decode`` as strictly as the probe's own output (an nvcc
+version of two numbers, arch names, an absolute path): one that fails is named in one line and
+probed again.
 
 The config layer needs nvcc's version before the build directory is known (``cuda = "auto"``
 picks the ``{cuda}`` in its name), so the cache lives beside the PCH cache, not in a build
@@ -24,10 +28,14 @@ from ...atomic import write_atomic
 from ...shipped_runtime.input_audit import note
 from ...shipped_runtime.environment import CACHE_DIR, NO_PROBE_CACHE, XDG_CACHE_HOME, cache_root
 from ...shipped_runtime.ledger import identity
+from ...shipped_runtime.state_file import Exactly, Map, Unreadable, ignored, read_json
+from ...shipped_runtime.user_line import say
 
 FILE = "probes.json"
 VERSION = 1
 MAX_ENTRIES = 64  # oldest first out: stale stamps of replaced tools do not pile up
+LIMIT = 4 << 20  # bytes: 64 answers of a few KiB at most
+SHAPE = {"version": Exactly(VERSION), "entries": Map(object)}
 
 T = TypeVar("T")
 
@@ -52,13 +60,11 @@ def _location(env: Mapping[str, str] | None) -> Path | None:
 
 def _read(location: Path) -> dict[str, Any]:
     try:
-        state = json.loads(location.read_bytes())
-    except (OSError, ValueError):
+        state = read_json(location, LIMIT, SHAPE)
+    except Unreadable as error:
+        ignored(error, "every tool is probed again")
         return {}
-    if not isinstance(state, dict) or state.get("version") != VERSION:
-        return {}
-    entries = state.get("entries")
-    return entries if isinstance(entries, dict) else {}
+    return {} if state is None else state["entries"]
 
 
 def remembered(
@@ -82,8 +88,8 @@ def remembered(
         if key in entries:
             try:
                 return decode(entries[key])
-            except (TypeError, ValueError, KeyError, IndexError):
-                pass  # a damaged entry: probe again
+            except (TypeError, ValueError, KeyError, IndexError, AttributeError):
+                say(f"{location}: its answer for {kind} is not one the probe gives: probing again")
     value = probe()
     if location is not None:
         _store(location, key, encode(value))

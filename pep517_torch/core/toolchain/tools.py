@@ -226,6 +226,13 @@ def parse_compiler_version(text: str) -> tuple[CompilerFamily, tuple[int, ...]]:
     return family, tuple(int(x) for x in found.groups() if x)
 
 
+def _version_text(saved: object) -> str:
+    """A kept ``--version`` answer: text, as a compiler prints it (ValueError otherwise)."""
+    if not isinstance(saved, str) or not saved.strip() or len(saved) > 64 * 1024:
+        raise ValueError("not a compiler's --version text")
+    return saved
+
+
 def find_compiler(env: Mapping[str, str], variable: str = "CXX") -> Compiler:
     args = cxx_command(env, variable)
     given = env.get(variable)
@@ -239,6 +246,7 @@ def find_compiler(env: Mapping[str, str], variable: str = "CXX") -> Compiler:
     stamp = (str(real), *(ledger.identity(real) or ()))
     output = probe_cache.remembered(
         "compiler", args, [real], lambda: _probe(tuple(args), stamp, label), env=env,
+        decode=_version_text,
     )
     family, version = parse_compiler_version(output)
     return Compiler(tuple(args), real, family, version, launcher)

@@ -33,6 +33,7 @@ from pathlib import Path
 
 from ...atomic import writing
 from ...errors import OutputError
+from ...shipped_runtime.state_file import Unreadable, read_bytes
 
 MANIFEST = ".pep517_torch-index.json"
 GENERATOR = "pep517_torch index"
@@ -212,9 +213,9 @@ class Folder:
     # -- the manifest ------------------------------------------------------------------------
 
     def _load_manifest(self) -> None:
-        try:
-            data = self.read(MANIFEST, MANIFEST_LIMIT)
-        except Refused as refused:
+        try:  # read as untrusted input: shipped_runtime/state_file.py
+            data = read_bytes(MANIFEST, MANIFEST_LIMIT, dir_fd=self.fd, shown=self.path / MANIFEST)
+        except Unreadable as refused:
             self.notes.append(f"{refused}: ignored, no file of this folder counted as ours")
             return
         if data is None:
