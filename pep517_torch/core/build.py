@@ -56,7 +56,7 @@ class BuildResult:
         run, count = self.run, len(self.plan.artifacts)
         plural = "s" * (run.precompiled != 1)
         pch = f", {run.precompiled} header{plural} precompiled" if run.precompiled else ""
-        cached = f" ({run.cache_hits} from cache)" if run.cache_hits is not None else ""
+        cached = f" ({run.cache_hits} {run.cache_words})" if run.cache_hits is not None else ""
         launched = f" {self.plan.launcher_use}" if self.plan.launcher_use else ""
         log = f"; log: {run.log_file}" if run.log_file else ""
         first = (
@@ -90,11 +90,14 @@ def run(
     launchers.set_run_defaults(plan.launcher, env, options.source_root)
     root = options.source_root
     skip = compile_record.current(plan.build_dir, root, env)
-    hits_before = None if skip else launchers.cache_hits(plan.launcher, env)
+    launcher_name = launchers.launcher_name(plan.launcher, plan.compiler)
+    # ccache: this run's own hits, from its stats log; sccache has none: its server's count
+    # while the build ran (every build sharing the server), said as such
+    hits_before = None if skip or launcher_name != "sccache" else launchers.cache_hits(plan.launcher, env)
     started_ns = time.time_ns()
     recorder = trace.Recorder(
         plan.build_dir, plan.descriptions, plan.steps, jobs=plan.jobs.jobs, env=env,
-        ccache=launchers.launcher_name(plan.launcher, plan.compiler) == "ccache",
+        ccache=launcher_name == "ccache",
     )
     recorder.remember()
     explained: list[str] = []
@@ -154,9 +157,12 @@ def run(
     if not skip:
         _record_inputs(plan, env, started_ns)
     _explain(plan, result.timeline, explained, by, "nothing to do" if skip else "built")
+    if launcher_name == "ccache" and not skip:
+        result.cache_hits = recorder.cache_hits()
     hits_after = launchers.cache_hits(plan.launcher, env) if hits_before is not None else None
     if hits_before is not None and hits_after is not None:
         result.cache_hits = hits_after - hits_before
+        result.cache_words = "from cache as sccache's server counts them"  # every build it serves
     stable_audit.audit_all(plan.stable)
     return result
 

@@ -34,11 +34,22 @@ from typing import Any
 from . import ledger
 from .files import write_atomic
 from .environment import CCACHE_STATSLOG, ccache_value
+from .state_file import Unreadable, read_bytes
 
 TRACE_NAME = "build-trace.json"
 NINJA_LOG = ".ninja_log"
 _TAIL = 512  # bytes of the old log that must still be there for "appended" to hold
 _HEADER = "# ninja log v"
+_LOG_LIMIT = 512 << 20  # bytes of .ninja_log or ccache's stats log read at most
+
+
+def _read_log(path: Path) -> bytes:
+    """A log's bytes (b"" when there is none, or it is no regular file: read as untrusted
+    input, state_file.py)."""
+    try:
+        return read_bytes(path, _LOG_LIMIT) or b""
+    except Unreadable:
+        return b""
 
 
 @dataclass(frozen=True)
@@ -80,9 +91,8 @@ class Mark:
 
 
 def mark(build_dir: Path) -> Mark:
-    try:
-        data = (build_dir / NINJA_LOG).read_bytes()
-    except OSError:
+    data = _read_log(build_dir / NINJA_LOG)
+    if not data:
         return Mark(0, b"", {})
     last = {e.output: e.edge for e in parse_log(data.decode("utf-8", "replace"))}
     return Mark(len(data), data[-_TAIL:], last)
@@ -90,9 +100,8 @@ def mark(build_dir: Path) -> Mark:
 
 def entries_since(build_dir: Path, before: Mark) -> list[LogEntry]:
     """The log entries the run after ``before`` wrote, in the order ninja wrote them."""
-    try:
-        data = (build_dir / NINJA_LOG).read_bytes()
-    except OSError:
+    data = _read_log(build_dir / NINJA_LOG)
+    if not data:
         return []
     start = before.size - len(before.tail)
     if len(data) >= before.size and data[start:before.size] == before.tail:
@@ -307,13 +316,10 @@ def dumps(document: Mapping[str, Any]) -> str:
     return f'{{"traceEvents": [\n{events}\n],\n{json.dumps(rest)[1:-1]}}}\n'
 
 
-def ccache_results(stats_log: Path, build_dir: Path) -> dict[str, str]:
-    """What ccache's stats log (CCACHE_STATSLOG) says of each source it saw: ``hit`` or
-    ``miss`` (or ``uncached``), keyed by the source's absolute path."""
-    try:
-        text = stats_log.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return {}
+def ccache_results(stats_log: Path, build_dir: Path, start: int = 0) -> dict[str, str]:
+    """What ccache's stats log (CCACHE_STATSLOG) says of each source it saw after its first
+    ``start`` bytes: ``hit`` or ``miss`` (or ``uncached``), keyed by the source's absolute path."""
+    text = _read_log(stats_log)[start:].decode("utf-8", "replace")
     found: dict[str, str] = {}
     source: str | None = None
     for line in text.splitlines():
@@ -330,8 +336,9 @@ def ccache_results(stats_log: Path, build_dir: Path) -> dict[str, str]:
 
 class Recorder:
     """Around one ninja run (``with``): marks the log before, writes the run's trace after. With
-    ``ccache`` (the launcher), ccache's stats log (set in ``env`` unless the user set one)
-    says which compiles it served."""
+    ``ccache`` (the launcher), ccache's stats log (set in ``env``, or what this run appends to
+    the one the user set) says which of this run's compiles it served: never another build's
+    (ccache's own totals count every build sharing the cache)."""
 
     STATS_LOG = ".ccache-stats.log"
 
@@ -342,7 +349,14 @@ class Recorder:
         self.before = mark(build_dir)
         self.timeline: Timeline | None = None  # once finished (None: no trace was written)
         self.stats_log: Path | None = None
-        if ccache and CCACHE_STATSLOG not in env:
+        self.stats_start = 0  # bytes of the stats log written before this run
+        if ccache and env.get(CCACHE_STATSLOG):
+            self.stats_log = Path(env[CCACHE_STATSLOG])
+            try:
+                self.stats_start = os.stat(self.stats_log).st_size
+            except OSError:
+                self.stats_start = 0
+        elif ccache and CCACHE_STATSLOG not in env:
             self.stats_log = build_dir / self.STATS_LOG
             try:
                 self.stats_log.unlink(missing_ok=True)
@@ -365,6 +379,13 @@ class Recorder:
         jobs = 2 if cpus <= 1 else 3 if cpus == 2 else cpus + 2  # ninja's GuessParallelism
         return cls(build_dir, descriptions, details, jobs=jobs, env=env, ccache=ccache)
 
+    def cache_hits(self) -> int | None:
+        """How many of this run's compile steps ccache served (None: no stats log to say)."""
+        if self.stats_log is None or self.timeline is None:
+            return None
+        return sum(step.name.startswith("compiling ") and step.args.get("cache") == "hit"
+                   for step in self.timeline.steps)
+
     def remember(self) -> None:
         """Leave what this build knows of its outputs for the editable hook's rebuilds."""
         known = {"descriptions": self.descriptions, "details": self.details,
@@ -375,7 +396,8 @@ class Recorder:
             pass
 
     def finish(self) -> Timeline | None:
-        cache = ccache_results(self.stats_log, self.build_dir) if self.stats_log else None
+        cache = (ccache_results(self.stats_log, self.build_dir, self.stats_start)
+                 if self.stats_log else None)
         self.timeline = record(self.build_dir, self.before, self.descriptions, self.details,
                                jobs=self.jobs, cache=cache)
         return self.timeline

@@ -36,6 +36,7 @@ class NinjaRun:
     output: str = ""  # the tools' own lines and ninja's, without progress lines
     log_file: Path | None = None  # where all of it was written (None: nothing was done)
     cache_hits: int | None = None  # compiles the compiler cache served (None: no cache)
+    cache_words: str = "from cache"  # what cache_hits counts, as the summary says it
     timeline: Timeline | None = None  # its steps from ninja's log (None: no trace was written)
 
     @property
