@@ -8,13 +8,14 @@ download): the wheel runs with exactly the torch it was built for.
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, Pep517TorchError, print_error
-from ..shipped_runtime.user_line import error_line, print_line, say
+from ..shipped_runtime.user_line import closed_stdout, error_line, print_line, say
 
 PROG = "python -m pep517_torch"  # how the command line is invoked, in every usage line
 
@@ -146,10 +147,10 @@ def _wheel_of(root: Path, out: Path, args: argparse.Namespace) -> int:
     settings = parse_config_settings(args.config_setting)
     missing = missing_build_requirements(root, stub_requirements(root, settings))
     if missing:
-        quoted = " ".join(f"'{m.split(' (')[0]}'" for m in missing)
+        quoted = " ".join(shlex.quote(m.split(" (")[0]) for m in missing)
         print_line(error_line(
             "build requirements missing from this environment: " + ", ".join(missing)
-            + f"\n  install them with: {sys.executable} -m pip install {quoted}"
+            + f"\n  install them with: {shlex.quote(sys.executable)} -m pip install {quoted}"
         ))
         return 1
     pipeline.build_wheel(root, out, parse_config_settings(args.config_setting))
@@ -394,6 +395,19 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The command line; every command that prints ends quietly (``user_line.closed_stdout``:
+    status 141) when its reader closed stdout early."""
+    try:
+        try:
+            code = _main(argv)
+        finally:  # argparse's --help and --version exit: what they wrote is flushed here too
+            sys.stdout.flush()
+    except BrokenPipeError:
+        return closed_stdout()
+    return code
+
+
+def _main(argv: Sequence[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = _parser().parse_args(argv)
     handlers = {"wheel": _wheel, "sdist": _sdist, "doctor": _doctor, "cache": _cache,

@@ -18,6 +18,7 @@ from typing import Any
 from ..atomic import write_atomic
 from ..config.pyproject import tomllib
 from ..errors import MigrateError
+from ..shipped_runtime.user_line import closed_stdout
 from . import DEFAULT_TIMEOUT
 
 __all__ = ["MigrateError", "Migration", "migrate", "run", "write"]
@@ -211,7 +212,9 @@ def run(args: argparse.Namespace) -> int:
         try:
             sys.stdout.write(migration.text)
             sys.stdout.flush()
-        except OSError as exc:  # a closed pipe (`| head`), a full disk
+        except BrokenPipeError:  # `| head`: quietly, as every command
+            return closed_stdout()
+        except OSError as exc:  # a full disk
             print(f"error: the tables could not be printed ({exc.strerror or exc})",
                   file=sys.stderr)
             return 2

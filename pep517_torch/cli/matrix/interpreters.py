@@ -20,6 +20,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -30,8 +32,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ...atomic import writing
 from ...errors import ConfigError, Pep517TorchError
-from ...shipped_runtime.user_line import error_line, print_line, say
+from ...shipped_runtime.user_line import error_line, print_line, say, shown
 from .staging import PACKAGE, child_env, stage
 _VERSION = "import platform; print(platform.python_version())"
 # Run by the target with the staged packages first on its path; argv: the requirements this
@@ -112,20 +115,24 @@ def probe(given: str, staging: Path, executable: str | None = None,
     if found is None:
         raise ConfigError(f"{given}: no such interpreter", key)
     version = _run(found, given, ["-c", _VERSION], key=key).strip()
+    if not re.fullmatch(r"\d+\.\d+\.\d+[a-z0-9+]*", version):  # never its output echoed as one
+        raise ConfigError(f"{given}: does not run as a Python interpreter", key)
     try:
         staged = stage(staging, version)
     except ConfigError as error:
         raise ConfigError(f"{given}: {error}", key) from None
     answer = _ask(found, given, ["-c", _PROBE, *staged.missing], child_env(staged.folder), key)
+    if not _answer_fits(answer):
+        raise ConfigError(f"{given}: does not run as a Python interpreter", key)
     if answer.get("missing"):
-        quoted = " ".join(f"'{text}'" for text in answer["missing"])
-        raise ConfigError(f"{given}: pep517_torch needs {', '.join(answer['missing'])} for Python"
-                          f" {answer['python']}, which neither it nor {sys.executable} has"
-                          f" ({found} -m pip install {quoted})", key)
+        quoted = " ".join(shlex.quote(str(text)) for text in answer["missing"])
+        raise ConfigError(f"{given}: pep517_torch needs {', '.join(map(str, answer['missing']))}"
+                          f" for Python {answer['python']}, which neither it nor {sys.executable}"
+                          f" has ({shlex.quote(found)} -m pip install {quoted})", key)
     problem = answer.get("problem")
     if problem == "no torch":
-        raise ConfigError(f"{given}: torch is not installed there ({found} -m pip install torch)",
-                          key)
+        raise ConfigError(f"{given}: torch is not installed there ({shlex.quote(found)} -m pip"
+                          " install torch)", key)
     if problem:
         raise ConfigError(f"{given}: cannot build there: {problem}", key)
     if Path(answer["pep517_torch"]).resolve() != PACKAGE:
@@ -133,6 +140,16 @@ def probe(given: str, staging: Path, executable: str | None = None,
                           f" install there?), not this one ({PACKAGE})", key)
     return Interpreter(given, found, answer["python"], answer["torch"], answer["cuda"],
                        staged.folder)
+
+
+def _answer_fits(answer: dict[str, Any]) -> bool:
+    """Whether a probe's answer is what _PROBE prints: its values are shown and compared."""
+    texts = all(isinstance(answer.get(k), str) for k in ("python", "executable"))
+    optional = all(isinstance(answer.get(k), (str, type(None)))
+                   for k in ("pep517_torch", "problem", "torch", "cuda", "at"))
+    missing = isinstance(answer.get("missing", []), list) and all(
+        isinstance(m, str) for m in answer.get("missing", []))
+    return texts and optional and missing and re.fullmatch(r"\d+\.\d+", answer["python"]) is not None
 
 
 def _run(found: str, given: str, arguments: list[str], env: dict[str, str] | None = None,
@@ -281,7 +298,9 @@ def _build_one(interpreter: Interpreter, root: Path, out: Path, scratch: Path,
 
 
 def columns(rows: Sequence[Sequence[str]]) -> str:
-    """Rows as aligned columns, the first a header with a rule of dashes under it."""
+    """Rows as aligned columns, the first a header with a rule of dashes under it; every cell
+    through the sanitiser (an interpreter's name, what a child answered)."""
+    rows = [[shown(cell) for cell in row] for row in rows]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip()
              for row in rows]
@@ -297,6 +316,8 @@ def table(results: Sequence[Built]) -> str:
 
 def build_matrix(root: Path, out: Path, pythons: Sequence[str], settings: Sequence[str]) -> int:
     """Probe every interpreter, then build one wheel with each; 0 when all built."""
+    with writing(out):  # before anything is probed: the one line a build without --python says
+        out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="pep517_torch-matrix-") as scratch_name:
         scratch = Path(scratch_name)
         interpreters, problems = [], []
@@ -312,7 +333,6 @@ def build_matrix(root: Path, out: Path, pythons: Sequence[str], settings: Sequen
             for problem in problems:
                 print_line(error_line(problem))
             return 2
-        out.mkdir(parents=True, exist_ok=True)
         written: dict[str, Interpreter] = {}
         results = [_build_one(interpreter, root, out, scratch, settings, written)
                    for interpreter in interpreters]
