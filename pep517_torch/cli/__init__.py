@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, Pep517TorchError, print_error
-from ..shipped_runtime.user_line import closed_stdout, error_line, print_line, say
+from ..shipped_runtime.user_line import closed_stdout, error_line, print_line, say, shown
 
 PROG = "python -m pep517_torch"  # how the command line is invoked, in every usage line
 
@@ -227,16 +227,16 @@ def _cache(args: argparse.Namespace) -> int:
         age = time.time() - entry.last_used
         damage = pch_cache.damage(entry.directory)
         state = f"  DAMAGED: {damage} (the next build removes it)" if damage else ""
-        print(f"  {entry.key}  <{info.get('header', '?')}>  {info.get('compiler', '?')},"
-              f" torch {info.get('torch', '?')}  {pch_cache.format_size(entry.size)}"
-              f"  used {_age(age)} ago{state}")
+        print(shown(f"  {entry.key}  <{info.get('header', '?')}>  {info.get('compiler', '?')},"
+                    f" torch {info.get('torch', '?')}  {pch_cache.format_size(entry.size)}"
+                    f"  used {_age(age)} ago{state}"))
     envs = cached_envs(os.environ)
     if envs:
         print(f"matrix environments: {envs_root(os.environ)} ({len(envs)}; one unused for"
               f" {UNUSED_DAYS} days goes at the next matrix run; --clear removes them)")
     for folder, made in envs:
-        print(f"  {folder.name}  torch {made.get('torch', '?')} from {made.get('index', '?')}"
-              f"  used {_age(time.time() - made.get('used', 0))} ago")
+        print(shown(f"  {folder.name}  torch {made.get('torch', '?')} from {made.get('index', '?')}"
+                    f"  used {_age(time.time() - made.get('used', 0))} ago"))
     return 0
 
 
@@ -264,7 +264,7 @@ def _trace(args: argparse.Namespace) -> int:
         raise ConfigError(f"cannot read {build_dir / trace_view.TRACE_NAME}: {exc.strerror or exc}") from None
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
-    print(trace_view.table(found))
+    print(trace_view.table(found))  # step names are checked as one printable line each
     if args.html:
         page = Path(args.html)
         try:

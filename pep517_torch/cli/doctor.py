@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..errors import Pep517TorchError
+from ..shipped_runtime.user_line import printable
 
 Check = Callable[[], tuple[str, str]]  # -> (verdict, text); verdict: ok | warn | fail | info
 
@@ -221,5 +222,5 @@ def run_checks(path: Path) -> int:
             if any(text.endswith(earlier) for earlier in said):
                 continue
             said.append(text)
-        print(f"{verdict:<5} {text}")
+        print(f"{verdict:<5} {printable(text)}")  # a tool's own words, sanitised
     return 1 if failed else 0

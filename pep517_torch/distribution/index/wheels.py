@@ -26,6 +26,7 @@ from ..variants_index import (VARIANT_JSON_LIMIT, VariantError, VariantMetadata,
                               is_file_name, read_variant_metadata)
 from ..wheel_variant import VARIANT_JSON, variant_wheel_name
 from .record import BUILD_RECORD, RECORD_LIMIT, BuildTorch, RecordError, read_record
+from ...shipped_runtime.user_line import shown
 
 METADATA_LIMIT = 1024 * 1024  # METADATA's headers come first: a long description is cut
 
@@ -56,7 +57,8 @@ class Skipped:
     reason: str
 
     def line(self) -> str:
-        return f"skipped {self.path}: {self.reason}"
+        """One line, whatever the file's name or the wheel held (shown sanitised)."""
+        return f"skipped {shown(self.path)}: {shown(self.reason)}"
 
 
 class _Unusable(Exception):
