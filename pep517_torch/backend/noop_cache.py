@@ -256,6 +256,25 @@ def _copy(source: Any, target: str) -> None:
             os.unlink(temporary)
 
 
+def _holds_dist_info(fd: int, wheel: str) -> bool:
+    """Whether the zip open at ``fd`` lists the ``.dist-info`` folder the file name ``wheel``
+    promises (``name-1.0-….whl``: ``name-1.0.dist-info/``), read from its central directory
+    alone: a record's name is the kept wheel's, not another's (no zipfile import on a replay)."""
+    import struct
+
+    distribution, version = wheel.split("-")[:2]
+    size = os.fstat(fd).st_size
+    start = max(0, size - (1 << 16) - 22)  # the end record, after at most a 64 KiB comment
+    tail = os.pread(fd, size - start, start)
+    at = tail.rfind(b"PK\x05\x06")
+    if at < 0 or len(tail) < at + 20:
+        return False
+    length, offset = struct.unpack("<II", tail[at + 12:at + 20])
+    if length > LIMIT or offset + length > size:
+        return False  # zip64 (a wheel past 4 GiB) or damaged: build
+    return f"{distribution}-{version}.dist-info/".encode() in os.pread(fd, length, offset)
+
+
 def replay_wheel(root: str, wheel_directory: str, config_settings: ConfigSettings) -> str | None:
     """The last wheel of this project, copied into ``wheel_directory``, when nothing it was
     made from changed; its file name, or None (then build)."""
@@ -269,6 +288,10 @@ def replay_wheel(root: str, wheel_directory: str, config_settings: ConfigSetting
         with open(output["kept"], "rb") as kept:
             if kept_identity(os.fstat(kept.fileno())) != output["kept_identity"]:
                 return None  # replaced or changed since the record: build
+            if not _holds_dist_info(kept.fileno(), name):
+                ignored(Unreadable(record_file(os.environ, "wheel", root, config_settings) or "",
+                                   f"it names {name}, not the wheel it keeps"), "building")
+                return None
             os.makedirs(wheel_directory, exist_ok=True)
             target = os.path.join(wheel_directory, name)
             _copy(kept, target)
