@@ -6,6 +6,7 @@ ours. tests/tiny_project.py's module compiles in about a second.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -17,11 +18,14 @@ import pytest
 
 from pep517_torch.shipped_runtime import ledger
 from tests.commands import run, run_cli, run_python
+from tests.conftest import count
+from tests.test_state_files import HOSTILE, STORES
 from tests.tiny_project import NAMED_MODULE, set_value, wheel_value, write_project
 
 pytestmark = pytest.mark.compile
 
 NAME = "ledgered"
+LEDGER = next(store for store in STORES if store.name == "ledger")
 
 
 class Project:
@@ -144,3 +148,114 @@ def test_the_jit_rebuilds_when_a_compile_variable_changes(tmp_path: Path, jit_en
         result = run_python(code, env={"CPLUS_INCLUDE_PATH": str(tmp_path / f"inc{value}"),
                                        "TORCH_EXTENSIONS_DIR": str(jit_env)})
         assert result.stdout.strip() == str(value), result.stderr
+
+
+# -- issue 43: what the ledger says is untrusted input -------------------------------------------
+
+
+def _forge(project: Project, change: dict) -> None:
+    """Edit the ledger as a careless or hostile user would: section by section."""
+    path = project.build_dir / ledger.NAME
+    whole = json.loads(path.read_text())
+    for section, values in change.items():
+        whole[section] = {**whole[section], **values}
+    path.write_text(json.dumps(whole))
+
+
+@pytest.mark.parametrize("case", list(HOSTILE))
+def test_a_bad_ledger_is_named_and_rebuilds_everything(project: Project, case: str) -> None:
+    """explain names the ledger file and why (never "no build has run", never a hang or a
+    memory blow-up); the next build says it once and runs every step."""
+    project.wheel()
+    path = project.build_dir / ledger.NAME
+    path.unlink()
+    HOSTILE[case](path, LEDGER)
+    said = run_cli("explain", project.root, timeout=60)
+    assert said.returncode == 0 and "Traceback" not in said.stderr, said
+    (line,) = said.stdout.splitlines()
+    assert line.startswith(f"pep517_torch: {path}: ") and "no build has run" not in line, line
+    assert "the next build runs every step" in line, line
+    _, built = project.wheel()
+    assert "2 compiled" in built and "1 linked" in built, built
+    assert f"{path}: " in built and built.count(f"{path}: ") == 1, built
+    count("issue 43 item 5: a hostile ledger, through explain and a build")
+
+
+@pytest.mark.parametrize("decision", [[["x"], 5], ["manylinux_2_17_x86_64", "forged"],
+                                      ["../../../../tmp/PWN", "manylinux_2_5: forged"],
+                                      ["linux_x86_64", "manylinux_2_5: the strictest holds"]])
+def test_a_forged_platform_decision_never_names_the_wheel(project: Project, decision: list) -> None:
+    first, _ = project.wheel()
+    _forge(project, {"platform": {"decision": decision}})
+    wheel, said = project.wheel()
+    assert wheel.name == first.name, said  # decided again: the binaries' own tag
+    assert "Traceback" not in said and not (project.out.parent.parent / "tmp" / "PWN").exists()
+    (line,) = [line for line in said.splitlines() if str(project.build_dir / ledger.NAME) in line]
+    assert "PWN" not in said.replace(line, "") and "['x']" not in said.replace(line, ""), said
+    count("issue 43 item 2: a forged platform decision")
+
+
+def test_explain_names_the_object_an_interrupted_build_left_missing_and_the_edit(project: Project) -> None:
+    """An interrupted build leaves the object it was compiling missing (the compiler removes
+    it) and the record of the build before it: the next build's reason names that object,
+    and the edit that started it."""
+    project.wheel()
+    obj = next(project.build_dir.glob("obj/**/value.cpp.o"))
+    relative = obj.relative_to(project.build_dir).as_posix()
+    obj.unlink()  # no edit: ninja's own reason, naming the object
+    project.wheel()
+    said = project.explain()
+    assert f"compiling csrc/value.cpp: its output {relative} did not exist" in said, said
+    (project.root / "csrc" / "value.cpp").write_text("int value() { return 5; }\n")
+    obj.unlink()  # what a build of this edit leaves when it is interrupted while compiling it
+    wheel, _ = project.wheel()
+    assert project.value(wheel) == 5
+    said = project.explain()
+    assert (f"compiling csrc/value.cpp: csrc/value.cpp changed (its content) (its output"
+            f" {relative} was missing") in said, said
+    count("issue 43 item 14: an interrupted build's reasons", 2)
+
+
+HOOKS = """
+import sys
+sys.executable = sys.argv[1]  # the interpreter of a frontend's isolated environment
+from pep517_torch import buildapi
+print(buildapi.build_wheel(sys.argv[2]))
+"""
+
+
+def test_explain_describes_a_replay_by_another_interpreter_and_the_build_after_it(
+        project: Project, tmp_path: Path) -> None:
+    """`python -m build` runs the hooks in its own environment's interpreter: its no-op replay
+    is the last build explain describes; a build after it is described, not the replay."""
+    isolated = tmp_path / "isolated" / "bin" / "python"
+    isolated.parent.mkdir(parents=True)
+    isolated.symlink_to(sys.executable)
+    for _ in range(4):  # a build records once its inputs are not a moment old; the next replays
+        done = run(sys.executable, "-c", HOOKS, isolated, project.out / "hooks", cwd=project.root)
+        if "nothing changed since the last build" in done.stdout:
+            break
+    else:
+        pytest.fail(done.stdout)
+    said = project.explain()
+    assert "the wheel was replayed" in said and "ran no step" in said, said
+    (project.root / "csrc" / "value.cpp").write_text("int value() { return 6; }\n")
+    project.wheel()
+    said = project.explain()
+    assert "ran 2 steps" in said and "replayed" not in said, said
+    count("issue 43 item 14: explain after a replay", 2)
+
+
+def test_explain_shows_what_the_ledger_says_escaped(project: Project) -> None:
+    """Issue 43 item 6: a step name or reason in the ledger is text from disk: never raw."""
+    project.wheel()
+    path = project.build_dir / ledger.NAME
+    whole = json.loads(path.read_text())
+    whole["explain"].update(outcome="built", everything=None,
+                            steps=[["compiling \x1b[2J\x1b]0;owned\x07", "a\nfake line"]])
+    path.write_text(json.dumps(whole))
+    said = project.explain()
+    assert "\x1b" not in said and "\x07" not in said, said
+    assert "compiling \\x1b[2J\\x1b]0;owned\\x07: a\\nfake line" in said, said
+    assert len(said.splitlines()) == 2, said
+    count("issue 43 item 6: explain's text from disk")

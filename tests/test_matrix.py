@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -23,7 +24,7 @@ from pep517_torch.core.toolchain import tools as toolchain
 from pep517_torch.config.pyproject import tomllib
 from pep517_torch.distribution.index import write_index
 from pep517_torch.distribution.torch_requirement import local_label
-from tests.conftest import ROOT
+from tests.conftest import ROOT, count
 from tests.installed.venvs import installed_env, own_wheel, site_packages
 from tests.tiny_project import wheel_value, write_project
 
@@ -128,6 +129,31 @@ def test_wheel_python_names_each_unusable_interpreter_before_compiling(tmp_path:
         f" ({bare / 'bin' / 'python'} -m pip install torch)",
     ]
     assert not (root / "build").exists() and done.stdout == ""
+
+
+def test_a_fake_interpreter_and_a_path_with_spaces_are_said_safely(tmp_path: Path) -> None:
+    """Issue 43 item 8: what a program that is no Python prints is never shown as its version,
+    and the command a line suggests runs as printed for a path with spaces."""
+    root = write_project(tmp_path / "proj", "spaced")
+    fake = tmp_path / "a b" / "python3"
+    fake.parent.mkdir()
+    fake.write_text('#!/bin/sh\nprintf \'{"garbage": 1: \\033[2J\\n\'\n')
+    fake.chmod(0o755)
+    bare = tmp_path / "with space" / "bare"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", bare], check=True)
+    python = bare / "bin" / "python"
+    done = subprocess.run([sys.executable, "-m", "pep517_torch", "wheel", str(root), "--python",
+                           str(fake), "--python", str(python)], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        f"pep517_torch: error: --python: {fake}: does not run as a Python interpreter",
+        f"pep517_torch: error: --python: {python}: torch is not installed there"
+        f" ({shlex.quote(str(python))} -m pip install torch)",
+    ]
+    suggested = done.stderr.splitlines()[1].split("(", 1)[1].rstrip(")")
+    assert shlex.split(suggested)[0] == str(python)  # one argument, as a shell reads it
+    count("issue 43 item 8: a fake interpreter, a path with spaces", 2)
 
 
 def test_wheel_python_builds_with_that_interpreter(tmp_path: Path) -> None:

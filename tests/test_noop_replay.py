@@ -353,3 +353,50 @@ def test_no_replay_when_asked(project: Project) -> None:
     project.settled()
     project.env["PEP517_TORCH_NO_REPLAY"] = "1"
     assert not project.hook("wheel").replayed
+
+
+# -- issue 43: a record read back is untrusted input ---------------------------------------------
+
+
+def _record(project: Project) -> Path:
+    folder = Path(os.environ["PEP517_TORCH_CACHE_DIR"]) / "last-builds"
+    for path in folder.glob("wheel-*.json"):
+        if json.loads(path.read_text())["key"][1] == str(project.root):
+            return path
+    raise AssertionError("no record")
+
+
+def _forge_name(record: dict, tmp_path: Path) -> None:
+    record["output"]["wheel"] = "evil-9.9-py3-none-any.whl"
+
+
+def _forge_kept(record: dict, tmp_path: Path) -> None:
+    other = tmp_path / "other.whl"  # another file, its identity recorded as the kept wheel's
+    other.write_bytes(b"not the wheel this build made")
+    st = other.stat()
+    record["output"].update(kept=str(other), kept_identity=[st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns])
+
+
+def _forge_notes(record: dict, tmp_path: Path) -> None:
+    record["notes"] = ["pep517_torch: \x1b[2J\x1b]0;owned\x07"]
+
+
+@pytest.mark.parametrize("forge", [_forge_name, _forge_kept, _forge_notes],
+                         ids=["a wheel name", "a kept wheel elsewhere", "escapes in a note"])
+def test_a_forged_noop_record_replays_nothing_it_names(project: Project, tmp_path: Path,
+                                                       forge: Callable[[dict, Path], None]) -> None:
+    """What a record names (the wheel's file name, where the kept wheel lies) is checked as a
+    build would make it: a forged one is named in one line and the hook builds; what it
+    prints is shown escaped."""
+    settled = project.settled()
+    path = _record(project)
+    record = json.loads(path.read_text())
+    forge(record, tmp_path)
+    path.write_text(json.dumps(record))
+    again = project.hook("wheel")
+    assert again.name == settled.wheel.name, again.output
+    assert again.path.read_bytes() != b"not the wheel this build made"
+    assert "\x1b" not in again.output and "evil" not in again.name, again.output
+    if forge is not _forge_notes:
+        assert not again.replayed and again.output.count(str(path)) == 1, again.output
+    count("issue 43 item 2: a forged no-op record")

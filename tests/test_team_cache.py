@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -69,6 +70,34 @@ def test_ccache_remote_storage_serves_a_second_machine(
     assert int(stats_b["remote_storage_hit"]) == 3  # from redis: machine B's own cache was empty
     assert wheel_a.read_bytes() == wheel_b.read_bytes()
     assert check_module(wheel_b, tmp_path) == "./csrc/module.cpp"
+
+
+def test_the_summary_counts_this_builds_own_cache_hits(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 43 item 15: `3 compiled (22 from cache)` for a graph of 6 steps. ccache's own
+    totals count every build sharing the cache; while another one is served from it, the
+    summary still counts only this build's compiles (from its stats log), and they add up."""
+    ccache = tool("ccache")
+    env = {"PEP517_TORCH_COMPILER_LAUNCHER": ccache, "CCACHE_DIR": str(tmp_path / "ccache"),
+           "CCACHE_CONFIGPATH": str(tmp_path / "ccache.conf")}
+    tree = write_c_project(tmp_path / "src" / "teamops")
+    _, hits, _ = build_on_machine(tmp_path / "first", tree, env, monkeypatch)
+    assert hits == 0
+    (tmp_path / "other.c").write_text("int other(void) { return 1; }\n")
+    stop = tmp_path / "stop"
+    loop = (f"while [ ! -e {stop} ]; do {ccache} cc -c {tmp_path / 'other.c'} -o"
+            f" {tmp_path / 'other.o'}; touch {tmp_path / 'served'}; done")
+    other = subprocess.Popen(["sh", "-c", loop], env={**os.environ, **env})
+    try:
+        while not (tmp_path / "served").exists():  # the other build is being served
+            assert other.poll() is None
+            time.sleep(0.01)
+        _, hits, output = build_on_machine(tmp_path / "second", tree, env, monkeypatch)
+    finally:
+        stop.touch()
+        other.wait(timeout=60)
+    assert "3 compiled (3 from cache)" in output, output  # the graph's three TUs, all served
+    assert hits == 3
 
 
 def test_sccache_redis_serves_a_second_machine(
