@@ -42,7 +42,8 @@ _PRECOMPILED = (".gch", ".pch")  # outputs of our own graphs (possibly the machi
 @dataclass
 class Changes:
     """Why the next run has work beyond ninja's own reasons: for the whole folder, and per
-    output deleted (``{target: "csrc/a.cpp changed (its content)"}``)."""
+    output deleted, or found missing, for a changed input (``{target: "csrc/a.cpp changed (its
+    content)"}``)."""
 
     everything: str | None = None
     outputs: dict[str, str] = field(default_factory=dict)
