@@ -16,8 +16,8 @@ the no-op cache's records, the tool-probe cache, a JIT extension's stamp, a prec
 header's seal.
 
 The state file is read as untrusted input (``state_file.py``): never through a symlink, only
-as a regular file, up to a bound, checked against :data:`SHAPE` (the folder's keys and each
-section's); one that fails is named once and treated as absent, so the next build runs every
+as a regular file, up to a bound, checked against ``ledger_shape.py`` (the folder's keys and
+each section's); one that fails is named once and treated as absent, so the next build runs every
 step.
 
 Standard library only, and no import of the rest of the runtime at module level but
@@ -32,9 +32,9 @@ import stat
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .state_file import IDENTITY, ListOf, Map, Unreadable, ignored, read_json
+from .ledger_shape import FORMAT, SHAPE
+from .state_file import Unreadable, ignored, read_json
 
-FORMAT = 1
 NAME = ".pep517_torch_ledger.json"
 LAUNCHERS = frozenset({"ccache", "sccache", "distcc"})  # may stand before the compiler in CXX
 # An input whose ctime is this close to a build's start may have changed after the build read
@@ -255,42 +255,6 @@ def path_in(build_dir: str | os.PathLike[str]) -> str:
     return os.path.join(build_dir, NAME)
 
 
-def _format(value: Any) -> str | None:
-    if value == FORMAT and type(value) is int:
-        return None
-    if type(value) is int and value > FORMAT:
-        return f"is {value}: written by a newer pep517_torch (this one reads {FORMAT})"
-    return f"is {value!r}, not {FORMAT}"
-
-
-def _fact(value: Any) -> str | None:
-    """A machine fact: [path, *identity] (the identity absent when the file was missing)."""
-    if not (isinstance(value, list) and value and isinstance(value[0], str) and len(value) in (1, 6)
-            and all(type(n) is int for n in value[1:])):
-        return "is not [path, device, inode, size, mtime, ctime]"
-    return None
-
-
-_FILE = (ListOf(int, 5), lambda v: None if (  # an identity, or an identity and a content hash
-    isinstance(v, list) and len(v) == 6 and all(type(n) is int for n in v[:5])
-    and (v[5] is None or isinstance(v[5], str))) else "is not an identity", None)
-# Each section as the layer that keeps it writes it; anything else is no ledger of ours.
-SECTIONS: dict[str, Any] = {
-    "compile": {"current?": bool, "env": Map((str, None)), "facts": Map((_fact, None)),
-                "files": Map(_FILE), "outputs?": Map([str])},
-    "explain": {"at": str, "at_ns?": int, "by": str, "outcome": str, "everything": (str, None),
-                "steps": [ListOf(str, 2)]},
-    "steps": {"descriptions": Map(str), "details": Map(Map(object)), "ccache?": bool},
-    "platform": {"key": str, "decision": (ListOf(str, 2), None)},
-    "editable": {"root": str, "config_settings": Map((str, [str])), "env": Map((str, None)),
-                 "artifacts": [ListOf(str, 2)],
-                 "rebuild": {"ninja": str, "build_dir": str, "targets": [str]},
-                 "watched": Map((IDENTITY, None))},
-    "unity_groups": Map({"flags": str, "groups": [[str]]}),
-    "unity_apart": [str],
-}
-SHAPE = {"format": _format, "build_dir": str, "root?": (str, None),
-         **{f"{name}?": shape for name, shape in SECTIONS.items()}}
 LIMIT = 64 << 20  # bytes: a project of 100,000 files records a few MiB
 
 

@@ -199,13 +199,11 @@ def _toolkit_from(
 
 
 def _nvcc_answer(saved: object) -> tuple[tuple[int, int], tuple[str, ...]]:
-    """A kept nvcc probe's answer, only as ``_probe_nvcc`` gives it: [[major, minor], ["9.0", ...]]
-    (ValueError otherwise: it names the arch flags of every build)."""
-    if not (isinstance(saved, list) and len(saved) == 2 and isinstance(saved[0], list)
-            and len(saved[0]) == 2 and all(type(n) is int and 0 <= n < 1000 for n in saved[0])
-            and isinstance(saved[1], list)
+    """A kept nvcc probe, only as ``_probe_nvcc`` answers: [[major, minor], ["9.0", ...]]."""
+    if not (isinstance(saved, list) and len(saved) == 2 and isinstance(saved[0], list) and len(saved[0]) == 2
+            and all(type(n) is int and 0 <= n < 1000 for n in saved[0]) and isinstance(saved[1], list)
             and all(isinstance(a, str) and re.fullmatch(r"\d{1,3}\.\d", a) for a in saved[1])):
-        raise ValueError("not [[major, minor], [arch, ...]]")
+        raise ValueError("not [[major, minor], [arch, ...]]")  # it names every build's arch flags
     return (saved[0][0], saved[0][1]), tuple(saved[1])
 
 

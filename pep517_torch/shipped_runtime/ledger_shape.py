@@ -1,0 +1,48 @@
+"""The shape of the build folder's ledger, each section as the layer that keeps it writes it:
+what ``ledger.read`` checks a ledger read back against (``state_file.py``). A ledger that is
+not of this shape is no ledger of ours: it is named, and treated as absent."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .state_file import IDENTITY, ListOf, Map
+
+FORMAT = 1
+
+
+def _format(value: Any) -> str | None:
+    if value == FORMAT and type(value) is int:
+        return None
+    if type(value) is int and value > FORMAT:
+        return f"is {value}: written by a newer pep517_torch (this one reads {FORMAT})"
+    return f"is {value!r}, not {FORMAT}"
+
+
+def _fact(value: Any) -> str | None:
+    """A machine fact: [path, *identity] (the identity absent when the file was missing)."""
+    if not (isinstance(value, list) and value and isinstance(value[0], str) and len(value) in (1, 6)
+            and all(type(n) is int for n in value[1:])):
+        return "is not [path, device, inode, size, mtime, ctime]"
+    return None
+
+
+_FILE = (ListOf(int, 5), lambda v: None if (  # an identity, or an identity and a content hash
+    isinstance(v, list) and len(v) == 6 and all(type(n) is int for n in v[:5])
+    and (v[5] is None or isinstance(v[5], str))) else "is not an identity", None)
+SECTIONS: dict[str, Any] = {
+    "compile": {"current?": bool, "env": Map((str, None)), "facts": Map((_fact, None)),
+                "files": Map(_FILE), "outputs?": Map([str])},
+    "explain": {"at": str, "at_ns?": int, "by": str, "outcome": str, "everything": (str, None),
+                "steps": [ListOf(str, 2)]},
+    "steps": {"descriptions": Map(str), "details": Map(Map(object)), "ccache?": bool},
+    "platform": {"key": str, "decision": (ListOf(str, 2), None)},
+    "editable": {"root": str, "config_settings": Map((str, [str])), "env": Map((str, None)),
+                 "artifacts": [ListOf(str, 2)],
+                 "rebuild": {"ninja": str, "build_dir": str, "targets": [str]},
+                 "watched": Map((IDENTITY, None))},
+    "unity_groups": Map({"flags": str, "groups": [[str]]}),
+    "unity_apart": [str],
+}
+SHAPE = {"format": _format, "build_dir": str, "root?": (str, None),
+         **{f"{name}?": shape for name, shape in SECTIONS.items()}}
