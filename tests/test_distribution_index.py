@@ -212,7 +212,7 @@ def test_a_symlink_is_never_written_through(house: Path, tmp_path: Path,
     assert status == 0
     assert tree(outside) == before  # nothing written, made or removed there
     assert sorted(err.splitlines()) == sorted([
-        f"pep517_torch: {house}/{MANIFEST}: a symlink (never written through): ignored, no"
+        f"pep517_torch: {house}/{MANIFEST}: a symlink (a state file is never read through one): ignored, no"
         " file of this folder counted as ours",
         f"pep517_torch: {house}/torch-{CPU}: a symlink (never written through): left as it is",
         f"pep517_torch: {house}/torch-{CUDA}.html: a symlink (never written through): left as it is",

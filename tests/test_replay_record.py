@@ -73,6 +73,9 @@ def test_a_watch_sees_reads_and_listings_below_its_root_only(tmp_path: Path) -> 
     assert str(root / "later") not in seen  # the watch is over
 
 
+NOTE = "manylinux_2_28: the strictest manylinux policy holds"  # as the decision words it
+
+
 def test_the_platform_tag_is_kept_while_the_binaries_keep_their_identity(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -80,7 +83,7 @@ def test_the_platform_tag_is_kept_while_the_binaries_keep_their_identity(
 
     def decide(mode, artifacts, shipped, linux_tag):  # type: ignore[no-untyped-def]
         decided.append(mode)
-        return platform_decision.PlatformTag("manylinux_2_28_x86_64", "a note")
+        return platform_decision.PlatformTag("manylinux_2_28_x86_64", NOTE)
 
     monkeypatch.setattr(platform_decision, "_decide", decide)
     artifact = tmp_path / "out" / "_C.so"
@@ -94,7 +97,7 @@ def test_the_platform_tag_is_kept_while_the_binaries_keep_their_identity(
         return platform_decision.decide(mode, artifacts, shipped, "linux_x86_64", tmp_path)
 
     first = run()
-    assert first == run() == platform_decision.PlatformTag("manylinux_2_28_x86_64", "a note")
+    assert first == run() == platform_decision.PlatformTag("manylinux_2_28_x86_64", NOTE)
     assert decided == ["auto"]
     artifact.write_bytes(b"\x7fELF two")  # relinked
     run()

@@ -32,8 +32,9 @@ import stat
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .ledger_shape import FORMAT, SHAPE
 from .state_file import Unreadable, ignored, read_json
+
+FORMAT = 1  # the ledger's; its shape is ledger_shape.py's (imported when a ledger is read)
 
 NAME = ".pep517_torch_ledger.json"
 LAUNCHERS = frozenset({"ccache", "sccache", "distcc"})  # may stand before the compiler in CXX
@@ -258,10 +259,20 @@ def path_in(build_dir: str | os.PathLike[str]) -> str:
 LIMIT = 64 << 20  # bytes: a project of 100,000 files records a few MiB
 
 
+def _format(value: Any) -> str | None:
+    if value == FORMAT and type(value) is int:
+        return None
+    if type(value) is int and value > FORMAT:
+        return f"is {value}: written by a newer pep517_torch (this one reads {FORMAT})"
+    return f"is {value!r}, not {FORMAT}"
+
+
 def read(build_dir: str | os.PathLike[str]) -> dict[str, Any]:
     """The folder's ledger ({} when there is none); :class:`Unreadable` naming it and why, for
     one that is not a regular file, too large, not JSON, or not of :data:`SHAPE`."""
-    return read_json(path_in(build_dir), LIMIT, SHAPE) or {}
+    from .ledger_shape import SHAPE
+
+    return read_json(path_in(build_dir), LIMIT, {"format": _format, **SHAPE}) or {}
 
 
 _void: dict[str, Unreadable] = {}  # ledger path -> why it could not be read, until taken

@@ -8,16 +8,6 @@ from typing import Any
 
 from .state_file import IDENTITY, ListOf, Map
 
-FORMAT = 1
-
-
-def _format(value: Any) -> str | None:
-    if value == FORMAT and type(value) is int:
-        return None
-    if type(value) is int and value > FORMAT:
-        return f"is {value}: written by a newer pep517_torch (this one reads {FORMAT})"
-    return f"is {value!r}, not {FORMAT}"
-
 
 def _fact(value: Any) -> str | None:
     """A machine fact: [path, *identity] (the identity absent when the file was missing)."""
@@ -44,5 +34,5 @@ SECTIONS: dict[str, Any] = {
     "unity_groups": Map({"flags": str, "groups": [[str]]}),
     "unity_apart": [str],
 }
-SHAPE = {"format": _format, "build_dir": str, "root?": (str, None),
+SHAPE = {"build_dir": str, "root?": (str, None),  # and "format", ledger.py's to check
          **{f"{name}?": shape for name, shape in SECTIONS.items()}}

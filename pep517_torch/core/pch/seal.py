@@ -119,9 +119,9 @@ def damage(gch: str) -> str | None:
         try:
             seal = state_file.read_json(gch + SUFFIX, LIMIT, SHAPE)
         except state_file.Unreadable as error:
-            return f"its seal cannot be used ({error.why})"
+            return f"it has no valid checksum (its seal: {error.why})"
         if seal is None:
-            return "it has no checksum (made by an older pep517_torch, or its seal is gone)"
+            return "it has no valid checksum (made by an older pep517_torch, or its seal is gone)"
         found = ledger.identity_of(st)
         sealed = seal["gch"]
         if st.st_size != sealed[2]:
