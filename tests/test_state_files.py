@@ -108,19 +108,19 @@ except Unreadable as error:
 result["absent"] = noop_cache.replay_wheel(str(project), str(out), {}) is None
 """, good={"format": 2}, limit=64 << 20, future={"format": 3}, alone={"format": 2}),
     Store("probe cache", "cache/probes.json", """
-from pep517_torch.core import probe_cache
+from pep517_torch.core.toolchain import probe_cache
 result["absent"] = probe_cache.remembered("kind", [], [], lambda: "probed", env=env) == "probed"
 result["named"] = said()
 """, good={"version": 1, "entries": {}}, limit=4 << 20, future={"version": 2, "entries": {}},
           alone={"version": 1}),
     Store("PCH seal", "pch/entry/pch.h.gch.seal", """
-from pep517_torch.core import pch_seal
+from pep517_torch.core.pch import seal as pch_seal
 why = pch_seal.damage(str(folder / "pch.h.gch"))
 result["absent"] = why is not None  # a seal that cannot be read is no seal: the entry is not used
 result["named"] = why
 """, good={"version": 2}, limit=64 << 10, future={"version": 3}, alone={"version": 2}),
     Store("PCH flag set", "pch/entry/entry.json", """
-from pep517_torch.core import pch_cache
+from pep517_torch.core.pch import cache as pch_cache
 result["absent"] = pch_cache._read_info(folder) == {}
 result["named"] = pch_cache.damage(folder, expected_info={"header": "torch/extension.h"})
 """, good={"header": "torch/extension.h"}, limit=64 << 10, future=b'{"header": {"nested": 1}}',
@@ -151,7 +151,7 @@ result["absent"] = whom.isprintable() and what.isprintable()
 result["named"] = None if whom == "another process" else whom
 """, good=b"123 a wheel of demo 1.0\n", limit=4096, future=b"x", alone=b"x", listed=b"x"),
     Store("trace", "build/build-trace.json", """
-from pep517_torch.core import trace_view
+from pep517_torch.core.ninja import trace_view
 try:
     trace_view.read(folder)
     result["named"] = None
