@@ -286,3 +286,24 @@ def test_index_says_a_hostile_file_name_escaped(tmp_path: Path) -> None:
     skipped = [line for line in said.splitlines() if "skipped" in line]
     assert len(skipped) == 1 and "evil\\x1b[2J\\x1b]0;owned\\x07\\nfake.whl" in skipped[0], said
     count("issue 43 item 6: index's skip lines")
+
+
+@pytest.mark.parametrize("wheel", ["lightops-0.3.0+pt213cpu-cp311-cp311-manylinux_2_28_x86_64.whl",
+                                   "lightops-0.3.0-cp311-cp311-manylinux_2_28_x86_64-pt213cu130.whl",
+                                   "light_ops-1.0-1-cp311-abi3-linux_x86_64.whl"])
+def test_a_record_as_a_build_writes_it_is_read_back(tmp_path: Path, wheel: str) -> None:
+    """The checks refuse what no build writes, never what one does: a local version label, a
+    variant label after the tags, a build tag."""
+    from pep517_torch.backend import noop_cache
+
+    location = tmp_path / "last-builds" / "wheel-0123.json"
+    location.parent.mkdir()
+    build_dir = tmp_path / "build"
+    record = {"format": noop_cache.FORMAT, "key": ["wheel", "/p", {}, sys.executable], "env": {"A": None},
+              "files": {"/p/pyproject.toml": [1, 2, 3, 4, 5], "/p/gone": None}, "machine": {},
+              "build_dir": str(build_dir), "written_ns": 1, "notes": ["pep517_torch: a note"],
+              "output": {"wheel": wheel, "kept": noop_cache.kept_path(location, build_dir),
+                         "kept_identity": [1, 2, 3, 4], "extensions": 1, "platform": "a note"}}
+    location.write_text(json.dumps(record))
+    assert noop_cache.read_record(str(location), "wheel") == record
+    count("issue 43 item 2: what a build writes is read back")

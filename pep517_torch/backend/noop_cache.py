@@ -56,8 +56,9 @@ RECORDS = "last-builds"  # the records' folder in the machine cache
 LIBRARIES = ("packaging", "pyproject_metadata", "auditwheel", "elftools")
 _PACKAGE = os.path.dirname(os.path.abspath(__file__))
 LIMIT = 64 << 20  # bytes: a metadata record holds the .dist-info's files
-# PEP 427's file names and PEP 376's folders, as pep517_torch writes them (normalised names)
-_WHEEL = re.compile(r"[A-Za-z0-9_.]+-[A-Za-z0-9_.!+]+(-[0-9][A-Za-z0-9_.]*)?(-[A-Za-z0-9_.]+){3}\.whl")
+# PEP 427's file names (a build tag, a PEP 825 variant label after the tags) and PEP 376's
+# folders, as pep517_torch writes them (normalised names)
+_WHEEL = re.compile(r"[A-Za-z0-9_.]+-[A-Za-z0-9_.!+]+(-[0-9][A-Za-z0-9_.]*)?(-[A-Za-z0-9_.]+){3,4}\.whl")
 _DIST_INFO = re.compile(r"[A-Za-z0-9_.]+-[A-Za-z0-9_.!+]+\.dist-info")
 _MEMBER = re.compile(r"[A-Za-z0-9_.+-]+(/[A-Za-z0-9_.+-]+)*")
 
