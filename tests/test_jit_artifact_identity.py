@@ -81,3 +81,30 @@ def test_turning_the_pch_off_or_on_rebuilds_nothing(tmp_path: Path) -> None:
     assert (artifact.stat().st_ino, artifact.stat().st_mtime_ns) == (built.st_ino, built.st_mtime_ns)
     # and the warm path answered: the cold one would have written the stamp again
     assert (build / "ident.stamp").stat().st_ino == stamped.st_ino
+
+
+@pytest.mark.parametrize("bad", ["a FIFO", "garbage", "a symlink elsewhere"])
+def test_a_stamp_that_is_no_stamp_is_named_and_rebuilds(tmp_path: Path, bad: str) -> None:
+    """Issue 43 item 5: the stamp is read as untrusted input: a FIFO never hangs load(), and a
+    damaged or foreign one is a rebuild, named in one line."""
+    source = write(tmp_path / "src" / "ident.cpp", SOURCE)
+    build = tmp_path / "build"
+    assert value_of(load(source, build, "-DVALUE=42")) == "42"
+    [stamp] = build.glob("*.stamp")
+    good = stamp.read_bytes()
+    stamp.unlink()
+    if bad == "a FIFO":
+        os.mkfifo(stamp)
+    elif bad == "garbage":
+        stamp.write_bytes(b"\x00garbage")
+    else:
+        (tmp_path / "elsewhere.stamp").write_bytes(good)
+        stamp.symlink_to(tmp_path / "elsewhere.stamp")
+    again = load(source, build, "-DVALUE=42")
+    assert value_of(again) == "42"
+    named = [line for line in again.stderr.splitlines() if str(stamp) in line]
+    assert len(named) == 1 and "ignored; building 'ident' again" in named[0], again.stderr
+    assert stamp.is_file() and not stamp.is_symlink()  # written anew
+    from tests.conftest import count
+
+    count("issue 43 item 5: a JIT stamp that is no stamp")
