@@ -160,15 +160,22 @@ except (OSError, ValueError) as error:
 result["absent"] = result["named"] is not None
 """, good={"traceEvents": []}, limit=256 << 20, future={"traceEvents": 5},
           alone={"displayTimeUnit": "ms"}),
+    Store("ninja log", "build/.ninja_log", """
+from pep517_torch.shipped_runtime import trace
+before = trace.mark(folder)
+result["absent"] = trace.entries_since(folder, before) == [] and before.last == {}
+result["named"] = None
+""", good=b"# ninja log v5\n0\t10\t1\tobj/a.o\tabc\n", limit=512 << 20, future=b"# ninja log v99\n",
+          alone=b"# ninja log v5\n"),
 ]
 # What a store says of its file names it only where it says anything (the lock's waiter shows
 # "another process"; the PCH flag set is compared, never shown).
 NAMING = {"ledger", "no-op record", "probe cache", "JIT stamp", "index manifest", "trace"}
 # Bad files a store reads as what they are: the lock's owner line is free text, and garbage,
 # a truncated line or a list are only an owner it cannot name.
-READABLE = {("lock owner", case) for case in ("garbage", "truncated", "empty", "a list",
-                                              "a future format", "deep nesting", "bad UTF-8",
-                                              "its format alone")}
+TEXT = ("garbage", "truncated", "empty", "a list", "a future format", "deep nesting", "bad UTF-8",
+        "its format alone")
+READABLE = {(store, case) for store in ("lock owner", "ninja log") for case in TEXT}
 
 CHILD = """
 import json, os, sys
