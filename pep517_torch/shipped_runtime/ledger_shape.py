@@ -17,12 +17,23 @@ def _fact(value: Any) -> str | None:
     return None
 
 
-_FILE = (ListOf(int, 5), lambda v: None if (  # an identity, or an identity and a content hash
-    isinstance(v, list) and len(v) == 6 and all(type(n) is int for n in v[:5])
-    and (v[5] is None or isinstance(v[5], str))) else "is not an identity", None)
+def _file(value: Any) -> str | None:
+    """A file the compile core decided with: missing (null), its identity, or its identity and
+    content hash (null: it changed while the build read it). One call per file: the ledger of
+    a large project holds tens of thousands."""
+    if value is None:
+        return None
+    if (type(value) is list and 5 <= len(value) <= 6 and type(value[0]) is int
+            and type(value[1]) is int and type(value[2]) is int and type(value[3]) is int
+            and type(value[4]) is int
+            and (len(value) == 5 or value[5] is None or type(value[5]) is str)):
+        return None
+    return "is not a file's identity [device, inode, size, mtime, ctime] (and content hash)"
+
+
 SECTIONS: dict[str, Any] = {
     "compile": {"current?": bool, "env": Map((str, None)), "facts": Map((_fact, None)),
-                "files": Map(_FILE), "outputs?": Map([str])},
+                "files": Map(_file), "outputs?": Map([str])},
     "explain": {"at": str, "at_ns?": int, "by": str, "outcome": str, "everything": (str, None),
                 "steps": [ListOf(str, 2)]},
     "steps": {"descriptions": Map(str), "details": Map(Map(object)), "ccache?": bool},

@@ -193,61 +193,102 @@ def _name(where: str) -> str:
 
 
 def problem(value: Any, shape: Any, where: str = "") -> str | None:
-    """Why ``value`` is not of ``shape`` (None: it is), naming where in the document."""
-    if shape is object:
-        return None
+    """Why ``value`` is not of ``shape`` (None: it is), naming where in the document. A value
+    that fits is checked without a word being made (a ledger of 10,000 files in milliseconds);
+    the words are found only for one that does not."""
+    return None if _fits(value, shape) else _explained(value, shape, where)
+
+
+_EXACT = {int: int, str: str, bool: bool, list: list, dict: dict, type(None): type(None)}
+
+
+def _fits(value: Any, shape: Any) -> bool:
+    kind = type(shape)
+    if kind is type:
+        if shape is object:
+            return True
+        exact = _EXACT.get(shape)
+        if exact is not None:
+            return type(value) is exact  # JSON's types: a bool is no int here
+        if shape is float:
+            return type(value) is float or type(value) is int
+        return isinstance(value, shape)
+    if shape is None:
+        return value is None
+    if kind is tuple:
+        return any(_fits(value, alternative) for alternative in shape)
+    if kind is list or kind is ListOf:
+        if type(value) is not list:
+            return False
+        if kind is ListOf and not shape.low <= len(value) <= shape.high:
+            return False
+        item = shape[0] if kind is list else shape.item
+        exact = _EXACT.get(item) if type(item) is type else None
+        if exact is not None:
+            return all(type(element) is exact for element in value)
+        return all(_fits(element, item) for element in value)
+    if kind is Map:
+        if type(value) is not dict:
+            return False
+        item = shape.value
+        exact = _EXACT.get(item) if type(item) is type else None
+        if exact is not None:
+            return all(type(element) is exact for element in value.values())
+        return all(_fits(element, item) for element in value.values())
+    if kind is dict:
+        if type(value) is not dict:
+            return False
+        for key, wanted in shape.items():
+            name = key[:-1] if key.endswith("?") else key
+            if name in value:
+                if not _fits(value[name], wanted):
+                    return False
+            elif name == key:
+                return False
+        return True
+    if kind is Exactly:
+        return value == shape.value and type(value) is type(shape.value)
+    if callable(shape):
+        return shape(value) is None
+    raise TypeError(f"not a shape: {shape!r}")
+
+
+def _explained(value: Any, shape: Any, where: str) -> str:
+    """The words for a value that does not fit ``shape``: the first part of it that does not."""
     if isinstance(shape, tuple):
-        found = [problem(value, alternative, where) for alternative in shape]
-        if None in found:
-            return None
+        found = [_explained(value, alternative, where) for alternative in shape]
         alike = [why for alternative, why in zip(shape, found) if _container(alternative) is type(value)]
         return alike[0] if len(alike) == 1 else f"{_name(where)} is {_what(value)}, not {_described(shape)}"
     if shape is None or shape is type(None):
-        return None if value is None else f"{_name(where)} is {_what(value)}, not null"
+        return f"{_name(where)} is {_what(value)}, not null"
     if isinstance(shape, type):
-        fits = isinstance(value, shape) and not (isinstance(value, bool) and shape is not bool)
-        fits = fits or (shape is float and isinstance(value, int) and not isinstance(value, bool))
-        return None if fits else f"{_name(where)} is {_what(value)}, not {_described(shape)}"
+        return f"{_name(where)} is {_what(value)}, not {_described(shape)}"
     if isinstance(shape, Exactly):
-        return None if value == shape.value and type(value) is type(shape.value) else (
-            f"{_name(where)} is {_short(value)}, not {shape.value!r}")
+        return f"{_name(where)} is {_short(value)}, not {shape.value!r}"
     if isinstance(shape, (list, ListOf)):
         if not isinstance(value, list):
             return f"{_name(where)} is {_what(value)}, not a list"
-        item = shape[0] if isinstance(shape, list) else shape.item
         if isinstance(shape, ListOf) and not shape.low <= len(value) <= shape.high:
             count = shape.low if shape.low == shape.high else f"{shape.low} to {shape.high}"
             return f"{_name(where)} has {len(value)} items, not {count}"
-        for index, element in enumerate(value):
-            found = problem(element, item, f"{where}[{index}]")
-            if found is not None:
-                return found
-        return None
+        item = shape[0] if isinstance(shape, list) else shape.item
+        index = next(i for i, element in enumerate(value) if not _fits(element, item))
+        return _explained(value[index], item, f"{where}[{index}]")
     if isinstance(shape, (dict, Map)):
         if not isinstance(value, dict):
             return f"{_name(where)} is {_what(value)}, not an object"
         if isinstance(shape, Map):
-            for key, element in value.items():
-                found = problem(element, shape.value, f"{where}[{_short(key)}]")
-                if found is not None:
-                    return found
-            return None
+            key = next(k for k, element in value.items() if not _fits(element, shape.value))
+            return _explained(value[key], shape.value, f"{where}[{_short(key)}]")
         for key, wanted in shape.items():
-            optional = key.endswith("?")
-            name = key[:-1] if optional else key
+            name = key[:-1] if key.endswith("?") else key
             inner = f"{where}.{name}" if where else name
-            if name not in value:
-                if optional:
-                    continue
+            if name not in value and name == key:
                 return f"{inner} is missing"
-            found = problem(value[name], wanted, inner)
-            if found is not None:
-                return found
-        return None
-    if callable(shape):
-        found = shape(value)
-        return None if found is None else f"{_name(where)} {found}"
-    raise TypeError(f"not a shape: {shape!r}")
+            if name in value and not _fits(value[name], wanted):
+                return _explained(value[name], wanted, inner)
+    found = shape(value) if callable(shape) and not isinstance(shape, (dict, Map)) else None
+    return f"{_name(where)} {found}" if found else f"{_name(where)} is not what it should be"
 
 
 def _short(value: Any) -> str:
