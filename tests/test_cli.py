@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import sys
 from pathlib import Path
 
@@ -93,8 +94,12 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "from setuptools import setup\nfrom torch.utils.cpp_extension import CppExtension\n"
         "setup(name='piped', version='1.0', ext_modules=[CppExtension('piped._C', ['csrc/a.cpp'])])\n")
     (build_dir,) = (root / "build").iterdir()
+    declared = base / "declared"
+    shutil.copytree(root, declared, ignore=shutil.ignore_patterns("build"))
+    with (declared / "pyproject.toml").open("a") as file:
+        file.write('\n[tool.torch-ext.matrix]\npython = ["3.11"]\ntorch = ["2.13"]\ncuda = ["cpu"]\n')
     return {"root": root, "wheels": base / "wheels", "build": build_dir, "base": base,
-            "setuppy": base / "setuppy"}
+            "setuppy": base / "setuppy", "declared": declared}
 
 
 PRINTING = {
@@ -104,6 +109,7 @@ PRINTING = {
     "trace": ["trace", "{build}"], "explain": ["explain", "{root}"],
     "migrate": ["migrate", "{setuppy}/setup.py"],
     "wheel --python": ["wheel", "{root}", "--python", sys.executable, "-o", "{base}/w3"],
+    "matrix --list": ["matrix", "{declared}", "--list"],
 }
 
 

@@ -160,6 +160,12 @@ except (OSError, ValueError) as error:
 result["absent"] = result["named"] is not None
 """, good={"traceEvents": []}, limit=256 << 20, future={"traceEvents": 5},
           alone={"displayTimeUnit": "ms"}),
+    Store("matrix environment", "cache/matrix-envs/cp311-torch2.13-cpu/.pep517_torch-matrix.json", """
+from pep517_torch.cli.matrix.environments import cached_envs
+found = [(f, made) for f, made in cached_envs(env) if f.name == "cp311-torch2.13-cpu"]
+result["absent"] = [(f.name, sorted(made)) for f, made in found] in ([], [("cp311-torch2.13-cpu", [])], [("cp311-torch2.13-cpu", ["used"])])
+result["named"] = None
+""", good={"torch": "2.13.0"}, limit=64 << 10, future=b"[]", alone=b"{}"),
     Store("ninja log", "build/.ninja_log", """
 from pep517_torch.shipped_runtime import trace
 before = trace.mark(folder)

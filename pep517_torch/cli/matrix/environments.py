@@ -34,6 +34,7 @@ from ...errors import ConfigError
 from ...shipped_runtime.environment import cache_root
 from ...shipped_runtime.lock import FileLock
 from ...shipped_runtime.user_line import say
+from ...shipped_runtime.state_file import Map, read_json
 from .uv import Uv, uv_problem, without_environment
 
 ROOT_NAME = "matrix-envs"
@@ -246,9 +247,9 @@ def cached_envs(env: Mapping[str, str]) -> list[tuple[Path, dict[str, Any]]]:
     """The cells' build environments in the cache, each with what it was made with."""
     found = []
     for stamp in sorted(envs_root(env).glob(f"*/{STAMP}")):
-        try:
-            found.append((stamp.parent, {**json.loads(stamp.read_text()),
-                                         "used": stamp.stat().st_mtime}))
+        try:  # read as untrusted input (state_file.py): shown sanitised, never a hang
+            made = read_json(stamp, 64 << 10, Map(object)) or {}
+            found.append((stamp.parent, {**made, "used": stamp.stat().st_mtime}))
         except (OSError, ValueError):
             found.append((stamp.parent, {}))
     return found
