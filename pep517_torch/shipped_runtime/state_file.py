@@ -3,7 +3,8 @@
 A build folder, an index folder and the machine cache are the user's folders: what lies in
 them may be damaged, truncated, stale, copied from elsewhere or forged. Every store (the ledger,
 the no-op records, the probe cache, the PCH cache's entries and seals, the JIT stamps, the index
-manifest, the lock's owner line, the timeline) reads its file here:
+manifest, the lock's owner line, the timeline, a matrix environment's record) reads its file
+here:
 
 - opened without following a symlink (``O_NOFOLLOW``: a link to ``/dev/zero`` or to another
   folder's file is refused, never read), without blocking (``O_NONBLOCK``: a FIFO does not
@@ -16,7 +17,7 @@ manifest, the lock's owner line, the timeline) reads its file here:
 A file that fails is :class:`Unreadable`, a one-line reason naming it; its store treats it as
 absent (the work it saved is done again) and may say so once (:func:`ignored`). A missing file
 is ``None``, never an error. Standard library only: the editable hook ships this file, and the
-PCH seal, run as a script, loads it as a sibling.
+PCH seal, run as a script, loads the runtime as a package of its own.
 """
 
 from __future__ import annotations
