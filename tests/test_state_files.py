@@ -139,7 +139,7 @@ result["absent"] = stamp.read(path) is None and not stamp.is_fresh(path, "key", 
           listed=marshal.dumps([1, 2, 3])),
     Store("index manifest", "index/.pep517_torch-index.json", """
 from pep517_torch.distribution.index.folder import Folder
-with Folder.opened(folder) as opened:
+with Folder.opened(folder, lambda name: True, lambda name: True) as opened:
     result["absent"] = opened.owned == {} and opened.folders == set()
     result["named"] = " ".join(opened.notes) or None
 """, good={"generator": "pep517_torch index", "files": {}, "folders": []}, limit=16 << 20,
