@@ -18,6 +18,7 @@ run ends with one table: interpreter, torch, CUDA, wheel, seconds.
 from __future__ import annotations
 
 import dataclasses
+import errno
 import json
 import os
 import re
@@ -280,8 +281,9 @@ def place(wheel: Path, interpreter: Interpreter, out: Path, written: dict[str, I
                               f" {written[name].given} built in this run: not replaced (give the"
                               " wheels different names, e.g. local-version = \"torch\")"))
         return False
-    out.mkdir(parents=True, exist_ok=True)
-    os.replace(wheel, out / name)
+    with writing(out):
+        out.mkdir(parents=True, exist_ok=True)
+        os.replace(wheel, out / name)
     written[name] = interpreter
     say(f"{name}: moved into {out}", sys.stdout)
     return True
@@ -316,8 +318,9 @@ def table(results: Sequence[Built]) -> str:
 
 def build_matrix(root: Path, out: Path, pythons: Sequence[str], settings: Sequence[str]) -> int:
     """Probe every interpreter, then build one wheel with each; 0 when all built."""
-    with writing(out):  # before anything is probed: the one line a build without --python says
-        out.mkdir(parents=True, exist_ok=True)
+    if out.exists() and not out.is_dir():  # before anything is probed, and nothing made: the
+        with writing(out):  # one line a build without --python says
+            raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(out))
     with tempfile.TemporaryDirectory(prefix="pep517_torch-matrix-") as scratch_name:
         scratch = Path(scratch_name)
         interpreters, problems = [], []
