@@ -109,7 +109,7 @@ PRINTING = {
     "trace": ["trace", "{build}"], "explain": ["explain", "{root}"],
     "migrate": ["migrate", "{setuppy}/setup.py"],
     "wheel --python": ["wheel", "{root}", "--python", sys.executable, "-o", "{base}/w3"],
-    "matrix --list": ["matrix", "{declared}", "--list"],
+    "matrix --list": ["matrix", "{declared}", "--list"], "ops": ["ops", "{root}"],
 }
 
 
