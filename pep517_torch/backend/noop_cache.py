@@ -335,16 +335,13 @@ def replayed_at(root: str, config_settings: ConfigSettings, env: Mapping[str, st
         return None
 
 
-# A replay marks the record's mtime; the build that wrote the record did so this long before.
-_REPLAY_MARGIN_NS = 100_000_000
-
-
 def last_replay(build_dir: str, root: str, env: Mapping[str, str],
                 after_ns: int) -> tuple[int, dict[str, Any]] | None:
     """The latest replay of a wheel kept in ``build_dir`` for the project at ``root`` later
     than ``after_ns`` (when the build folder's last build ran), by any interpreter or settings
-    (a frontend's isolated environment is another interpreter): when, and its record. Records
-    that cannot be read are passed over."""
+    (a frontend's isolated environment is another interpreter): when, and its record. A record
+    is written with ``written_ns`` as its mtime, and a replay moves the mtime on. Records that
+    cannot be read are passed over."""
     folder = cache_root(env) / RECORDS
     try:
         with os.scandir(folder) as scan:
@@ -360,7 +357,7 @@ def last_replay(build_dir: str, root: str, env: Mapping[str, str],
         except Unreadable:
             continue
         if (record is None or record["build_dir"] != build_dir or record["key"][1] != root
-                or marked <= record["written_ns"] + _REPLAY_MARGIN_NS):
+                or marked <= record["written_ns"]):  # written with that mtime: no replay since
             continue
         return marked, record
     return None

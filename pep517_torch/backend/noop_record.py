@@ -175,12 +175,13 @@ class Recording:
             **facts,
             "build_dir": None if build_dir is None else str(build_dir),
             "output": output,
-            "written_ns": time.time_ns(),  # a replay moves the file's mtime past it (explain)
+            "written_ns": time.time_ns(),  # the file's mtime, until a replay moves it (explain)
             "notes": notes,
         }
         try:
             self.location.parent.mkdir(parents=True, exist_ok=True)
             write_atomic(self.location, json.dumps(record, indent=0, sort_keys=True))
+            os.utime(self.location, ns=(record["written_ns"], record["written_ns"]))
         except (OSError, TypeError, ValueError):
             with contextlib.suppress(OSError):
                 self.location.unlink()

@@ -55,9 +55,9 @@ def explain(root: Path, settings: ConfigSettings) -> int:
             " runs every step", out)
         return 0
     last = whole.get("explain")
-    if last is not None:
-        replay = noop_cache.last_replay(str(build_dir), str(project.root), os.environ,
-                                        last.get("at_ns", 0))
+    if last is not None:  # a ledger without at_ns is an older pep517_torch's: no replay read
+        replay = None if "at_ns" not in last else noop_cache.last_replay(
+            str(build_dir), str(project.root), os.environ, last["at_ns"])
         if replay is not None:
             _say_replay(last, *replay)
         else:
