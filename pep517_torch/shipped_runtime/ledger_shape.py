@@ -32,7 +32,8 @@ def _file(value: Any) -> str | None:
 
 
 SECTIONS: dict[str, Any] = {
-    "compile": {"current?": bool, "env": Map((str, None)), "facts": Map((_fact, None)),
+    "compile": {"current?": bool, "env": Map((str, None)), "flags?": Map((str, None)),
+                "facts": Map((_fact, None)),
                 "files": Map(_file), "outputs?": Map([str])},
     "explain": {"at": str, "at_ns?": int, "by": str, "outcome": str, "everything": (str, None),
                 "steps": [ListOf(str, 2)]},
