@@ -113,7 +113,8 @@ if [ -n "${VENV_ONLY:-}" ]; then echo "test-cuda-torch: $VENV is ready"; exit 0;
 
 "$PY" - "$TORCH_VERSION" <<'PYEOF'
 import os, sys
-from pep517_torch.core import cuda, toolchain
+from pep517_torch.core.cuda import toolkit as cuda
+from pep517_torch.core.toolchain import tools as toolchain
 torch = toolchain.find_torch()
 if torch.version.split("+")[0] != sys.argv[1] or not torch.has_cuda_runtime:
     sys.exit(f"test-cuda-torch: {torch.root} is torch {torch.version}, not the CUDA build of {sys.argv[1]}")
