@@ -156,7 +156,7 @@ def stubs_of(names, loaded, answer):
     import logging
 
     logging.basicConfig(level=logging.ERROR)
-    out = tempfile.mkdtemp(prefix="pep517_torch-stubs-")
+    out = tempfile.mkdtemp(prefix="pep517_torch-stubs-", dir=os.getcwd())  # the parent's scratch
     found = {}
     for name in wanted:
         progress("writing the stub of " + name)
@@ -321,4 +321,8 @@ if __name__ == "__main__":
     except BaseException:
         traceback.print_exc()
         status = 3
-    sys.exit(status)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # The answer is written (os.replace'd into place): no interpreter teardown, which with
+    # torch loaded takes a second or more, and the parent waits for this exit.
+    os._exit(status)
