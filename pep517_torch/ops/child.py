@@ -2,7 +2,7 @@
 (``python child.py REQUEST.json``, or ``python child.py -``: started before the build's
 compile ends, it imports torch first, then reads the request file's path from its stdin, and
 exits at once when its stdin closes without one). pep517_torch's own process imports it for
-its constants alone.
+its constants alone; the JIT, whose process holds torch already, uses its ``Dispatcher``.
 
 It loads each built artifact (a module by its name, a library with torch.ops.load_library),
 then imports the project's Python modules that use torch.library, noting after each which
