@@ -221,6 +221,9 @@ def test_a_build_that_compiles_lists_with_the_child_started_before_its_link(
     said = capsys.readouterr().out
     assert "of which listing the operators" in said
 
+    dead = artifact.parents[2] / ".pep517_torch-ops-early-killed"  # a SIGKILLed build's
+    (dead / "log").mkdir(parents=True)
     pipeline.build_wheel(root, tmp_path / "out", None)  # nothing to compile: no early child
+    assert not dead.exists()
     assert len(started) == 1
     assert not listed[1].early and [op.name for op in listed[1].table.ops] == ["nofakeops::scale"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import re
+import shutil
 import sys
 import time
 from collections.abc import Callable, Collection, Mapping
@@ -81,8 +82,13 @@ def needing_cuda_torch(project: ResolvedProject, torch: TorchInstall) -> dict[st
 
 
 def listing_child(loaded: Loaded) -> EarlyChild:
-    """The child a build may start while it compiles (``with`` it: it ends with the block)."""
-    return EarlyChild(sys.executable, env=loaded.env, scratch=loaded.project.options.build_dir)
+    """The child a build may start while it compiles (``with`` it: it ends with the block).
+    Called under the build directory's lock: the listings' scratch folders found there are
+    killed builds' (a SIGKILL spares no ``finally``), removed."""
+    build_dir = loaded.project.options.build_dir
+    for folder in build_dir.glob(".pep517_torch-ops-*") if build_dir.is_dir() else ():
+        shutil.rmtree(folder, ignore_errors=True)
+    return EarlyChild(sys.executable, env=loaded.env, scratch=build_dir)
 
 
 def start_early(loaded: Loaded, child: EarlyChild, *, editable: bool) -> Callable[[BuildPlan], None] | None:
