@@ -227,3 +227,24 @@ def test_a_build_that_compiles_lists_with_the_child_started_before_its_link(
     assert not dead.exists()
     assert len(started) == 1
     assert not listed[1].early and [op.name for op in listed[1].table.ops] == ["nofakeops::scale"]
+
+
+def test_the_guess_reads_the_sources_the_headers_they_reach_and_the_python(tmp_path: Path) -> None:
+    """Before the compile: a registration macro in a source or a project header it includes, or
+    a shipped module using torch.library, starts the child; a plain extension does not."""
+    from pep517_torch.backend.op_listing import _may_register
+    from pep517_torch.backend.stages import load
+
+    project = write_tree(tmp_path / "proj", {
+        "pyproject.toml": pyproject("guessops", 'name = "guessops._C"\nsources = ["csrc/a.cpp"]\n'
+                                    'include-dirs = ["csrc"]'),
+        "guessops/__init__.py": "",
+        "csrc/a.cpp": '#include "reg.h"\nint answer() { return 42; }\n',
+        "csrc/reg.h": "#pragma once\n",
+    })
+    assert not _may_register(load(project, {}), editable=False)
+    (project / "csrc" / "reg.h").write_text("#pragma once\n#define REGISTER TORCH_LIBRARY_IMPL\n")
+    assert _may_register(load(project, {}), editable=False)
+    (project / "csrc" / "reg.h").write_text("#pragma once\n")
+    (project / "guessops" / "fake.py").write_text("import torch\ntorch.library.register_fake('x::y')\n")
+    assert _may_register(load(project, {}), editable=False)

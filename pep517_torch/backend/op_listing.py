@@ -98,7 +98,11 @@ def start_early(loaded: Loaded, child: EarlyChild, *, editable: bool) -> Callabl
         return None
 
     def on_work(plan: BuildPlan) -> None:
-        if _may_register(loaded, editable):
+        try:
+            likely = _may_register(loaded, editable)
+        except OSError:  # a file that went away meanwhile: the compile will say; guess yes
+            likely = True
+        if likely:
             child.start()
 
     return on_work
