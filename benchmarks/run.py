@@ -40,9 +40,10 @@ Measures (each on this machine, in this run):
            longest compile, with --threads 2 beside the .cpp; its host compiler tuned); then
            each side's .cu compiled again alone with nvcc --time and one thread, and its .cpp:
            where the .cu's time goes, and the floor of any plan for ours
-  ops      the operator listing a build runs after its compile (a child with the build's torch):
-           a 1-op library against `import torch` alone in a fresh interpreter (its floor), and a
-           200-op library: the cost per build and per op (benchmarks/ops_row.py)
+  ops      the operator listing a build runs after its link: a 1-op library's wheel built after
+           an edit (its child started during the compile) and with nothing to compile (its child
+           started after the link), `import torch` alone (that child's floor), the JIT's listing
+           in its own process, and a 200-op library: the cost per op (benchmarks/ops_row.py)
 Every measured build's steps are printed from its timeline (ours: build-trace.json; torch's:
 what its .ninja_log gained), with what is left outside ninja.
 Results go to docs/performance.md (between the BENCH markers) unless --no-write.

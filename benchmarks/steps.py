@@ -72,7 +72,7 @@ def empty(directory: Path) -> Path:
 
 
 def backend_seconds(output: str) -> float | None:
-    found = re.findall(r"\(ninja [\d.]+ s, pep517_torch ([\d.]+) s\)", output)
+    found = re.findall(r"\(ninja [\d.]+ s, pep517_torch ([\d.]+) s[,)]", output)
     return float(found[-1]) if found else None
 
 
@@ -89,7 +89,7 @@ def edit_header(project: Path, k: int) -> None:
 
 
 def ninja_seconds(output: str) -> float | None:
-    found = re.findall(r"\(ninja ([\d.]+) s, pep517_torch [\d.]+ s\)", output)
+    found = re.findall(r"\(ninja ([\d.]+) s, pep517_torch [\d.]+ s[,)]", output)
     return float(found[-1]) if found else None
 
 

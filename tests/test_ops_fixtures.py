@@ -204,13 +204,21 @@ def test_the_good_op_computes_and_trains(built: dict[str, Built], tmp_path: Path
 
 def test_a_jit_build_lists_its_ops_and_warns_of_a_verdict(tmp_path: Path) -> None:
     """load() of an op library: the verdict reaches the caller as a warning (nobody watches
-    a JIT build's output), the table stays in the build directory for `ops BUILD_DIR`."""
+    a JIT build's output), the table stays in the build directory for `ops BUILD_DIR`. The
+    ops are listed in the JIT's own process as it loads the library: no child process, no
+    second import of torch."""
     code = (
-        "import warnings, torch, pep517_torch\n"
+        "import subprocess, warnings, torch, pep517_torch\n"
+        "started, popen = [], subprocess.Popen.__init__\n"
+        "def spy(self, args, *rest, **options):\n"
+        "    started.append(' '.join(map(str, args)) if not isinstance(args, (str, bytes)) else args)\n"
+        "    popen(self, args, *rest, **options)\n"
+        "subprocess.Popen.__init__ = spy\n"
         "with warnings.catch_warnings(record=True) as said:\n"
         "    warnings.simplefilter('always')\n"
         f"    pep517_torch.load('jitnofake', [{str(FIXTURES / 'opsnofake/csrc/ops.cpp')!r}],"
         " is_python_module=False)\n"
+        "assert started and not [c for c in started if 'child.py' in str(c)], started\n"
         "assert torch.equal(torch.ops.nofakeops.scale(torch.ones(2), 2.0), torch.full((2,), 2.0))\n"
         "print([str(w.message) for w in said])\n"
     )

@@ -135,7 +135,12 @@ def test_a_module_using_torch_library_is_imported_and_one_that_does_not_is_not(t
 
 STAND_IN = """\
 import json, os, signal, sys, time
-request = json.load(open(sys.argv[2]))
+path = sys.argv[2]
+if path == "-":  # started early: the request's path comes on stdin
+    path = sys.stdin.readline().strip()
+    if not path:
+        sys.exit(0)
+request = json.load(open(path))
 mode = os.environ["STAND_IN"]
 print("pep517_torch-ops: loading pkg._C", file=sys.stderr, flush=True)
 if mode == "hang":

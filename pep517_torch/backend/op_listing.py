@@ -2,13 +2,17 @@
 wheel is written, a child process with the build's torch lists what the artifacts register
 (``ops/``); the summary says one line per op and a verdict line per problem, ``strict``
 makes those errors, the wheel's build record keeps the table and its stubs ship beside their
-modules."""
+modules. When ninja has work and the sources may register operators, the child is started
+then (``ops/early.py``): its ``import torch`` overlaps the compile, not the time after the link."""
 
 from __future__ import annotations
 
 import ast
+import re
+import shutil
 import sys
-from collections.abc import Collection, Mapping
+import time
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -16,6 +20,7 @@ from typing import TYPE_CHECKING
 from ..core.naming import artifact_name
 from ..core.spec import Kind
 from ..errors import OpsError
+from ..ops.early import EarlyChild
 from ..ops.listing import Contents, list_ops, no_listing
 from ..ops.render import printable, summary_lines
 from ..ops.table import OpsTable
@@ -25,10 +30,14 @@ from ..shipped_runtime.user_line import log, user_line
 if TYPE_CHECKING:
     from ..config import ResolvedProject
     from ..core.build import BuildResult
+    from ..core.plan import BuildPlan
     from ..core.toolchain.tools import TorchInstall
     from .stages import Loaded
 
 STUBGEN_REQUIREMENT = "pybind11-stubgen>=3.0,<4"  # the API child.py calls
+# What a source (or a project header it includes) holds when it registers operators:
+# TORCH_LIBRARY*, STABLE_TORCH_LIBRARY*, c10::RegisterOperators, torch::Library itself.
+_REGISTERS_IN_SOURCE = re.compile(rb"TORCH_LIBRARY|RegisterOperators|torch::Library\b")
 
 
 @dataclass(frozen=True)
@@ -41,6 +50,8 @@ class BuiltOps:
     verdicts: tuple[Verdict, ...] = ()
     stub_files: Mapping[str, bytes] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    seconds: float | None = None  # the listing's wall time after the compile (None: no child)
+    early: bool = False  # the child started during the compile answered
 
 
 def contents(project: ResolvedProject, artifacts: Mapping[str, Path],
@@ -70,23 +81,86 @@ def needing_cuda_torch(project: ResolvedProject, torch: TorchInstall) -> dict[st
             for spec in project.extensions if needs_cuda_torch(spec, torch)}
 
 
-def list_build_ops(loaded: Loaded, result: BuildResult | None, *, editable: bool) -> BuiltOps | None:
-    """List what ``result``'s artifacts registered (None: ``ops-check = "off"``, or nothing
-    was built); print the lines; raise OpsError where ``strict`` (or a stub) says so."""
-    project = loaded.project
-    if result is None or project.ops_check == "off" and not (project.stubs and not editable):
+def listing_child(loaded: Loaded) -> EarlyChild:
+    """The child a build may start while it compiles (``with`` it: it ends with the block).
+    Called under the build directory's lock: the listings' scratch folders found there are
+    killed builds' (a SIGKILL spares no ``finally``), removed."""
+    build_dir = loaded.project.options.build_dir
+    for folder in build_dir.glob(".pep517_torch-ops-*") if build_dir.is_dir() else ():
+        shutil.rmtree(folder, ignore_errors=True)
+    return EarlyChild(sys.executable, env=loaded.env, scratch=build_dir)
+
+
+def start_early(loaded: Loaded, child: EarlyChild, *, editable: bool) -> Callable[[BuildPlan], None] | None:
+    """What the compile calls when ninja has work: ``child`` started if the build will list
+    its operators and may find some (None: it will not list)."""
+    if not _lists(loaded, editable):
         return None
+
+    def on_work(plan: BuildPlan) -> None:
+        try:
+            likely = _may_register(loaded, editable)
+        except OSError:  # a file that went away meanwhile: the compile will say; guess yes
+            likely = True
+        if likely:
+            child.start()
+
+    return on_work
+
+
+def _lists(loaded: Loaded, editable: bool) -> bool:
+    project = loaded.project
+    return project.ops_check != "off" or (project.stubs and not editable)
+
+
+def _may_register(loaded: Loaded, editable: bool) -> bool:
+    """Whether the build's listing will start a child, guessed before the compile from the
+    sources: a stub to write, a shipped module using torch.library, or a source (or a project
+    header it reaches) naming torch's registration macros. A wrong yes costs an idle child; a
+    wrong no (a macro hidden in a header outside the project), a child after the link."""
+    from ..core import scan
+
+    project = loaded.project
+    assert loaded.torch is not None
+    skipped = needing_cuda_torch(project, loaded.torch)
+    specs = [spec for spec in project.extensions
+             if spec.kind is not Kind.EXECUTABLE and spec.name not in skipped]
+    if project.stubs and not editable and any(spec.kind is Kind.MODULE for spec in specs):
+        return True
+    if Contents(files=project.files).python_users():
+        return True
+    for spec in specs:
+        for path in scan.reached_files(spec.sources, spec.include_dirs):
+            try:
+                if _REGISTERS_IN_SOURCE.search(path.read_bytes()):
+                    return True
+            except OSError:
+                return True
+    return False
+
+
+def list_build_ops(loaded: Loaded, result: BuildResult | None, *, editable: bool,
+                   early: EarlyChild | None = None) -> BuiltOps | None:
+    """List what ``result``'s artifacts registered (None: ``ops-check = "off"``, or nothing
+    was built), asking ``early`` first (a child started during the compile); print the
+    lines; raise OpsError where ``strict`` (or a stub) says so."""
+    project = loaded.project
+    if result is None or not _lists(loaded, editable):
+        return None
+    started = time.perf_counter()
     assert loaded.torch is not None
     strict = project.ops_check == "strict"
     skipped = needing_cuda_torch(project, loaded.torch)
     found = contents(project, result.artifacts, skipped)
     stub_modules = [name for name, _ in found.modules] if project.stubs and not editable else []
+    seconds, answered_early = None, False
     if not stub_modules and not found.registers_ops():
         table, stub_error = no_listing(loaded.torch.version), None
     else:
         try:
             answer = list_ops(found, sys.executable, stubs=stub_modules, env=loaded.env,
-                              scratch=project.options.build_dir)
+                              scratch=project.options.build_dir,
+                              early=early.take() if early is not None else None)
         except OpsError as error:
             if strict or stub_modules:
                 raise OpsError(f"{error} (ops-check = \"strict\" needs the listing)" if strict
@@ -94,8 +168,10 @@ def list_build_ops(loaded: Loaded, result: BuildResult | None, *, editable: bool
             note = user_line(f"note: the operators could not be listed: {printable(str(error))}")
             log(note)
             return BuiltOps(OpsTable(torch=loaded.torch.version, listed=False,
-                                     problems=(printable(str(error))[:2000],)), notes=(note,))
+                                     problems=(printable(str(error))[:2000],)), notes=(note,),
+                            seconds=time.perf_counter() - started)
         table, stub_error = answer.table, answer.stub_error
+        seconds, answered_early = time.perf_counter() - started, answer.early
     table = replace(table, problems=(*skipped.values(), *table.problems))
     verdicts = tuple(judge_all(table.ops)) if project.ops_check != "off" else ()
     if project.ops_check != "off":
@@ -109,7 +185,7 @@ def list_build_ops(loaded: Loaded, result: BuildResult | None, *, editable: bool
     stub_files = _stub_files(stub_error, table.stubs, project) if stub_modules else {}
     notes = tuple(user_line(f"op {printable(v.line())}") for v in verdicts)
     notes += tuple(user_line(f"ops: {printable(problem)}") for problem in table.problems)
-    return BuiltOps(table, verdicts, stub_files, notes)
+    return BuiltOps(table, verdicts, stub_files, notes, seconds, answered_early)
 
 
 def _stub_files(error: str | None, stubs: Mapping[str, str], project: ResolvedProject) -> dict[str, bytes]:

@@ -20,7 +20,7 @@ from ..distribution import tags
 from ..distribution.reproducible import source_date_epoch
 from .editable_install import add_editable_contents
 from .noop_record import Recording, recording
-from .op_listing import BuiltOps, list_build_ops
+from .op_listing import BuiltOps, list_build_ops, listing_child, start_early
 from ..shipped_runtime.user_line import log, say, user_line
 from .stages import (
     Loaded,
@@ -66,9 +66,12 @@ def _build_wheel(
     in_tree, files = project.in_tree, project.files
     # Held until the artifacts are packed: no concurrent build relinks them meanwhile.
     with build_dir_lock(loaded, editable):
-        result = compile_extensions(loaded, editable=editable)
+        # the listing child, started when ninja gets to work (none started is none to end)
+        with listing_child(loaded) as child:
+            on_work = start_early(loaded, child, editable=editable)
+            result = compile_extensions(loaded, editable=editable, on_work=on_work)
+            ops = list_build_ops(loaded, result, editable=editable, early=child)
         artifacts = result.artifacts if result else {}
-        ops = list_build_ops(loaded, result, editable=editable)
         notes = [*skipped_lines(project), *(user_line(n) for n in (result.plan.notes if result else ())),
                  *(ops.notes if ops else ())]
         with writing(out_dir):
@@ -97,7 +100,9 @@ def _build_wheel(
         _leave_pch_behind(result, project.options)
     ninja = result.run.seconds if result else 0.0
     overhead = time.perf_counter() - started - ninja
-    log(user_line(f"wrote {wheel.path} (ninja {ninja:.2f} s, pep517_torch {overhead:.2f} s)"))
+    listing = (f", of which listing the operators {ops.seconds:.2f} s"
+               if ops is not None and ops.seconds is not None else "")
+    log(user_line(f"wrote {wheel.path} (ninja {ninja:.2f} s, pep517_torch {overhead:.2f} s{listing})"))
     return wheel.filename
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Callable, Mapping, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -25,6 +25,7 @@ from ..shipped_runtime.user_line import log, user_line
 
 if TYPE_CHECKING:
     from ..core.build import BuildResult
+    from ..core.plan import BuildPlan
     from ..core.spec import BuildOptions
     from ..distribution import torch_requirement
 
@@ -175,9 +176,12 @@ def _torch_pin(project: config.ResolvedProject, torch: toolchain.TorchInstall) -
     return dist_metadata.torch_pin(torch.version, project.torch_requirement)
 
 
-def compile_extensions(loaded: Loaded, *, editable: bool) -> BuildResult | None:
+def compile_extensions(
+    loaded: Loaded, *, editable: bool, on_work: Callable[[BuildPlan], None] | None = None,
+) -> BuildResult | None:
     """Build the loaded project's extensions (None: it has none), with the notes and summary
-    a build prints; ``editable``: for an editable install (no unity TUs unless asked)."""
+    a build prints; ``editable``: for an editable install (no unity TUs unless asked);
+    ``on_work``: called when ninja is about to run with work (``core.build.run``)."""
     from ..core import build as core_build
 
     project = loaded.project
@@ -193,7 +197,7 @@ def compile_extensions(loaded: Loaded, *, editable: bool) -> BuildResult | None:
     options = _build_options(project, editable)
     result = core_build.build(
         list(project.extensions), options, log=log, torch=loaded.torch, toolkit=loaded.toolkit,
-        by="an editable install" if editable else "a wheel build",
+        by="an editable install" if editable else "a wheel build", on_work=on_work,
     )
     for line in result.summary().splitlines():
         log(user_line(line))

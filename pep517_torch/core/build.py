@@ -82,10 +82,13 @@ def run(
     what: str = "build",
     header: str | None = None,
     by: str = "a build",
+    on_work: Callable[[BuildPlan], None] | None = None,
 ) -> NinjaRun:
     """Run the plan's ninja; the plan's notes, progress and the tools' output go to ``log``
     (unless ``options.quiet``) and all of it to ``build.log`` in the build directory. Why each
-    step ran goes to the build folder's ledger (``explain``), ``by`` naming who built."""
+    step ran goes to the build folder's ledger (``explain``), ``by`` naming who built.
+    ``on_work`` is called just before ninja starts, when the build records say it has work
+    (not on a run known to have nothing to do; again on a retry)."""
     env = tool_env(options)
     launchers.set_run_defaults(plan.launcher, env, options.source_root)
     root = options.source_root
@@ -112,6 +115,8 @@ def run(
                 with writing(plan.build_dir):  # a run that fails must not leave "nothing to do"
                     compile_record.forget_current(plan.build_dir, root)
                 remove_leftover_temporaries(plan.build_dir)  # every face holds the build lock
+                if on_work is not None:
+                    on_work(plan)
                 try:
                     result = run_ninja(
                         plan.ninja,
@@ -143,14 +148,15 @@ def run(
             log(user_line(f"{shown} failed as one unity TU{f' ({first[0]})' if first else ''}:"
                           " compiling those files one by one"))
             return run(prepare(plan.specs, options), options, log=log, what=what, header=header,
-                       by=by)
+                       by=by, on_work=on_work)
         reason = pch_health.pch_failure(plan.pch_cache, plan.uses_pch, exc)
         if reason is None:
             raise
         # Once, without any PCH: a PCH may only ever make a build faster.
         log(user_line(f"{reason}: building again without precompiled headers"))
         retry = dataclasses.replace(options, pch=False)
-        return run(prepare(plan.specs, retry), retry, log=log, what=what, header=header, by=by)
+        return run(prepare(plan.specs, retry), retry, log=log, what=what, header=header, by=by,
+                   on_work=on_work)
     result.timeline = recorder.timeline
     if plan.pch_cache_dir is not None and plan.pch_cache:
         pch_cache.evict(plan.pch_cache_dir, options.pch_cache_size)
@@ -248,6 +254,7 @@ def build(
     header: str | None = None,
     on_plan: Callable[[BuildPlan], None] | None = None,
     by: str = "a build",
+    on_work: Callable[[BuildPlan], None] | None = None,
 ) -> BuildResult:
     """Plan and run: the compile core's one entry point. ``torch`` and ``toolkit`` as in
     :func:`prepare`; ``on_plan`` sees the plan before it runs (the JIT turns its notes into
@@ -255,7 +262,7 @@ def build(
     plan = prepare(specs, options, torch=torch, toolkit=toolkit)
     if on_plan is not None:
         on_plan(plan)
-    ran = run(plan, options, log=log, what=what, header=header, by=by)
+    ran = run(plan, options, log=log, what=what, header=header, by=by, on_work=on_work)
     code = read_device_code(plan)
     if ran.timeline is not None and ran.timeline.steps and code:
         # the timeline's linking step of each CUDA library carries what it holds, by arch

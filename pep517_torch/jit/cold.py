@@ -15,6 +15,7 @@ from ..core.ninja import trace_view
 from ..core.lock import build_lock
 from ..core.spec import BuildOptions, ExtensionSpec, Kind
 from ..config.layers import environment_options
+from ..ops.table import JIT_TABLE
 from ..shipped_runtime.trace import TRACE_NAME
 from ..shipped_runtime.state_file import Unreadable
 from ..shipped_runtime.user_line import print_line, user_line
@@ -93,7 +94,11 @@ def build(
     verbose: bool,
     pch: bool,
     env: Mapping[str, str],
-) -> None:
+    load: Callable[[], object],
+) -> object:
+    """Build ``target`` (unless another process did while this one waited for the lock), then
+    ``load()`` it: what that returned, its operators listed as it loaded when this process
+    built it."""
     spec = _spec(request, target)
     say = _say(verbose)
     options = BuildOptions(
@@ -107,17 +112,19 @@ def build(
         **environment_options(env),  # MAX_JOBS etc. mean here what they mean for wheels
     )
     with build_lock(build_dir, f"'{target}'", say=say or (lambda line: None)):
-        if stamp.is_fresh(stamp_file, key, request.artifact(build_dir, target), env):
-            return  # another process built it while we waited
-        _say_unusable_stamp(stamp_file, say)
-        artifact = Path(request.artifact(build_dir, target))
-        if stamp.replaced_artifact(stamp_file, artifact):
-            # ninja trusts an output newer than its inputs: a truncated one would stay.
-            if say is not None:
-                say(user_line(f"{artifact} is not the file this build made: relinking it"))
-            artifact.unlink(missing_ok=True)
-        stamp.invalidate(stamp_file)
-        _build(spec, options, key, stamp_file, artifact, say)
+        if not stamp.is_fresh(stamp_file, key, request.artifact(build_dir, target), env):
+            _say_unusable_stamp(stamp_file, say)
+            artifact = Path(request.artifact(build_dir, target))
+            if stamp.replaced_artifact(stamp_file, artifact):
+                # ninja trusts an output newer than its inputs: a truncated one would stay.
+                if say is not None:
+                    say(user_line(f"{artifact} is not the file this build made: relinking it"))
+                artifact.unlink(missing_ok=True)
+            stamp.invalidate(stamp_file)
+            _build(spec, options, key, stamp_file, artifact, say)
+            # under the lock: the table kept beside the artifact is this build's
+            return _load_listing(spec, artifact, load, say)
+    return load()  # another process built it while we waited
 
 
 def _say_unusable_stamp(stamp_file: Path, say: Callable[[str], None] | None) -> None:
@@ -153,7 +160,7 @@ def _build(
     recorded = compile_record.recorded_inputs(plan.build_dir)  # sources and project headers
     mine = (paths for obj, paths in recorded.items() if obj.startswith(f"obj/{spec.name}/"))
     inputs = [*spec.sources, *(p for paths in mine for p in paths)]
-    _list_ops(spec, artifact, options, say)
+    (artifact.parent / JIT_TABLE).unlink(missing_ok=True)  # the last build's
     with writing(stamp_file.parent):
         stamp.write(stamp_file, key, inputs, options.env, artifact,
                     cuda=any(spec.with_cuda or spec.uses_cuda for spec in plan.specs))
@@ -168,44 +175,45 @@ def _build(
                 say(user_line(line))
 
 
-def _list_ops(spec: ExtensionSpec, artifact: Path, options: BuildOptions,
-              say: Callable[[str], None] | None) -> None:
-    """What the new artifact registers, listed in a child process (``ops/``) when it calls
-    torch's registration API at all, kept as ``pep517_torch_ops.json`` beside it (``python -m
-    pep517_torch ops BUILD_DIR`` prints it): one line per op when someone watches, each
-    verdict a warning when nobody does. A listing that fails is a note: the build stands."""
-    from ..atomic import write_atomic
-    from ..errors import OpsError
-    from ..ops.listing import Contents, list_ops
-    from ..ops.render import printable, summary_lines
-    from ..ops.table import JIT_TABLE
-    from ..ops.verdicts import judge_all
+def _load_listing(spec: ExtensionSpec, artifact: Path, load: Callable[[], object],
+                  say: Callable[[str], None] | None) -> object:
+    """``load()``, and the operators it registered when the new artifact calls torch's
+    registration API at all, asked of torch's dispatcher in this process before and after
+    (``ops/in_process.py``: this process holds torch already; a child would import it
+    again), kept as ``pep517_torch_ops.json`` beside it (``python -m pep517_torch ops
+    BUILD_DIR`` prints it): one line per op when someone watches, each verdict a warning when
+    nobody does. A listing that fails is a note: the build stands."""
+    from ..ops.listing import Contents
 
     if spec.kind is Kind.EXECUTABLE:
-        return
+        return load()
     files = ((artifact.name, artifact),)
     found = (Contents(files, modules=((spec.name, artifact.name),)) if spec.kind is Kind.MODULE
              else Contents(files, libraries=(artifact.name,)))
-    table_file = artifact.parent / JIT_TABLE
-    table_file.unlink(missing_ok=True)
     if not found.registers_ops():
-        return
-    try:
-        answer = list_ops(found, sys.executable, env=options.env, scratch=artifact.parent)
-    except OpsError as error:
-        line = user_line(f"note: the operators of '{spec.name}' could not be listed: {printable(str(error))}")
+        return load()
+    from ..atomic import write_atomic
+    from ..ops.in_process import Loading
+    from ..ops.render import printable, summary_lines
+    from ..ops.verdicts import judge_all
+
+    loading = Loading(load, spec.name if spec.kind is Kind.MODULE else artifact.name)
+    if loading.table is None:
+        line = user_line(f"note: the operators of '{spec.name}' could not be listed:"
+                         f" {printable(str(loading.error))}")
         if say is not None:
             say(line)
         else:
             warnings.warn(line, stacklevel=_caller_stacklevel())
-        return
+        return loading.result
     import json
 
-    write_atomic(table_file, json.dumps(answer.table.as_json(), indent=1) + "\n")
-    verdicts = judge_all(answer.table.ops)
+    write_atomic(artifact.parent / JIT_TABLE, json.dumps(loading.table.as_json(), indent=1) + "\n")
+    verdicts = judge_all(loading.table.ops)
     if say is not None:
-        for line in summary_lines(answer.table, verdicts):
+        for line in summary_lines(loading.table, verdicts):
             say(user_line(line))
     else:
         for verdict in verdicts:
             warnings.warn(user_line(f"op {printable(verdict.line())}"), stacklevel=_caller_stacklevel())
+    return loading.result

@@ -107,13 +107,16 @@ def jit_load(
     target = f"{base}_v{version}" if version else base
     artifact = request.artifact(directory, target)
     stamp_file = stamp.stamp_path(directory, target)
-    if not stamp.is_fresh(stamp_file, key, artifact, env):
+    if stamp.is_fresh(stamp_file, key, artifact, env):
+        result = _import(request.kind, target, artifact)
+    else:
         check_extensions_dir(env)
         from . import cold
 
-        cold.build(request, target, Path(directory), key, Path(stamp_file), verbose=verbose,
-                   pch=use_pch(pch, env), env=env)
-    result = _import(request.kind, target, artifact)
+        # the cold path loads what it built itself: it lists the operators that load registers
+        result = cold.build(request, target, Path(directory), key, Path(stamp_file),
+                            verbose=verbose, pch=use_pch(pch, env), env=env,
+                            load=lambda: _import(request.kind, target, artifact))
     _loaded[(base, key)] = (target, result)
     _versions[base] = version
     return result

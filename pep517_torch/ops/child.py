@@ -1,5 +1,8 @@
 """The listing child: run by path with the build's interpreter and torch
-(``python child.py REQUEST.json``); pep517_torch's own process imports it for its constants alone.
+(``python child.py REQUEST.json``, or ``python child.py -``: started before the build's
+compile ends, it imports torch first, then reads the request file's path from its stdin, and
+exits at once when its stdin closes without one). pep517_torch's own process imports it for
+its constants alone; the JIT, whose process holds torch already, uses its ``Dispatcher``.
 
 It loads each built artifact (a module by its name, a library with torch.ops.load_library),
 then imports the project's Python modules that use torch.library, noting after each which
@@ -153,7 +156,7 @@ def stubs_of(names, loaded, answer):
     import logging
 
     logging.basicConfig(level=logging.ERROR)
-    out = tempfile.mkdtemp(prefix="pep517_torch-stubs-")
+    out = tempfile.mkdtemp(prefix="pep517_torch-stubs-", dir=os.getcwd())  # the parent's scratch
     found = {}
     for name in wanted:
         progress("writing the stub of " + name)
@@ -235,22 +238,34 @@ def run_checks(torch, path, tests, listed, answer):
 
 
 def main(argv):
-    with open(argv[1], encoding="utf-8") as handle:
-        request = json.load(handle)
     here = os.path.dirname(os.path.abspath(__file__))
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]
-    root = request["root"]
-    sys.path.insert(0, root)
-    answer = {"problems": [], "ops": [], "checks": [], "listed": True}
     started = time.perf_counter()
     progress("importing torch")
     try:
         import torch
     except BaseException as error:
-        answer.update(torch="", error="torch cannot be imported: " + first_line(error))
-        return write(request["answer"], answer)
+        torch, failed = None, "torch cannot be imported: " + first_line(error)
+    imported = time.perf_counter()
+    if argv[1] == "-":  # started early: the request comes when the build's artifacts are linked
+        progress("waiting for the request")
+        line = sys.stdin.readline().strip()
+        if not line:
+            return 0  # the build needs no listing after all
+        request_file = line
+    else:
+        request_file = argv[1]
+    waited = time.perf_counter() - imported
+    with open(request_file, encoding="utf-8") as handle:
+        request = json.load(handle)
+    if torch is None:
+        return write(request["answer"], {"problems": [], "ops": [], "checks": [], "listed": True,
+                                         "torch": "", "error": failed})
+    root = request["root"]
+    sys.path.insert(0, root)
+    answer = {"problems": [], "ops": [], "checks": [], "listed": True}
     answer["torch"] = torch.__version__
-    answer["seconds_torch"] = time.perf_counter() - started
+    answer["seconds_torch"] = imported - started
     dispatcher = Dispatcher(torch)
     found = {}  # op -> what registered it first
     loaded = {}
@@ -285,7 +300,8 @@ def main(argv):
         answer["stubs"] = stubs_of(request["stubs"], loaded, answer)
     if request.get("samples"):
         run_checks(torch, request["samples"], request.get("tests", []), sorted(found), answer)
-    answer["seconds"] = time.perf_counter() - started
+    # the child's own time: torch's import, then the listing (not the wait for the request)
+    answer["seconds"] = time.perf_counter() - started - waited
     return write(request["answer"], answer)
 
 
@@ -299,9 +315,14 @@ def write(path, answer):
 
 if __name__ == "__main__":
     try:
-        sys.exit(main(sys.argv))
+        status = main(sys.argv)
     except SystemExit:
         raise
     except BaseException:
         traceback.print_exc()
-        sys.exit(3)
+        status = 3
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # The answer is written (os.replace'd into place): no interpreter teardown, which with
+    # torch loaded takes a second or more, and the parent waits for this exit.
+    os._exit(status)

@@ -23,6 +23,9 @@ from ..errors import OpsError
 from .render import printable
 from .table import MAX_ANSWER_BYTES, MAX_LINES, MAX_TEXT, Answer, OpsTable, TableError, read_answer
 
+# A child already running ``child.py -`` (``early.py``'s), waiting for its request, with its log.
+Waiting = tuple[subprocess.Popen[bytes], Path]
+
 CHILD = Path(__file__).with_name("child.py")
 TIMEOUT = 300.0  # seconds; importing torch takes 1-2 s, a big CUDA library a few more
 LOG_TAIL = 64 * 1024
@@ -130,21 +133,25 @@ def list_ops(
     timeout: float = TIMEOUT,
     env: Mapping[str, str] | None = None,
     scratch: Path | None = None,
+    early: Waiting | None = None,
 ) -> Answer:
     """What ``contents`` registers under ``python``'s torch (and the stubs of the modules
-    ``stubs`` names; opcheck's rows on ``samples``' samples). An artifact whose loading kills
-    the child (a second TORCH_LIBRARY of one namespace aborts the process: a package's _cpu and
-    _cuda variants, loaded one at a time by the package) is left out of a new child, and the
-    table says so. OpsError: the child could not answer (its interpreter, a crash elsewhere,
-    the timeout, an answer that is not one)."""
+    ``stubs`` names; opcheck's rows on ``samples``' samples). ``early``: a child started during
+    the compile (``early.py``: the same ``python`` and ``env``), asked first (its torch imported
+    meanwhile; ``Answer.early`` says it answered). An artifact whose loading
+    kills the child (a second TORCH_LIBRARY of one namespace aborts the process: a package's
+    _cpu and _cuda variants, loaded one at a time by the package) is left out of a new child,
+    and the table says so. OpsError: the child could not answer (its interpreter, a crash
+    elsewhere, the timeout, an answer that is not one)."""
     artifacts = {name: "module" for name, _ in contents.modules}
     artifacts.update({arcname: "library" for arcname in contents.libraries})
     left_out: list[str] = []
     problems: list[str] = []
     with tempfile.TemporaryDirectory(prefix=".pep517_torch-ops-", dir=scratch) as work:
         folder = stage(contents, Path(work) / "wheel")
-        answer_file, log = Path(work) / "answer.json", Path(work) / "child.log"
+        answer_file = Path(work) / "answer.json"
         imports = contents.python_users()
+        waiting, answered_early = early, early is not None
         while True:
             request = {
                 "root": str(folder),
@@ -158,7 +165,13 @@ def list_ops(
             }
             request_file = Path(work) / "request.json"
             request_file.write_text(json.dumps(request))
-            code = _run(python, request_file, log, Path(work), timeout, env)
+            if waiting is not None:
+                (process, log), waiting = waiting, None
+                code = _ask(process, request_file, log, timeout)
+            else:
+                log = Path(work) / "child.log"
+                code = _run(python, request_file, log, Path(work), timeout, env)
+                answered_early = False
             if code == 0:
                 break
             doing, said = _last_words(log)
@@ -186,7 +199,7 @@ def list_ops(
     if problems:
         table = replace(answer.table, problems=(*problems, *answer.table.problems)[:MAX_LINES])
         answer = replace(answer, table=table)
-    return answer
+    return replace(answer, early=answered_early)
 
 
 def _left_out(name: str, how: str, said: str) -> str:
@@ -211,17 +224,33 @@ def _run(python: str, request: Path, log: Path, cwd: Path, timeout: float,
             )
         except OSError as error:
             raise OpsError(f"cannot run {python} to list the operators: {error.strerror or error}") from None
-        try:
-            return child.wait(timeout)
-        except subprocess.TimeoutExpired:
-            _kill(child)
-            doing, said = _last_words(log)
-            where = (f" while {doing}" if doing else "") + (f": {said}" if said else "")
-            raise OpsError(f"listing the operators took longer than {timeout:.0f} s"
-                           f"{printable(where)}") from None
-        except BaseException:
-            _kill(child)
-            raise
+        return _wait(child, log, timeout)
+
+
+def _wait(child: subprocess.Popen[bytes], log: Path, timeout: float) -> int:
+    try:
+        return child.wait(timeout)
+    except subprocess.TimeoutExpired:
+        _kill(child)
+        doing, said = _last_words(log)
+        where = (f" while {doing}" if doing else "") + (f": {said}" if said else "")
+        raise OpsError(f"listing the operators took longer than {timeout:.0f} s"
+                       f"{printable(where)}") from None
+    except BaseException:
+        _kill(child)
+        raise
+
+
+def _ask(child: subprocess.Popen[bytes], request: Path, log: Path, timeout: float) -> int:
+    """The early child's answer to ``request``: its path on the child's stdin (one short
+    line, never blocking), stdin closed, the child waited for as :func:`_run` waits."""
+    assert child.stdin is not None
+    try:
+        child.stdin.write(os.fsencode(request) + b"\n")
+        child.stdin.close()
+    except OSError:  # it died meanwhile: its exit status and log say how
+        pass
+    return _wait(child, log, timeout)
 
 
 def _kill(child: subprocess.Popen[bytes]) -> None:

@@ -210,6 +210,7 @@ class Answer:
     samples_error: str | None = None  # the samples file could not be used
     seconds: float = 0.0  # the child's own time, torch's import included
     seconds_torch: float = 0.0  # torch's import alone
+    early: bool = False  # the child started during the compile answered (set by the parent)
 
 
 def read_answer(data: bytes) -> Answer:
