@@ -400,3 +400,16 @@ def test_a_forged_noop_record_replays_nothing_it_names(project: Project, tmp_pat
     if forge is not _forge_notes:
         assert not again.replayed and again.output.count(str(path)) == 1, again.output
     count("issue 43 item 2: a forged no-op record")
+
+
+def test_a_build_that_lists_its_operators_still_replays(project: Project) -> None:
+    """A shipped module naming torch.library makes every build list its operators in a child
+    process; the child runs in the build's own environment, never a copy of the audited one
+    (which counted every variable as read, and no op library ever replayed)."""
+    (project.root / NAME / "ops.py").write_text("import torch.library  # registers nothing\n")
+    first = project.build()
+    assert "listing the operators" in first.wheel.output, first.wheel.output
+    settled = project.settled()
+    again = project.build()
+    assert again.replayed
+    assert again.wheel.path.read_bytes() == settled.wheel.path.read_bytes()

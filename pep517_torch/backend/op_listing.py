@@ -39,6 +39,11 @@ STUBGEN_REQUIREMENT = "pybind11-stubgen>=3.0,<4"  # the API child.py calls
 # TORCH_LIBRARY*, STABLE_TORCH_LIBRARY*, c10::RegisterOperators, torch::Library itself.
 _REGISTERS_IN_SOURCE = re.compile(rb"TORCH_LIBRARY|RegisterOperators|torch::Library\b")
 
+# The listing child runs in this process's environment, as the compilers do (core.plan.tool_env).
+# Not loaded.env: that is the audited snapshot, and copying it counts every variable as read,
+# which leaves no no-op record behind (an op library would never replay).
+CHILD_ENV = None
+
 
 @dataclass(frozen=True)
 class BuiltOps:
@@ -88,7 +93,7 @@ def listing_child(loaded: Loaded) -> EarlyChild:
     build_dir = loaded.project.options.build_dir
     for folder in build_dir.glob(".pep517_torch-ops-*") if build_dir.is_dir() else ():
         shutil.rmtree(folder, ignore_errors=True)
-    return EarlyChild(sys.executable, env=loaded.env, scratch=build_dir)
+    return EarlyChild(sys.executable, env=CHILD_ENV, scratch=build_dir)
 
 
 def start_early(loaded: Loaded, child: EarlyChild, *, editable: bool) -> Callable[[BuildPlan], None] | None:
@@ -158,7 +163,7 @@ def list_build_ops(loaded: Loaded, result: BuildResult | None, *, editable: bool
         table, stub_error = no_listing(loaded.torch.version), None
     else:
         try:
-            answer = list_ops(found, sys.executable, stubs=stub_modules, env=loaded.env,
+            answer = list_ops(found, sys.executable, stubs=stub_modules, env=CHILD_ENV,
                               scratch=project.options.build_dir,
                               early=early.take() if early is not None else None)
         except OpsError as error:
