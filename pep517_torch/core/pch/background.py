@@ -19,6 +19,9 @@ which:
   its compiler's process group killed past either, started only with the memory a PCH build
   takes free and room for it in the machine cache's bound, and the cache evicted to that
   bound after it;
+- says what it is doing (``making.json`` in the entry: its compiler's process group, when it
+  started), so that a build needing that PCH can wait for it or not (``wait.py``), and
+  records what the PCH took (``timings.py``);
 - never publishes half a file: the compiler writes a temporary name, the seal is written,
   then the rename (as the graph's PCH edge does, ``seal.py``); a killed one leaves a
   temporary name the next one removes. A PCH that failed to build is not tried again in the
@@ -27,7 +30,8 @@ which:
 
 Not started: for torch in a throwaway build environment (pip deletes it when the hook
 returns), with ``PEP517_TORCH_PCH_BACKGROUND=0``, or where the machine cache is off. A build
-that starts while it runs compiles without the PCH, at full speed; the one after uses it.
+that starts while it runs waits for it or compiles without it (``wait.py``); the one after
+uses it.
 """
 
 from __future__ import annotations
@@ -47,7 +51,7 @@ from ...shipped_runtime.environment import PCH_BACKGROUND, switch
 from ...shipped_runtime.lock import FileLock
 from .. import flags
 from ..toolchain import isolation, jobs, priority
-from . import cache as pch_cache, seal as pch_seal
+from . import cache as pch_cache, seal as pch_seal, timings, wait
 
 if TYPE_CHECKING:
     from ..plan import BuildPlan
@@ -173,20 +177,23 @@ def _make(directory: Path, stub: str, info: Mapping[str, object], argv: Sequence
         if not (directory / pch_seal.STUB).exists():  # evicted since the build: made anew
             (directory / pch_seal.STUB).write_text(stub, encoding="utf-8")
         pch_cache.write_info(directory, info)
+        priority.yield_to_foreground()  # again: a build that waited for the last may have raised it
         temporary = directory / f"{pch_seal.GCH}.{os.getpid()}{_TEMPORARY}"
         started = time.monotonic()
         print(f"precompiling: {' '.join(argv)}", flush=True)
         try:
-            failure, cpu = _compile([*argv, "-o", str(temporary)])
+            failure, cpu = _compile([*argv, "-o", str(temporary)], directory)
             if failure is None and not gch.exists():
                 pch_seal.write_seal(str(temporary), str(gch))
                 os.replace(temporary, gch)
                 print(f"made {gch} in {time.monotonic() - started:.1f} s ({cpu:.1f} CPU-s)", flush=True)
+                timings.add(directory.parent, info, {"pch": [cpu]})
             elif failure is not None:
                 print(failure.text, flush=True)
                 if failure.broken:
                     (directory / FAILED).write_text(failure.text + "\n", encoding="utf-8")
         finally:
+            wait.clear_making(directory)
             temporary.unlink(missing_ok=True)
 
 
@@ -195,7 +202,7 @@ class Failure(NamedTuple):
     broken: bool  # not to be tried in the background again (False: stopped, not failed)
 
 
-def _compile(argv: Sequence[str]) -> tuple[Failure | None, float]:
+def _compile(argv: Sequence[str], directory: Path) -> tuple[Failure | None, float]:
     """Run the PCH compile within its limits: why it failed (None: it did not), and the CPU
     seconds it took (from the OS: the compiler's driver and everything it ran)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -204,6 +211,10 @@ def _compile(argv: Sequence[str]) -> tuple[Failure | None, float]:
                                    stderr=subprocess.STDOUT, **priority.own_process_group())
     except OSError as exc:
         return Failure(f"cannot run {argv[0]}: {exc.strerror or exc}", True), 0.0
+    try:
+        wait.write_making(directory, process.pid, time.time())
+    except OSError:
+        pass  # a build needing it then compiles without it
     started, chunks = time.monotonic(), []
     failure = None
     while failure is None:
