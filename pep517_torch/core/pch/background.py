@@ -60,7 +60,7 @@ if TYPE_CHECKING:
 LOCK = "background.lock"  # in the cache's root: held by the one background maker
 LOG = "background.log"  # the last background maker's output, in the cache's root
 FAILED = "background-failed"  # in an entry: the background build of its PCH failed
-CPU_LIMIT_S = 30 * 60  # CPU seconds: a PCH of torch/extension.h takes ~1 minute of one core
+CPU_LIMIT_S = 30 * 60  # CPU seconds: many times what a PCH of torch/extension.h takes
 TIME_LIMIT_S = 4 * 3600  # wall seconds: starved by the builds it yields to, not broken
 POLL_S = 5.0
 PCH_BYTES = 5 * 1024**3 // 2  # a PCH build of torch/extension.h peaks at ~2.5 GB (toolchain/jobs.py)

@@ -6,14 +6,12 @@ Three things decide how Linux shares a core between a background process and a b
 - with autogroups on (``/proc/sys/kernel/sched_autogroup_enabled``, 1 on most desktop and many
   server kernels), every session is a group, and CFS shares a core between groups by each
   group's weight before it looks at the tasks inside one: a background process in a session
-  of its own got as much as the whole foreground build beside it, whatever its ``nice``
-  (ninja runs in a session of its own too). Measured here: a nice-10 busy loop in its own
-  session took 1.3× the CPU of each of two nice-0 loops in another; lowering its session's
-  group to nice 19 (``/proc/self/autogroup``: weight 15 against 1024) took it to 0.05×;
+  of its own gets as much as the whole foreground build beside it, whatever its ``nice``
+  (ninja runs in a session of its own too). Lowering its session's group to nice 19
+  (``/proc/self/autogroup``: weight 15 against 1024) is what works across sessions;
 - inside one group (autogroups off, or every process in one cpu cgroup), the tasks' own
-  weights: ``SCHED_IDLE`` (weight 3, and any other task preempts it at once) took 0.02–0.04×
-  of a foreground loop, where nice 10 took 0.11–0.14×; SCHED_IDLE alone changed nothing
-  across autogroups (1.6×: the group still weighs 1024);
+  weights: ``SCHED_IDLE`` (weight 3, and any other task preempts it at once) yields far more
+  than a plain ``nice``, and changes nothing across autogroups (the group still weighs 1024);
 - so the background process does both, in its own session: ``SCHED_IDLE`` (nice 19 where the
   platform has no SCHED_IDLE) for its tasks, nice 19 for its session's autogroup. Children
   inherit both: the policy through fork, the autogroup through the session, which is why the
@@ -21,7 +19,8 @@ Three things decide how Linux shares a core between a background process and a b
   a new session, whose new group would weigh 1024 again).
 
 An unprivileged process may do all three (SCHED_IDLE and raising nice need no capability; an
-autogroup's nice may be raised by its owner). docs/performance.md has the measurements.
+autogroup's nice may be raised by its owner). The measurements that chose this are in
+docs/performance.md ("Background work yields to the build in front of it").
 """
 
 from __future__ import annotations
