@@ -99,9 +99,10 @@ def add(root: Path, info: Mapping[str, object], samples: Mapping[str, Sequence[f
     samples = {kind: [s for s in found if _sound(s)] for kind, found in samples.items() if kind in KINDS}
     if key is None or not any(samples.values()):
         return
+    lock = FileLock(root / LOCK)
     try:
-        lock = FileLock(root / LOCK)
-        lock.acquire(wait=10)
+        if not lock.acquire(wait=10):
+            return  # another build writing for that long: this measurement is left out
     except OSError:
         return
     try:
