@@ -143,7 +143,10 @@ def maker(tmp_path: Path):  # type: ignore[no-untyped-def]
     deadline = time.monotonic() + 60
     while wait.read_making(pch.directory) is None and time.monotonic() < deadline:
         time.sleep(0.05)
+    making = wait.read_making(pch.directory)
     yield pch
+    if making is not None:
+        os.killpg(making.pgid, 9)  # the stand-in compiler: a process group of its own
     os.killpg(process.pid, 9)
     process.wait()
 
