@@ -18,9 +18,16 @@ Measures (each on this machine, in this run):
            file stays in its group: core/unity/regroup.py splits files with code of their own)
   edit_header  a declaration added to csrc/ops.h, which all four files include (ours: every
            file compiles, so the cold unity groups come back, with the PCH)
-  second   fixtures/bench4h (another project of four TUs) built cold right after, on the same
-           machine cache: its ninja time against the first wheel's, its total against torch's
-           cold bench4
+  second   fixtures/bench4h (another project of four TUs) built cold on the same machine cache
+           right after the first wheel returned (the PCH it left behind still being made in the
+           background: the row a user meets), and again once that PCH is made (the bench waits
+           for it): each one's ninja time (with any wait for the PCH) against the first wheel's,
+           the second's total against torch's cold bench4 (`--only second`: these rows alone,
+           ours only, after a cold bench4 of their own)
+  oplib    fixtures/oplib12 cold (a dozen extensions of 1-3 files each, shaped like the big
+           operator libraries: ten of one operator each, its schema with <torch/library.h> and
+           its CPU kernel with per-operator ATen headers, two pybind11 modules with
+           torch/extension.h), our wheel against its own setup.py with torch's BuildExtension
   setup_*  cold, noop, edit and edit_header for the same setup.py with pep517_torch.setuptools'
            BuildExtension (the one-line import switch) vs torch's BuildExtension
   jit      a second, different extension built just in time (ours reuses the shared PCH)
@@ -75,6 +82,7 @@ from children import (
 )
 from cuda_row import bench_cuda
 from ops_row import bench_ops
+from projects import bench_oplib, bench_second_alone, bench_second_project, bench_second_right_after
 from report import machine, table, write_docs
 from steps import (
     FIXTURE,
@@ -144,12 +152,14 @@ def bench_wheels(results: dict[str, dict[str, float]], *, pyproject: bool, setup
                 elapsed, output = pip_wheel(project, caches.get(who))
                 timed = step != "noop" and who in ("theirs", "ours")
                 runs[who].append((elapsed, output, phases(project, marks) if timed else []))
-                if step == "cold" and who in caches:  # nothing else runs while it is made
+                if step == "cold" and who == "ours":  # the next project at once, as users do
+                    bench_second_right_after(results, caches[who], output)
+                if step == "cold" and who in caches:  # then nothing else runs while it is made
                     made = wait_background(caches[who])
                     if made is not None:
                         results.setdefault("background_pch", {})[who] = made
                         print(f"  {step}: {labels[who]}: the PCH it left behind made in the"
-                              f" background in {made:.1f} s", flush=True)
+                              f" background in {made[0]:.1f} s ({made[1]:.1f} CPU-s)", flush=True)
         seconds = {}
         for who in sides:
             if len(runs[who]) > 1:
@@ -173,24 +183,11 @@ def bench_wheels(results: dict[str, dict[str, float]], *, pyproject: bool, setup
         print("  " + step + ": " + ", ".join(f"{labels[w]} {t:.2f} s" for w, t in seconds.items()),
               flush=True)
         if step == "cold" and pyproject:  # the next project on this machine, right after
+            if "second_now" in results:
+                results["second_now"]["torch"] = results["cold"]["torch"]
             bench_second_project(results, caches["ours"])
     if overheads:
         results["overhead"] = {"ours": max(overheads)}
-
-
-def bench_second_project(results: dict[str, dict[str, float]], cache: Path) -> None:
-    """bench4h (another project of four TUs) built cold right after the first wheel build of
-    bench4 (and the PCH that build left behind, which the bench waited for), on the same
-    machine cache: against that first build's ninja time, and torch's cold bench4."""
-    print("  second: pep517_torch, bench4h cold after bench4's wheel, same machine cache ...", flush=True)
-    project = fresh_copy(HEADER_FIXTURE, WORK / "ours-second-project", ours=True)
-    seconds, output = pip_wheel(project, cache)
-    ninja = ninja_seconds(output) or seconds
-    results["second"] = {"torch": results["cold"]["torch"], "ours": seconds}
-    results["second_ninja"] = {"ours": ninja, "first": results["cold_ninja"]["ours"]}
-    results.setdefault("phases", {})["second"] = {"ours": {"total": seconds, "steps": phases(project)}}
-    print(f"  second: {seconds:.1f} s (ninja {ninja:.1f} s; the first's ninja"
-          f" {results['cold_ninja']['ours']:.1f} s)", flush=True)
 
 
 def bench_pch(results: dict[str, dict[str, float]]) -> None:
@@ -314,8 +311,8 @@ def bench_floor(results: dict[str, dict[str, float]], repeats: int = 5) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", default="warm,floor,wheels,setuptools,pch,jit,ops,cuda",
-                        help="comma list of: warm, floor, wheels, setuptools, pch, jit, ops, cuda")
+    parser.add_argument("--only", default="warm,floor,wheels,setuptools,pch,oplib,jit,ops,cuda",
+                        help="comma list of: warm, floor, wheels, setuptools, second, pch, oplib, jit, ops, cuda")
     parser.add_argument("--cuda-python", type=Path, default=ROOT / ".venv-cuda" / "bin" / "python",
                         help="interpreter with a CUDA build of torch for the cuda rows")
     parser.add_argument("--no-write", action="store_true", help="don't update docs/performance.md")
@@ -334,8 +331,12 @@ def main() -> None:
         bench_floor(results)
     if "wheels" in chosen or "setuptools" in chosen:
         bench_wheels(results, pyproject="wheels" in chosen, setuptools="setuptools" in chosen)
+    if "second" in chosen and "wheels" not in chosen:
+        bench_second_alone(results)
     if "pch" in chosen:
         bench_pch(results)
+    if "oplib" in chosen:
+        bench_oplib(results)
     if "jit" in chosen:
         bench_jit(results)
     if "ops" in chosen:
@@ -352,7 +353,7 @@ def main() -> None:
                  " --time with one thread; CPU seconds from the OS):\n\n" + anatomy_table(results))
     print("\n" + text)
     (WORK / "results.json").write_text(json.dumps(results, indent=1))
-    if not args.no_write and {"warm", "wheels", "setuptools", "pch", "jit"} <= set(chosen):
+    if not args.no_write and {"warm", "wheels", "setuptools", "pch", "oplib", "jit"} <= set(chosen):
         write_docs(text)
 
 

@@ -93,9 +93,10 @@ def ninja_seconds(output: str) -> float | None:
     return float(found[-1]) if found else None
 
 
-def wait_background(cache: Path) -> float | None:
+def wait_background(cache: Path) -> tuple[float, float] | None:
     """Wait for the PCH a wheel build left to be made in the background (core/pch/background.py)
-    in the machine cache ``cache``; how long it took to make (None: no background step ran)."""
+    in the machine cache ``cache``; how long it took to make, wall and CPU seconds (None: no
+    background step ran, or it made nothing)."""
     from pep517_torch.core.pch import background as pch_background
     from pep517_torch.shipped_runtime.lock import FileLock
 
@@ -107,8 +108,9 @@ def wait_background(cache: Path) -> float | None:
     lock = FileLock(root / pch_background.LOCK)
     lock.acquire()
     lock.release()
-    made = re.findall(r"^made .* in ([\d.]+) s$", log.read_text(errors="replace"), re.MULTILINE)
-    return float(made[-1]) if made else None
+    made = re.findall(r"^made .* in ([\d.]+) s \(([\d.]+) CPU-s\)$", log.read_text(errors="replace"),
+                      re.MULTILINE)
+    return (float(made[-1][0]), float(made[-1][1])) if made else None
 
 
 def pip_floor_project(wheel: Path) -> Path:

@@ -39,7 +39,9 @@ PHASE_TITLES = {
     "cold": "the cold wheel (bench4, empty PCH cache)",
     "edit": "one .cpp edited (csrc/norm.cpp)",
     "edit_header": "a header every file includes edited (csrc/ops.h)",
-    "second": "a second project (bench4h) right after the first wheel build, same machine cache",
+    "second_now": "a second project (bench4h) started as the first wheel build returned, its PCH being made",
+    "second": "a second project (bench4h) once the first wheel build's PCH is made, same machine cache",
+    "oplib": "a dozen extensions of 1-3 files (oplib12), cold",
     "cuda_cu3": f"CUDA: .cpp + .cu on tensors for 3 archs ({CUDA_ARCHS})",
 }
 
@@ -93,5 +95,5 @@ def phases_table(results: dict[str, dict[str, object]]) -> str:
             made = results.get("background_pch", {}).get(who) if key == "cold" else None
             if made is not None:
                 lines.append(f"| {title} | {label} | after the wheel, in the background: the PCH"
-                             f" for the next builds | | ({made:.1f}) |")
+                             f" for the next builds | | ({made[0]:.1f}; {made[1]:.1f} CPU-s) |")
     return "\n".join(lines) if len(lines) > 2 else ""

@@ -22,6 +22,7 @@ from pep517_torch.core.pch import (
     background as pch_background,
     cache as pch_cache,
     seal as pch_seal,
+    timings,
 )
 from pep517_torch.core import plan as core_plan
 from pep517_torch.core.spec import BuildOptions, ExtensionSpec
@@ -94,21 +95,33 @@ def test_a_wheel_build_leaves_its_pch_behind_for_the_next_build(tmp_path: Path) 
     assert wheel_value(next((tmp_path / "o1").glob("*.whl")), tmp_path / "u1", "bgops") == 1
     [build_dir] = (root / "build").iterdir()
     assert not any(step.args.get("pch_served") for step in trace_view.steps(build_dir))
+    info = json.loads((entry / pch_cache.INFO).read_text())
+    measured = timings.read(cache / "pch")[timings.record_key(info)]
+    assert len(measured["without"]) == 2 and "with" not in measured  # its TUs, without the PCH
+
+    # The next build needs that PCH while the background makes it (issue 47 item 2). What this
+    # machine measured says it is worth waiting for: a PCH takes ~600 CPU-s here and saves a
+    # TU ~1000 s (stand-ins for a torch/extension.h PCH nearly made); so it waits, boosting the
+    # maker meanwhile, and its TU uses the PCH.
+    timings.add(cache / "pch", info, {"pch": [600.0] * timings.KEEP, "without": [1000.0] * timings.KEEP,
+                                      "with": [0.01]})
+    (root / "csrc" / "value.cpp").write_text(value_source(2))
+    log = wheel(root, tmp_path / "o2", env)
+    assert f"waiting up to" in log and f"for the PCH of {FIRST} the background is making" in log, log
+    assert f"{FIRST}'s PCH ready after" in log, log
+    assert "in the background" not in log.replace("the background is making", "")  # nothing more to make
+    assert wheel_value(next((tmp_path / "o2").glob("*.whl")), tmp_path / "u2", "bgops") == 2
+    [compiled] = [s for s in trace_view.steps(build_dir) if s.name.startswith("compiling")]
+    assert compiled.name == "compiling csrc/value.cpp" and compiled.args["pch_served"] is True
 
     wait_for_maker(cache)
     gch = entry / pch_seal.GCH
     assert gch.is_file() and (entry / f"{pch_seal.GCH}{pch_seal.SUFFIX}").is_file()
     assert pch_seal.damage(str(gch)) is None  # sealed: size, sampled blocks, stub, flag set
-    info = json.loads((entry / pch_cache.INFO).read_text())
     assert pch_cache.damage(entry, f"#include {FIRST}\n", info) is None
-    assert not list(entry.glob("*.tmp"))  # nothing half-written left
-
-    (root / "csrc" / "value.cpp").write_text(value_source(2))
-    log = wheel(root, tmp_path / "o2", env)
-    assert "in the background" not in log  # it is there: nothing more to make
-    assert wheel_value(next((tmp_path / "o2").glob("*.whl")), tmp_path / "u2", "bgops") == 2
-    [compiled] = [s for s in trace_view.steps(build_dir) if s.name.startswith("compiling")]
-    assert compiled.name == "compiling csrc/value.cpp" and compiled.args["pch_served"] is True
+    assert not list(entry.glob("*.tmp")) and not (entry / "making.json").exists()
+    measured = timings.read(cache / "pch")[timings.record_key(info)]
+    assert measured["pch"][-1] < 600 and measured["with"][-1] > 0.01  # the maker's and the TU's
 
 
 def planned(tmp_path: Path, cache: Path, size: int = 5 << 30) -> tuple[core_plan.BuildPlan, BuildOptions]:
@@ -162,19 +175,34 @@ def test_the_maker_is_bounded_and_a_failure_is_not_retried(
     [entry] = plan.pch_cache
     entry.directory.mkdir(parents=True, exist_ok=True)
     (entry.directory / f"{pch_seal.GCH}.123.background.tmp").write_bytes(b"half")  # a killed one's
-    monkeypatch.setattr(pch_background, "TIME_LIMIT_S", 1)
-    monkeypatch.setattr(pch_background.os, "nice", lambda increment: 0)
+    monkeypatch.setattr(pch_background, "POLL_S", 0.2)
+    monkeypatch.setattr(pch_background.priority, "yield_to_foreground", lambda: [])  # not pytest's
     grandchild = tmp_path / "grandchild.pid"
     slow = ["sh", "-c", f"sleep 30 & echo $! > {grandchild}; wait"]
     spec = {"root": str(cache / "pch"), "limit": 5 << 30, "entries": [{
         "directory": str(entry.directory), "stub": entry.stub_text, "info": entry.info, "argv": slow}]}
+
+    on = {**os.environ, "PEP517_TORCH_PCH_BACKGROUND": "1"}
+
+    def grandchild_gone() -> bool:
+        pid = int(grandchild.read_text())
+        time.sleep(0.5)
+        return not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]
+
+    # Past its wall-time limit a maker was starved, not broken: stopped, tried again next time.
+    monkeypatch.setattr(pch_background, "TIME_LIMIT_S", 1)
     started = time.monotonic()
     assert pch_background.main(json.dumps(spec)) == 0
     assert time.monotonic() - started < 20
     assert not list(entry.directory.glob("*.tmp")) and not (entry.directory / pch_seal.GCH).exists()
-    assert "stopped after 1 s" in (entry.directory / pch_background.FAILED).read_text()
-    pid = int(grandchild.read_text())
-    time.sleep(0.5)
-    assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]
-    # A PCH that failed in the background is not tried there again.
-    assert pch_background.wanted(plan, options.pch_cache_size, dict(os.environ)) == ([], None)
+    assert not (entry.directory / pch_background.FAILED).exists()
+    assert not (entry.directory / "making.json").exists()
+    assert grandchild_gone()
+    assert pch_background.wanted(plan, options.pch_cache_size, on)[0] == list(plan.pch_cache)
+    # Past its CPU-time limit the compile is broken: not tried in the background again.
+    monkeypatch.setattr(pch_background, "TIME_LIMIT_S", 3600)
+    monkeypatch.setattr(pch_background, "CPU_LIMIT_S", -1)
+    assert pch_background.main(json.dumps(spec)) == 0
+    assert "CPU-s (the limit: -1)" in (entry.directory / pch_background.FAILED).read_text()
+    assert grandchild_gone()
+    assert pch_background.wanted(plan, options.pch_cache_size, on) == ([], None)

@@ -27,7 +27,7 @@ from . import compile_record
 from .postlink import stable_audit
 from .toolchain import tools as toolchain
 from .unity import groups as unity
-from .pch import cache as pch_cache, health as pch_health
+from .pch import cache as pch_cache, health as pch_health, timings as pch_timings, wait as pch_wait
 from .toolchain import launcher as launchers
 from .ninja.report import Log, NinjaRun, failed_targets, run_ninja
 from .plan import BuildPlan, prepare, tool_env
@@ -104,6 +104,7 @@ def run(
     )
     recorder.remember()
     explained: list[str] = []
+    present: dict[Path, bool] = {}  # each machine-cache PCH: whether it existed as ninja started
     try:
         with pch_cache.Hold(entry.directory for entry in plan.pch_cache), recorder:
             for entry in plan.pch_cache:
@@ -112,6 +113,7 @@ def run(
             if skip:
                 result = _nothing_to_do(plan, options, log)
             else:
+                present = _pch_present(plan, options, log)
                 with writing(plan.build_dir):  # a run that fails must not leave "nothing to do"
                     compile_record.forget_current(plan.build_dir, root)
                 remove_leftover_temporaries(plan.build_dir)  # every face holds the build lock
@@ -159,6 +161,9 @@ def run(
                    on_work=on_work)
     result.timeline = recorder.timeline
     if plan.pch_cache_dir is not None and plan.pch_cache:
+        if not skip:
+            pch_timings.record_build(plan.pch_cache_dir, plan.pch_cache, present, plan.steps,
+                                     result.timeline)
         pch_cache.evict(plan.pch_cache_dir, options.pch_cache_size)
     if not skip:
         _record_inputs(plan, env, started_ns)
@@ -171,6 +176,16 @@ def run(
         result.cache_words = "from cache as sccache's server counts them"  # every build it serves
     stable_audit.audit_all(plan.stable)
     return result
+
+
+def _pch_present(plan: BuildPlan, options: BuildOptions, log: Log) -> dict[Path, bool]:
+    """Which machine-cache PCHs exist as ninja starts, once a PCH the background is making
+    was waited for or not (``pch/wait.py``)."""
+    if plan.pch_cache_dir is not None:
+        say = (lambda line: None) if options.quiet else log
+        pch_wait.wait_for_background(plan.pch_cache, plan.pch_cache_dir, plan.steps,
+                                     plan.jobs.heavy, say)
+    return {entry.output: entry.output.exists() for entry in plan.pch_cache}
 
 
 def _explain(plan: BuildPlan, timeline: trace.Timeline | None, explained: list[str], by: str,

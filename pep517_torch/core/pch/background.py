@@ -10,11 +10,18 @@ which:
 
 - never delays the hook: it is started (a fork and exec) after the wheel is written, in its own
   session, with no pipe of the caller's open (pip reads the hook's output to its end);
-- runs at a lower priority (``nice`` +10) and is bounded: one at a time on the machine (an
-  flock on the cache's ``background.lock``; the next is not started while one runs), a time
-  limit (:data:`TIME_LIMIT_S`, its compiler's process group killed past it), started only with
-  the memory a PCH build takes free and room for it in the machine cache's bound, and the
-  cache evicted to that bound after it;
+- yields the CPU to every build in front of it (``toolchain/priority.py``: SCHED_IDLE, and
+  nice 19 for its session's autogroup, so that it yields across sessions too), its compiler in
+  its session and at its priority; and is bounded: one at a time on the machine (an flock on
+  the cache's ``background.lock``; the next is not started while one runs), a CPU-time limit
+  (:data:`CPU_LIMIT_S`: a compile past it is broken) and a wall-time limit (:data:`TIME_LIMIT_S`:
+  a maker the machine's work starved that long stops, to be tried again by the next build),
+  its compiler's process group killed past either, started only with the memory a PCH build
+  takes free and room for it in the machine cache's bound, and the cache evicted to that
+  bound after it;
+- says what it is doing (``making.json`` in the entry: its compiler's process group, when it
+  started), so that a build needing that PCH can wait for it or not (``wait.py``), and
+  records what the PCH took (``timings.py``);
 - never publishes half a file: the compiler writes a temporary name, the seal is written,
   then the rename (as the graph's PCH edge does, ``seal.py``); a killed one leaves a
   temporary name the next one removes. A PCH that failed to build is not tried again in the
@@ -23,26 +30,28 @@ which:
 
 Not started: for torch in a throwaway build environment (pip deletes it when the hook
 returns), with ``PEP517_TORCH_PCH_BACKGROUND=0``, or where the machine cache is off. A build
-that starts while it runs compiles without the PCH, as before; the one after uses it.
+that starts while it runs waits for it or compiles without it (``wait.py``); the one after
+uses it.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import resource
 import signal
 import subprocess
 import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ...shipped_runtime.environment import PCH_BACKGROUND, switch
 from ...shipped_runtime.lock import FileLock
 from .. import flags
-from ..toolchain import isolation, jobs
-from . import cache as pch_cache, seal as pch_seal
+from ..toolchain import isolation, jobs, priority
+from . import cache as pch_cache, seal as pch_seal, timings, wait
 
 if TYPE_CHECKING:
     from ..plan import BuildPlan
@@ -51,8 +60,9 @@ if TYPE_CHECKING:
 LOCK = "background.lock"  # in the cache's root: held by the one background maker
 LOG = "background.log"  # the last background maker's output, in the cache's root
 FAILED = "background-failed"  # in an entry: the background build of its PCH failed
-TIME_LIMIT_S = 30 * 60
-NICE = 10
+CPU_LIMIT_S = 30 * 60  # CPU seconds: many times what a PCH of torch/extension.h takes
+TIME_LIMIT_S = 4 * 3600  # wall seconds: starved by the builds it yields to, not broken
+POLL_S = 5.0
 PCH_BYTES = 5 * 1024**3 // 2  # a PCH build of torch/extension.h peaks at ~2.5 GB (toolchain/jobs.py)
 _TEMPORARY = ".background.tmp"
 
@@ -113,30 +123,36 @@ def start(plan: BuildPlan, options: BuildOptions) -> str | None:
             "argv": [*plan.compiler.command, *e.flags, *tuning, "-x", "c++-header", str(e.stub)],
         } for e in entries],
     }
-    package_parent = str(Path(__file__).resolve().parents[3])
-    boot = ("import sys; sys.path.insert(0, sys.argv[1]);"
-            " from pep517_torch.core.pch.background import main; sys.exit(main(sys.argv[2]))")
     try:
-        _spawn([sys.executable, "-c", boot, package_parent, json.dumps(spec)],
-               plan.pch_cache_dir, env)
+        _spawn(maker_argv(spec), plan.pch_cache_dir, env)
     except OSError as exc:
         return f"no PCH made in the background: {exc.strerror or exc}"
     headers = ", ".join(e.header for e in entries)
     return f"precompiling {headers} in the background for the next builds ({plan.pch_cache_dir})"
 
 
-def _spawn(argv: Sequence[str], root: Path, env: Mapping[str, str]) -> None:
-    """Start ``argv`` detached: its own session, output to the cache's log, no descriptor of
-    ours (pip waits for the end of the hook's output, which a child holding it would delay)."""
+def maker_argv(spec: Mapping[str, Any]) -> list[str]:
+    """The command line of a background maker of ``spec`` (root, limit, entries)."""
+    package_parent = str(Path(__file__).resolve().parents[3])
+    boot = ("import sys; sys.path.insert(0, sys.argv[1]);"
+            " from pep517_torch.core.pch.background import main; sys.exit(main(sys.argv[2]))")
+    return [sys.executable, "-c", boot, package_parent, json.dumps(spec)]
+
+
+def _spawn(argv: Sequence[str], root: Path, env: Mapping[str, str]) -> subprocess.Popen[bytes]:
+    """Start ``argv`` detached: its own session (whose autogroup it lowers, ``main``), output
+    to the cache's log, no descriptor of ours (pip waits for the end of the hook's output,
+    which a child holding it would delay)."""
     with open(root / LOG, "wb") as log:
-        subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                         env=dict(env), start_new_session=True, close_fds=True, cwd=root)
+        return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                env=dict(env), start_new_session=True, close_fds=True, cwd=root)
 
 
 def main(spec_text: str) -> int:
     """The background maker: each entry's PCH, one maker on the machine at a time."""
     spec = json.loads(spec_text)
-    os.nice(NICE)
+    applied = priority.yield_to_foreground()
+    print(f"yielding to foreground work: {', '.join(applied) or 'nothing applies here'}", flush=True)
     root = Path(spec["root"])
     lock = FileLock(root / LOCK)
     if not lock.acquire(wait=0):
@@ -161,36 +177,65 @@ def _make(directory: Path, stub: str, info: Mapping[str, object], argv: Sequence
         if not (directory / pch_seal.STUB).exists():  # evicted since the build: made anew
             (directory / pch_seal.STUB).write_text(stub, encoding="utf-8")
         pch_cache.write_info(directory, info)
+        priority.yield_to_foreground()  # again: a build that waited for the last may have raised it
         temporary = directory / f"{pch_seal.GCH}.{os.getpid()}{_TEMPORARY}"
         started = time.monotonic()
         print(f"precompiling: {' '.join(argv)}", flush=True)
-        failure = _compile([*argv, "-o", str(temporary)])
         try:
+            failure, cpu = _compile([*argv, "-o", str(temporary)], directory)
             if failure is None and not gch.exists():
                 pch_seal.write_seal(str(temporary), str(gch))
                 os.replace(temporary, gch)
-                print(f"made {gch} in {time.monotonic() - started:.1f} s", flush=True)
+                print(f"made {gch} in {time.monotonic() - started:.1f} s ({cpu:.1f} CPU-s)", flush=True)
+                timings.add(directory.parent, info, {"pch": [cpu]})
             elif failure is not None:
-                print(failure, flush=True)
-                (directory / FAILED).write_text(failure + "\n", encoding="utf-8")
+                print(failure.text, flush=True)
+                if failure.broken:
+                    (directory / FAILED).write_text(failure.text + "\n", encoding="utf-8")
         finally:
+            wait.clear_making(directory)
             temporary.unlink(missing_ok=True)
 
 
-def _compile(argv: Sequence[str]) -> str | None:
-    """Run the PCH compile within the time limit; why it failed (None: it did not)."""
+class Failure(NamedTuple):
+    text: str
+    broken: bool  # not to be tried in the background again (False: stopped, not failed)
+
+
+def _compile(argv: Sequence[str], directory: Path) -> tuple[Failure | None, float]:
+    """Run the PCH compile within its limits: why it failed (None: it did not), and the CPU
+    seconds it took (from the OS: the compiler's driver and everything it ran)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     try:
         process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                   stderr=subprocess.STDOUT, start_new_session=True)
+                                   stderr=subprocess.STDOUT, **priority.own_process_group())
     except OSError as exc:
-        return f"cannot run {argv[0]}: {exc.strerror or exc}"
+        return Failure(f"cannot run {argv[0]}: {exc.strerror or exc}", True), 0.0
     try:
-        output, _ = process.communicate(timeout=TIME_LIMIT_S)
-    except subprocess.TimeoutExpired:
+        wait.write_making(directory, process.pid, time.time())
+    except OSError:
+        pass  # a build needing it then compiles without it
+    started, chunks = time.monotonic(), []
+    failure = None
+    while failure is None:
+        try:
+            output, _ = process.communicate(timeout=POLL_S)
+            chunks.append(output)
+            break
+        except subprocess.TimeoutExpired:
+            pass
+        used = priority.group_cpu_seconds(process.pid) or 0.0
+        if used > CPU_LIMIT_S:
+            failure = Failure(f"stopped after {used:.0f} CPU-s (the limit: {CPU_LIMIT_S})", True)
+        elif time.monotonic() - started > TIME_LIMIT_S:
+            failure = Failure(f"stopped after {TIME_LIMIT_S} s, {used:.0f} CPU-s: the machine's"
+                              " other work left it too little CPU; the next build tries again", False)
+    if failure is not None:
         os.killpg(process.pid, signal.SIGKILL)  # the driver and its cc1plus
         process.communicate()
-        return f"stopped after {TIME_LIMIT_S} s"
-    if process.returncode != 0:
-        lines = output.decode(errors="replace").strip().splitlines()[-20:]
-        return "\n".join([f"{argv[0]} exited with {process.returncode}", *lines])
-    return None
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    if failure is None and process.returncode != 0:
+        lines = b"".join(chunks).decode(errors="replace").strip().splitlines()[-20:]
+        failure = Failure("\n".join([f"{argv[0]} exited with {process.returncode}", *lines]), True)
+    return failure, cpu
