@@ -67,3 +67,25 @@ def test_ninja_accepts_a_graph_of_hostile_paths(tmp_path: Path) -> None:
     before = plan.ninja_file.stat().st_mtime_ns
     prepare(specs, BuildOptions(build_dir=build, source_root=root, pch=False))
     assert plan.ninja_file.stat().st_mtime_ns == before
+
+
+def test_the_whole_torch_api_starts_before_a_few_of_its_headers(tmp_path: Path) -> None:
+    """ninja starts ready compiles in the order the file lists them: a TU of torch/extension.h
+    (~30 s) goes before one of torch/library.h (a few seconds), even in a later extension, as
+    in an op library of a dozen extensions with two pybind11 modules declared last."""
+    root = tmp_path / "p"
+    root.mkdir()
+    (root / "op.cpp").write_text("#include <torch/library.h>\n")
+    (root / "aten.cpp").write_text('#include "aten.h"\n')  # through a project header
+    (root / "aten.h").write_text("#include <ATen/ATen.h>\n")
+    (root / "module.cpp").write_text("#include <torch/extension.h>\n")
+    (root / "plain.cpp").write_text("int plain() { return 0; }\n")
+    specs = [ExtensionSpec("pkg._op", (root / "op.cpp", root / "plain.cpp")),
+             ExtensionSpec("pkg._aten", (root / "aten.cpp",)),
+             ExtensionSpec("pkg._module", (root / "module.cpp",))]
+    plan = prepare(specs, BuildOptions(build_dir=tmp_path / "b", source_root=root, pch=False,
+                                       unity=False))
+    text = plan.ninja_file.read_text()
+    order = [line.split(":")[0].split()[-1] for line in text.splitlines()
+             if line.startswith("build obj/") and ": cxx " in line]
+    assert [Path(o).name for o in order] == ["module.cpp.o", "aten.cpp.o", "op.cpp.o", "plain.cpp.o"]

@@ -29,6 +29,7 @@ class CompileUnit:
     object: str  # relative to the build directory
     nvcc: bool
     heavy: bool  # includes torch headers: runs in the memory-bounded pool
+    torch_weight: int = 3  # how much of torch it parses (scan.torch_weight): orders the compiles
     pch: PchPlan | None = None
     gpu_targets: int = 0  # nvcc: the GPU architectures (SASS and PTX) it compiles for
     nvcc_threads: int = 1  # nvcc --threads: targets compiled at once (1: no flag; toolchain/jobs.py)
@@ -36,10 +37,10 @@ class CompileUnit:
 
     @property
     def estimated_cost(self) -> int:
-        """Relative compile time, to start the slowest first: a torch TU's host pass costs
-        three light ones (a unity TU's each further member one more), and nvcc adds a device
-        pass per GPU target."""
-        host = (3 + max(len(self.members) - 1, 0)) if self.heavy else 1
+        """Relative compile time, to start the slowest first: a torch TU's host pass costs what
+        the torch it parses weighs (the whole C++ API eight light TUs, torch/library.h three; a
+        unity TU's each further member one more), and nvcc adds a device pass per GPU target."""
+        host = (self.torch_weight + max(len(self.members) - 1, 0)) if self.heavy else 1
         return host * (1 + self.gpu_targets) if self.nvcc else host
 
     def shown(self, base: Path | None) -> str:

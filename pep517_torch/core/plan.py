@@ -173,6 +173,7 @@ class _Planner:
                 object_name(spec, source, base),
                 nvcc=source in nvcc_sources,
                 heavy=scan.uses_torch_headers(includes[source]),
+                torch_weight=scan.torch_weight(includes[source]),
                 pch=pch_users.get(source),
                 gpu_targets=gpu_targets if source in nvcc_sources else 0,
             ))

@@ -240,6 +240,23 @@ def uses_torch_headers(found: Iterable[Include]) -> bool:
     return any(i.header.startswith(_TORCH_PREFIXES) for i in found)
 
 
+# What a TU parses of torch, by the widest header it reaches: the whole C++ API, ATen's, or a
+# few headers (torch/library.h, one ATen/ops/ header): its weight against a TU of no torch (1).
+_WHOLE_TORCH = ("torch/extension.h", "torch/all.h", "torch/torch.h", "torch/script.h",
+                "torch/python.h")
+
+
+def torch_weight(found: Iterable[Include]) -> int:
+    """How much of torch a TU parses, for ordering (the slowest start first): 8 for the whole
+    C++ API, 5 for ATen/ATen.h, 3 for fewer of torch's headers, 1 for none."""
+    headers = {i.header for i in found}
+    if headers & set(_WHOLE_TORCH):
+        return 8
+    if "ATen/ATen.h" in headers:
+        return 5
+    return 3 if any(h.startswith(_TORCH_PREFIXES) for h in headers) else 1
+
+
 def torch_cuda_includes(found: Iterable[Include]) -> list[Include]:
     """Unconditional includes of torch's CUDA headers: a CPU build of torch cannot compile them.
     A guarded one (``#ifdef WITH_CUDA``) is left to the compiler."""

@@ -387,7 +387,8 @@ def _merge(
     merged = [u for u in units if u.source in members]
     target = _object(units, members)
     source = build_dir / target.with_suffix("")
-    unit = dataclasses.replace(merged[0], source=source, object=target.as_posix(), members=tuple(members))
+    unit = dataclasses.replace(merged[0], source=source, object=target.as_posix(), members=tuple(members),
+                               torch_weight=max(u.torch_weight for u in merged))
     position = plan.units.index(merged[0])
     plan.units[:] = [u for u in plan.units if u not in merged]
     plan.units.insert(min(position, len(plan.units)), unit)
