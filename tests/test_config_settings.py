@@ -21,7 +21,7 @@ def test_config_setting_keys() -> None:
         "build-dir", "cuda-arch-list", "verbose", "jobs", "build-type", "compiler-launcher",
         "pch", "torch-requirement", "torch-import-check", "cuda", "strip",
         "allow-cuda-version-mismatch", "pch-cache-size", "local-version", "platform-tag", "unity",
-        "variant", "max-wheel-size", "cuda-compress-mode",
+        "variant", "max-wheel-size", "cuda-compress-mode", "ops-check", "stubs",
     }
 
 
