@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from pep517_torch.core import compile_record
-from pep517_torch.shipped_runtime import ledger
+from pep517_torch.shipped_runtime import build_inputs, ledger
 
 ENV = {"PATH": os.environ.get("PATH", ""), "CPLUS_INCLUDE_PATH": "/opt/a"}
 
@@ -171,7 +171,7 @@ def test_another_compiler_runs_every_step_again(tree, tmp_path: Path) -> None:
     compiler.chmod(0o755)
     env = {"PATH": str(bin_dir)}
     (build / ".ninja_log").write_text("# ninja log v5\n")
-    record(build, {"obj/a.o": [source]}, root=root, env=env, facts={"compiler": ledger.compiler(env)})
+    record(build, {"obj/a.o": [source]}, root=root, env=env, facts={"compiler": build_inputs.compiler(env)})
     assert compile_record.current(build, root, env)
     compiler.write_text("#!/bin/sh\n# another version\n")
     assert not compile_record.current(build, root, env)

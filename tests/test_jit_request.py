@@ -18,7 +18,7 @@ WARM_PATH_MODULES = {
     for suffix in (
         "", "._version", ".errors", ".core", ".core.toolchain", ".core.toolchain.lookup", ".core.ninja", ".core.ninja.syntax",
         ".core.suffixes", ".jit", ".jit.api", ".jit.request", ".jit.stamp", ".jit.warm",
-        ".shipped_runtime", ".shipped_runtime.environment", ".shipped_runtime.ledger",
+        ".shipped_runtime", ".shipped_runtime.environment", ".shipped_runtime.build_inputs",
         ".shipped_runtime.state_file", ".shipped_runtime.user_line",
     )
 }

@@ -4,7 +4,7 @@ After a successful ``build_wheel`` or ``prepare_metadata_for_build_wheel``, ``no
 writes a record (JSON, in the machine cache: ``<cache>/last-builds/``) keyed by the hook, the
 project root, the config settings and the interpreter. It holds what the result was made
 from: every environment variable the resolution read (set or not) and SOURCE_DATE_EPOCH; the
-ledger's identity (device, inode, size, mtime, ctime) of every file and folder the build consulted (pyproject.toml,
+record's identity (device, inode, size, mtime, ctime) of every file and folder the build consulted (pyproject.toml,
 the files the wheel ships, the folders listed to find them, sources, readme and license files,
 a version file, the files a tool probe's answer rests on, where nvcc was looked for); the
 machine's facts (:func:`machine_facts`: this interpreter, pep517_torch's version and its own
@@ -39,8 +39,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..shipped_runtime.environment import NO_REPLAY, cache_root
-from ..shipped_runtime import ledger
-from ..shipped_runtime.ledger import identity
+from ..shipped_runtime import build_inputs
+from ..shipped_runtime.build_inputs import identity
 from ..shipped_runtime.files import temporary_name
 from ..shipped_runtime.state_file import (
     IDENTITY, Exactly, ListOf, Map, Unreadable, ignored, problem, read_json,
@@ -111,7 +111,7 @@ def read_record(location: str, hook: str) -> dict[str, Any] | None:
 def kept_identity(st: os.stat_result) -> list[int] | None:
     """The kept wheel's identity: no ctime, which a hard link's count changes (a frontend
     deleting its copy of the wheel) while the bytes stay."""
-    return ledger.lasting(ledger.identity_of(st))
+    return build_inputs.lasting(build_inputs.identity_of(st))
 
 
 def record_key(hook: str, root: str, config_settings: ConfigSettings) -> list[Any]:
@@ -151,7 +151,7 @@ def _backend_files() -> str:
             if entry.is_dir():
                 folders.append(entry.path)
                 continue
-            line = f"{entry.path}\0{ledger.identity_of(entry.stat())}\n"
+            line = f"{entry.path}\0{build_inputs.identity_of(entry.stat())}\n"
             digest.update(line.encode("utf-8", "surrogateescape"))
     return digest.hexdigest()
 
@@ -186,7 +186,7 @@ def machine_facts(env: Mapping[str, str]) -> dict[str, Any]:
     """What this machine and interpreter bring to a build, as JSON values."""
     from .._version import __version__
 
-    compiler = ledger.compiler(env)
+    compiler = build_inputs.compiler(env)
     path = env.get("PATH", os.defpath)
     return {
         "python": [sys.executable, sys.version, sys.platform,

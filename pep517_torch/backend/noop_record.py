@@ -26,7 +26,7 @@ from ..shipped_runtime import input_audit
 from . import noop_cache
 from ..atomic import temporary_name, write_atomic
 from ..shipped_runtime.environment import SOURCE_DATE_EPOCH
-from ..shipped_runtime.ledger import changed_since, identity
+from ..shipped_runtime.build_inputs import changed_since, identity
 
 if TYPE_CHECKING:
     from ..config import ConfigSettings

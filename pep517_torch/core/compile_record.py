@@ -1,7 +1,8 @@
 """The compile core's part of the build folder's ledger: what the last ninja run decided with.
 
-After each successful run the ``compile`` section records, through the ledger
-(``shipped_runtime/ledger.py``):
+After each successful run the ``compile`` section of the build folder's ledger
+(``shipped_runtime/ledger.py``) records, as ``shipped_runtime/build_inputs.py`` records what
+a build depended on:
 
 - every file ninja decides with, by identity: build.ninja, its ``.ninja_log`` and
   ``.ninja_deps``, every edge's outputs and inputs, and the headers its deps log lists; the
@@ -30,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..shipped_runtime import ledger
+from ..shipped_runtime import build_inputs, ledger
 from ..shipped_runtime.environment import COMPILE_INPUT_ENV, FLAGS_ENV
 
 SECTION = "compile"
@@ -54,10 +55,10 @@ class Changes:
 
 def facts(toolkit_nvcc: Path | None, torch_root: Path, env: Mapping[str, str]) -> dict[str, Any]:
     """The machine facts a build's objects depend on, as the ledger records them."""
-    found: dict[str, Any] = {"compiler": ledger.compiler(env),
-                             "torch": ledger.fact(torch_root / "version.py")}
+    found: dict[str, Any] = {"compiler": build_inputs.compiler(env),
+                             "torch": build_inputs.fact(torch_root / "version.py")}
     if toolkit_nvcc is not None:
-        found["toolkit"] = ledger.fact(toolkit_nvcc)
+        found["toolkit"] = build_inputs.fact(toolkit_nvcc)
     return found
 
 
@@ -135,18 +136,18 @@ def _record(build_dir: Path, root: Path | None) -> dict[str, Any] | None:
 
 
 def _changed_files(files: Mapping[str, list[Any] | None]
-                   ) -> tuple[dict[str, tuple[float, str]], dict[str, ledger.Identity]]:
+                   ) -> tuple[dict[str, tuple[float, str]], dict[str, build_inputs.Identity]]:
     """The content-tracked files that changed since the record: path -> (ctime of the change,
     how); and those only touched (the same bytes): path -> identity now."""
     changed: dict[str, tuple[float, str]] = {}
-    touched: dict[str, ledger.Identity] = {}
+    touched: dict[str, build_inputs.Identity] = {}
     for path, recorded in files.items():
         if recorded is None or len(recorded) != 6:
             continue  # not content-tracked: ninja's mtimes decide
-        found = ledger.identity(path)
+        found = build_inputs.identity(path)
         if found is None or (recorded[5] is not None and found == recorded[:5]):
             continue  # gone: ninja itself rebuilds what listed it
-        how = ledger.file_change(path, recorded)
+        how = build_inputs.file_change(path, recorded)
         if how is None:
             touched[path] = found
         else:
@@ -163,7 +164,7 @@ def stale_outputs(build_dir: Path, root: Path | None, env: Mapping[str, str]) ->
     if ledger.owner_problem(ledger.load(build_dir), build_dir, root) is not None:
         return None
     record = _record(build_dir, root)
-    if record is None or ledger.everything_changed(record, env) is not None:
+    if record is None or build_inputs.everything_changed(record, env) is not None:
         return None
     if not (build_dir / NINJA_FILES[1]).is_file():
         return None
@@ -202,7 +203,7 @@ def discard_changed(build_dir: Path, root: Path | None, env: Mapping[str, str],
     record = _record(build_dir, root)
     if record is None:
         return Changes()
-    everything = ledger.everything_changed(record, env)
+    everything = build_inputs.everything_changed(record, env)
     if everything is not None:
         _forget_ninja_log(build_dir)
         ledger.update(build_dir, root, **{SECTION: None})
@@ -212,7 +213,7 @@ def discard_changed(build_dir: Path, root: Path | None, env: Mapping[str, str],
     for path, found in touched.items():
         files[path] = [*found, files[path][5]]  # touched, not changed
     refreshed = bool(touched)
-    result = Changes(commands=ledger.env_changes(record.get("flags", {}), env))
+    result = Changes(commands=build_inputs.env_changes(record.get("flags", {}), env))
     still_current = set(changed)
     for target, paths in record.get("outputs", {}).items():
         output = _output_path(build_dir, target)
@@ -232,7 +233,7 @@ def discard_changed(build_dir: Path, root: Path | None, env: Mapping[str, str],
         result.outputs[target] = f"{dirty[0]} {changed[dirty[0]][1]}"
         still_current.difference_update(dirty)
     for path in still_current:  # every output is newer than the change: record what it read
-        files[path] = ledger.hashed(path) or files[path]
+        files[path] = build_inputs.hashed(path) or files[path]
         refreshed = True
     if refreshed:  # the content record follows; ninja, which decides by mtime, still runs
         ledger.update(build_dir, root, **{SECTION: {**record, "current": False}})
@@ -245,10 +246,10 @@ def current(build_dir: Path, root: Path | None, env: Mapping[str, str]) -> bool:
     record = _record(build_dir, root)
     if record is None or not record.get("current"):
         return False
-    if ledger.everything_changed(record, env) is not None:
+    if build_inputs.everything_changed(record, env) is not None:
         return False
     for path, recorded in record["files"].items():
-        if ledger.identity(path) != (None if recorded is None else recorded[:5]):
+        if build_inputs.identity(path) != (None if recorded is None else recorded[:5]):
             return False
     return True
 
@@ -302,10 +303,10 @@ def record(
     current_run = True
     for path in sorted(written | read | tracked):
         if path in tracked:
-            files[path] = ledger.hashed(path, started_ns=started_ns, before=old["files"].get(path))
+            files[path] = build_inputs.hashed(path, started_ns=started_ns, before=old["files"].get(path))
             found = files[path][:5] if files[path] else None
         else:
-            found = files[path] = ledger.identity(path)
+            found = files[path] = build_inputs.identity(path)
         if found is None and path in written and path.endswith(NINJA_FILES[2]):
             files.pop(path)  # no deps log: a graph without depfiles
             continue
@@ -313,8 +314,8 @@ def record(
             current_run = False
     section = {
         "current": current_run,
-        "env": ledger.read_env(env, COMPILE_INPUT_ENV),
-        "flags": ledger.read_env(env, FLAGS_ENV),
+        "env": build_inputs.read_env(env, COMPILE_INPUT_ENV),
+        "flags": build_inputs.read_env(env, FLAGS_ENV),
         "facts": dict(now),
         "files": files,
         "outputs": outputs,

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..shipped_runtime import ledger
+from ..shipped_runtime import build_inputs
 
 _INCLUDE = re.compile(rb'^[ \t]*#[ \t]*include[ \t]*([<"])([^>"]+)[>"]', re.M)
 _DIRECTIVE = re.compile(rb"^[ \t]*#[ \t]*(if|ifdef|ifndef|endif|define|include)\b(.*)$", re.M)
@@ -93,7 +93,7 @@ def _read_includes(path: Path, identity: tuple[int, ...]) -> tuple[tuple[int, st
 
 
 def includes(path: Path) -> list[Include]:
-    found = ledger.identity(path)
+    found = build_inputs.identity(path)
     if found is None:
         return []
     try:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from packaging.utils import canonicalize_name
 
 from .. import shipped_runtime
-from ..shipped_runtime import ledger, links
+from ..shipped_runtime import build_inputs, ledger, links
 from ..errors import ConfigError
 
 if TYPE_CHECKING:
@@ -180,7 +180,7 @@ _MAX_WATCHED = 5000  # folders; a tree bigger than this needs a reinstall for ne
 @dataclass(frozen=True)
 class EditableState:
     """What an editable install's plan was made from, and what it made: the hook reads
-    ``artifacts``, ``rebuild`` and ``watched`` (path -> the ledger's identity, None: absent)
+    ``artifacts``, ``rebuild`` and ``watched`` (path -> the record's identity, None: absent)
     and re-plans with ``root``, ``config_settings`` and ``env`` (the variables the
     configuration reads; None: unset) once a watched identity differs."""
 
@@ -199,7 +199,7 @@ def write_state(build_dir: Path, state: EditableState) -> None:
         "env": dict(state.env),
         "artifacts": [[str(built), str(in_tree)] for built, in_tree in state.artifacts],
         "rebuild": _rebuild_json(state.rebuild),
-        "watched": ledger.stamp_files(state.watched),
+        "watched": build_inputs.stamp_files(state.watched),
     }
     ledger.update(build_dir, state.root, **{SECTION: document})
 

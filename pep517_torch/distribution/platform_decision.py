@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..shipped_runtime import ledger
-from ..shipped_runtime.ledger import identity
+from ..shipped_runtime.build_inputs import identity
 from ..shipped_runtime.user_line import say, shown
 
 SECTION = "platform"

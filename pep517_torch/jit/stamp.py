@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._version import __version__
-from ..shipped_runtime import ledger
+from ..shipped_runtime import build_inputs
 from ..shipped_runtime.state_file import Unreadable, read_bytes
 
 if TYPE_CHECKING:
@@ -51,7 +51,7 @@ def fingerprint(request: JitRequest, *extra: str) -> str:
 
 
 def _compiler(env: Mapping[str, str]) -> dict[str, object]:
-    return {"CXX": env.get("CXX"), "PATH": env.get("PATH"), "identity": ledger.compiler(env)}
+    return {"CXX": env.get("CXX"), "PATH": env.get("PATH"), "identity": build_inputs.compiler(env)}
 
 
 def _same_compiler(recorded: object, env: Mapping[str, str]) -> bool:
@@ -59,13 +59,13 @@ def _same_compiler(recorded: object, env: Mapping[str, str]) -> bool:
         return False
     found = recorded["identity"]
     if env.get("CXX") != recorded.get("CXX") or env.get("PATH") != recorded.get("PATH"):
-        return ledger.compiler(env) == found
+        return build_inputs.compiler(env) == found
     return _state(found[0]) == found  # the compiler found last time, stat'ed again
 
 
 def _state(path: str) -> list[object]:
     """The path and its identity (None five times: missing)."""
-    return [path, *(ledger.identity(path) or (None, None, None, None, None))]
+    return [path, *(build_inputs.identity(path) or (None, None, None, None, None))]
 
 
 def stamp_path(build_dir: str | os.PathLike[str], target: str) -> str:

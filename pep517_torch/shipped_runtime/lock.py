@@ -19,7 +19,7 @@ from pathlib import Path
 from types import TracebackType
 
 from .files import write_atomic
-from .ledger import same_file
+from .build_inputs import same_file
 from .state_file import Unreadable, read_bytes
 from .user_line import print_line, shown, user_line
 

@@ -304,7 +304,7 @@ def one_line(value: Any) -> str | None:
     return None if value.isprintable() and len(value) <= 4096 else "is not one line of printable text"
 
 
-IDENTITY = ListOf(int, 5)  # the ledger's [device, inode, size, mtime_ns, ctime_ns]
+IDENTITY = ListOf(int, 5)  # build_inputs.py's [device, inode, size, mtime_ns, ctime_ns]
 
 
 # -- saying it -----------------------------------------------------------------------------------

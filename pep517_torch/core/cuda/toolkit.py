@@ -36,7 +36,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...shipped_runtime import ledger
+from ...shipped_runtime import build_inputs
 from ...shipped_runtime.input_audit import note
 from ...errors import ToolchainError
 from ..toolchain import probe_cache
@@ -236,8 +236,8 @@ def _is_script(path: Path) -> bool:
 
 
 def file_stamp(path: Path) -> tuple[int, ...]:
-    """The file as it is now (the ledger's identity), as a cache key."""
-    found = ledger.identity(path)
+    """The file as it is now (the record's identity), as a cache key."""
+    found = build_inputs.identity(path)
     if found is None:
         raise FileNotFoundError(path)
     return tuple(found)

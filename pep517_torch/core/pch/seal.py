@@ -6,9 +6,9 @@ damaged .gch (truncated by a full disk, overwritten, a bad block) makes every co
 it fail, or worse; a stub or flag set changed after the fact (a line appended to ``pch.h``) is
 precompiled into every project's TUs that share the entry. So the build that makes a .gch runs
 this file as a script between the compile and the rename that publishes it (``seal.py TMP
-FINAL``): a .gch is never visible without its seal ``FINAL.seal``, which records, through the
-ledger, the .gch's identity, size, sha256 and a hash of 32 blocks sampled across it, and the
-sha256 of the stub and of ``entry.json``.
+FINAL``): a .gch is never visible without its seal ``FINAL.seal``, which records (as
+``shipped_runtime/build_inputs.py`` records a file) the .gch's identity, size, sha256 and a hash of
+32 blocks sampled across it, and the sha256 of the stub and of ``entry.json``.
 
 Checking (:func:`damage`) costs two stats, 128 KiB read and two small hashes: the size, the
 sampled blocks, the stub and the flag set must match, and the whole .gch is hashed again only
@@ -17,7 +17,7 @@ later than the seal's: a copy, a restore, any write, even one whose mtime was se
 sealed anew when its bytes are the same. Hashing the whole file each time would read 200-400 MB
 per build; a write within seconds of the sealing that misses every sampled block is the damage
 this does not see. Who may write the entry is ``cache.py``'s check. Standard library and
-the ledger only: it runs as a script, with no package on the path.
+the runtime's record only: it runs as a script, with no package on the path.
 """
 
 from __future__ import annotations
@@ -29,10 +29,10 @@ import stat
 import sys
 
 if __package__:
-    from ...shipped_runtime import ledger, state_file
+    from ...shipped_runtime import build_inputs, state_file
 else:  # run as a script by the PCH edge: the runtime (standard library only) as a package
     sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))  # stdlib first
-    from shipped_runtime import ledger, state_file  # type: ignore[no-redef]
+    from shipped_runtime import build_inputs, state_file  # type: ignore[no-redef]
 
 SUFFIX = ".seal"
 VERSION = 2  # bumped whenever a seal's shape changes: an older seal is no seal
@@ -71,9 +71,9 @@ def seal_text(made: str, final: str) -> str:
         sampled = _sampled(fd, st.st_size)
     finally:
         os.close(fd)
-    data = {"version": VERSION, "gch": ledger.identity_of(st), "sampled": sampled,
-            "sha256": ledger.content_hash(made), "stub": ledger.content_hash(_beside(final, STUB)),
-            "info": ledger.content_hash(_beside(final, INFO))}
+    data = {"version": VERSION, "gch": build_inputs.identity_of(st), "sampled": sampled,
+            "sha256": build_inputs.content_hash(made), "stub": build_inputs.content_hash(_beside(final, STUB)),
+            "info": build_inputs.content_hash(_beside(final, INFO))}
     return json.dumps(data, sort_keys=True)
 
 
@@ -122,19 +122,19 @@ def damage(gch: str) -> str | None:
             return f"it has no valid checksum (its seal: {error.why})"
         if seal is None:
             return "it has no valid checksum (made by an older pep517_torch, or its seal is gone)"
-        found = ledger.identity_of(st)
+        found = build_inputs.identity_of(st)
         sealed = seal["gch"]
         if st.st_size != sealed[2]:
             return f"it is {st.st_size} bytes, but was {sealed[2]} when made (truncated?)"
         if _sampled(fd, st.st_size) != seal.get("sampled"):
             return "its content changed since it was made"
-        if ledger.content_hash(_beside(gch, STUB)) != seal.get("stub"):
+        if build_inputs.content_hash(_beside(gch, STUB)) != seal.get("stub"):
             return f"its stub {STUB} changed since it was made"
-        if ledger.content_hash(_beside(gch, INFO)) != seal.get("info"):
+        if build_inputs.content_hash(_beside(gch, INFO)) != seal.get("info"):
             return f"its flag set ({INFO}) changed since it was made"
         sealed_at = os.stat(gch + SUFFIX).st_mtime_ns
         if found[:4] != sealed[:4] or st.st_ctime_ns > sealed_at + _PUBLISH_NS:
-            if ledger.content_hash(gch) != seal.get("sha256"):
+            if build_inputs.content_hash(gch) != seal.get("sha256"):
                 return "its content changed since it was made"
             try:  # the same bytes (a copy, a restore): cheap again next time
                 _write(gch + SUFFIX, json.dumps({**seal, "gch": found}, sort_keys=True))

@@ -1,5 +1,5 @@
 """Cheap names for tools: no subprocess, no stat beyond PATH's. Used by the JIT's warm path.
-(A tool's identity, what changes when it does, is the ledger's: shipped_runtime/ledger.py.)"""
+(A tool's identity, what changes when it does, is the record's: shipped_runtime/build_inputs.py.)"""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 A probe (a compiler's ``--version``, nvcc's version and GPU codes, the toolkit behind an nvcc
 wrapper script) answers from the files it runs. Its answer is stored under the probe's kind, its
-arguments and the identities (the ledger's: device, inode, size, mtime, ctime) of those files, in
+arguments and the identities (the record's: device, inode, size, mtime, ctime) of those files, in
 ``<cache root>/probes.json`` (the machine-wide cache directory of :mod:`.pch_cache`): a replaced,
 rebuilt or touched tool has other stamps and is probed again. Failures are never stored, and a
 cache that cannot be read or written only means the probe runs. The file is read as untrusted
@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 from ...atomic import write_atomic
 from ...shipped_runtime.input_audit import note
 from ...shipped_runtime.environment import CACHE_DIR, NO_PROBE_CACHE, XDG_CACHE_HOME, cache_root
-from ...shipped_runtime.ledger import identity
+from ...shipped_runtime.build_inputs import identity
 from ...shipped_runtime.state_file import Exactly, Map, Unreadable, ignored, read_json
 from ...shipped_runtime.user_line import say
 

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Literal
 
 from ...errors import ToolchainError
-from ...shipped_runtime import ledger
-from ...shipped_runtime.ledger import LAUNCHERS
+from ...shipped_runtime import build_inputs
+from ...shipped_runtime.build_inputs import LAUNCHERS
 from . import probe_cache
 from .lookup import torch_flavour, which
 
@@ -243,7 +243,7 @@ def find_compiler(env: Mapping[str, str], variable: str = "CXX") -> Compiler:
     elif Path(args[0]).resolve().name in LAUNCHERS:  # /usr/lib/ccache/c++ -> ccache
         launcher = Path(args[0]).resolve().name
     real = Path(args[-1] if launcher and len(args) > 1 else args[0]).resolve()
-    stamp = (str(real), *(ledger.identity(real) or ()))
+    stamp = (str(real), *(build_inputs.identity(real) or ()))
     output = probe_cache.remembered(
         "compiler", args, [real], lambda: _probe(tuple(args), stamp, label), env=env,
         decode=_version_text,
@@ -298,7 +298,7 @@ def _read_torch(root: Path, identity: tuple[int, ...]) -> TorchInstall:
 def find_torch(root: Path | None = None) -> TorchInstall:
     """The installed torch, without importing it."""
     root = root or _find_torch_root()
-    found = ledger.identity(root / "version.py")
+    found = build_inputs.identity(root / "version.py")
     if found is None:
         raise ToolchainError(f"{root} does not look like a torch installation")
     return _read_torch(root, tuple(found))

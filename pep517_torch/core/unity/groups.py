@@ -30,7 +30,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...shipped_runtime import ledger
+from ...shipped_runtime import build_inputs, ledger
 from .. import graph, scan
 from . import regroup as unity_regroup
 from ..pch import plan as pch
@@ -191,7 +191,7 @@ def _file_names(path: Path, identity: tuple[int, ...]) -> FileNames:
 
 
 def file_names(path: Path) -> FileNames:
-    return _file_names(path, tuple(ledger.identity(path) or ()))
+    return _file_names(path, tuple(build_inputs.identity(path) or ()))
 
 
 @dataclass(frozen=True)
