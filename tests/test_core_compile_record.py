@@ -13,6 +13,7 @@ import pytest
 
 from pep517_torch.core import compile_record
 from pep517_torch.shipped_runtime import build_inputs, ledger
+from tests.machine_changes import Machine, cases, change
 
 ENV = {"PATH": os.environ.get("PATH", ""), "CPLUS_INCLUDE_PATH": "/opt/a"}
 
@@ -190,3 +191,22 @@ def test_a_touched_input_still_lets_ninja_decide(tree) -> None:
     header.write_text(header.read_text())
     assert discard(build, root=root).outputs == {}
     assert not compile_record.current(build, root, ENV)
+
+
+@pytest.mark.parametrize("case", cases("compiler", "nvcc", "torch", "CPLUS_INCLUDE_PATH"))
+def test_a_changed_fact_runs_every_step_again_and_is_named(
+        tree, tmp_path: Path, case: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The facts a compile depends on (the compiler, nvcc, torch) and a compile variable, each
+    changed for real (tests/machine_changes.py): ninja has work, every step runs again, and the
+    reason names it, as explain and the editable hook read it (ledger.compile_change)."""
+    source, _, a, _ = tree
+    build, root = a.parent.parent, source.parent.parent
+    machine = Machine(tmp_path / "machine")
+    (build / ".ninja_log").write_text("# ninja log v5\n")
+    record(build, {"obj/a.o": [source]}, root=root, env=machine.env, facts=machine.facts())
+    assert compile_record.current(build, root, machine.env)
+    words = change(case, machine, monkeypatch)
+    assert compile_record.why_not_current(build, root, machine.env).startswith(words)
+    assert ledger.compile_change(build, root, machine.env)[0].startswith(words)
+    assert discard(build, root=root, env=machine.env).everything.startswith(words)
+    assert not (build / ".ninja_log").exists()

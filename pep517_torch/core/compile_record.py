@@ -12,7 +12,8 @@ a build depended on:
   (``CPATH``, ``CPLUS_INCLUDE_PATH``, ``LIBRARY_PATH``... ``COMPILE_INPUT_ENV``), and the
   flags variables that are on them (``CXXFLAGS``, ``LDFLAGS``...: ninja redoes the steps whose
   command changed; this says which variable changed them);
-- the machine facts: the C++ compiler CXX or PATH finds, nvcc, torch's version file.
+- the machine facts a compile depends on (``build_inputs.COMPILE_FACTS``): the C++ compiler
+  CXX or PATH finds, torch's version file, nvcc when the build compiles CUDA.
 
 Before the next run (:func:`discard_changed`), anything that differs decides what ninja must
 redo, beyond what its mtimes show: a folder made for another folder or project (copied,
@@ -55,11 +56,8 @@ class Changes:
 
 def facts(toolkit_nvcc: Path | None, torch_root: Path, env: Mapping[str, str]) -> dict[str, Any]:
     """The machine facts a build's objects depend on, as the ledger records them."""
-    found: dict[str, Any] = {"compiler": build_inputs.compiler(env),
-                             "torch": build_inputs.fact(torch_root / "version.py")}
-    if toolkit_nvcc is not None:
-        found["toolkit"] = build_inputs.fact(toolkit_nvcc)
-    return found
+    return build_inputs.observe(build_inputs.COMPILE_FACTS, env, nvcc=toolkit_nvcc,
+                                torch_root=torch_root)
 
 
 def _tokens(line: str) -> Iterator[tuple[str, bool]]:
@@ -164,7 +162,7 @@ def stale_outputs(build_dir: Path, root: Path | None, env: Mapping[str, str]) ->
     if ledger.owner_problem(ledger.load(build_dir), build_dir, root) is not None:
         return None
     record = _record(build_dir, root)
-    if record is None or build_inputs.everything_changed(record, env) is not None:
+    if record is None or build_inputs.why_stale(record, env, files=False) is not None:
         return None
     if not (build_dir / NINJA_FILES[1]).is_file():
         return None
@@ -203,7 +201,7 @@ def discard_changed(build_dir: Path, root: Path | None, env: Mapping[str, str],
     record = _record(build_dir, root)
     if record is None:
         return Changes()
-    everything = build_inputs.everything_changed(record, env)
+    everything = build_inputs.why_stale(record, env, files=False)
     if everything is not None:
         _forget_ninja_log(build_dir)
         ledger.update(build_dir, root, **{SECTION: None})
@@ -240,18 +238,22 @@ def discard_changed(build_dir: Path, root: Path | None, env: Mapping[str, str],
     return result
 
 
+def why_not_current(build_dir: Path, root: Path | None, env: Mapping[str, str]) -> str | None:
+    """Why ninja would find work in ``build_dir`` (None: it would find nothing to do), in
+    words: no record of a finished run, or a variable, fact or file it decided with that is not
+    as recorded (``build_inputs.why_stale``; any move of a file counts: ninja decides by mtime)."""
+    record = _record(build_dir, root)
+    if record is None:
+        return f"{build_dir} holds no record of a finished build"
+    if not record.get("current"):
+        return f"the last build in {build_dir} did not finish, or an input changed while it ran"
+    return build_inputs.why_stale(record, env, content=False)
+
+
 def current(build_dir: Path, root: Path | None, env: Mapping[str, str]) -> bool:
     """Whether ninja would find nothing to do: the last run succeeded and every file, variable
     and fact it decided with is as recorded."""
-    record = _record(build_dir, root)
-    if record is None or not record.get("current"):
-        return False
-    if build_inputs.everything_changed(record, env) is not None:
-        return False
-    for path, recorded in record["files"].items():
-        if build_inputs.identity(path) != (None if recorded is None else recorded[:5]):
-            return False
-    return True
+    return why_not_current(build_dir, root, env) is None
 
 
 def forget_current(build_dir: Path, root: Path | None) -> None:

@@ -1,5 +1,25 @@
-"""What a build depended on, recorded: files by identity (and content), variables by value,
-machine facts.
+"""What a build depended on, recorded, and the one answer to "is it still up to date?".
+
+A record is a mapping each store keeps in its own file and format (the build folder's ledger
+and the no-op records as JSON, a JIT stamp as marshal, the probe cache's entries), beside the
+keys of its own:
+
+- ``env``: each environment variable the build read, by value (None: unset);
+- ``facts``: the machine facts it used, by name, as the registry (:data:`FACTS`) observes
+  them: the C++ compiler, nvcc, torch, Python, pep517_torch itself, ninja, the libraries that
+  shape a wheel, PATH;
+- ``files``: each file or folder it consulted, by identity, with its content hash where
+  identity cannot be trusted (None: it was absent);
+- ``lookup`` (optional): CXX and PATH as the compiler was looked up with: while they hold, the
+  compiler found then is stat'ed again instead of looked up (the JIT's warm path: one stat).
+
+:func:`why_stale` says, in words, the first thing that differs now (``CXXFLAGS changed:
+'-DX=1' -> '-DX=2'``, ``nvcc /usr/local/cuda/bin/nvcc changed``, ``csrc/a.cpp changed (its
+content)``), or None: every fast path (the no-op replay, "ninja has nothing to do", the JIT's
+warm load, the editable hook, the probe cache) asks it, and says what it answered when it
+missed. The variables that change a build are environment.py's (the settings' from the
+model's ``env`` metadata, config/layers.py's ``artifact_env``); a record names those it read,
+so no reader needs the list.
 
 A file's identity is one ``stat``: device, inode, size, mtime, ctime. mtime alone misses an edit
 whose mtime was set back (``cp -p``, ``rsync -t``, tar); the inode and ctime do not. Where
@@ -9,7 +29,8 @@ once its identity moved.
 
 Standard library only, and no import of the rest of the runtime at module level: the editable
 hook ships this file, the PCH seal, run as a script, loads the runtime's folder as a package of
-its own, and the JIT's warm path imports it.
+its own, and the JIT's warm path imports it (``machine_facts.py``, the facts only a no-op
+replay records, is imported when one of them is observed or checked).
 """
 
 from __future__ import annotations
@@ -122,26 +143,8 @@ def file_change(path: str, recorded: list[Any] | None) -> str | None:
     return "changed"
 
 
-def first_file_change(files: Mapping[str, list[Any] | None]) -> tuple[str, str] | None:
-    """The first recorded file that changed, and how (identity only: no hashing)."""
-    for path, recorded in files.items():
-        found = identity(path)
-        if (recorded is None) != (found is None) or (found is not None and found != recorded[:5]):
-            return path, file_change(path, recorded) or "was touched"
-    return None
-
-
 def read_env(env: Mapping[str, str], names: Iterable[str]) -> dict[str, str | None]:
     return {name: env.get(name) for name in names}
-
-
-def env_change(recorded: Mapping[str, str | None], env: Mapping[str, str]) -> str | None:
-    """The first recorded variable whose value differs, in words (None: none does)."""
-    for name, value in recorded.items():
-        now = env.get(name)
-        if now != value:
-            return f"{name} changed: {_shown(value)} -> {_shown(now)}"
-    return None
 
 
 def env_changes(recorded: Mapping[str, str | None], env: Mapping[str, str]) -> str | None:
@@ -155,7 +158,66 @@ def _shown(value: str | None) -> str:
     return "unset" if value is None else repr(value)
 
 
-# -- machine facts -----------------------------------------------------------------------------
+# -- machine facts: the registry ------------------------------------------------------------------
+# Every machine fact a record may hold, by name: how a reason names it. Checked in this order.
+# compiler, nvcc, torch: a file, [path, *identity] (the path alone: it was missing); the C++
+# compiler is looked up again from CXX and PATH, nvcc and torch's version.py are stat'ed again.
+# The others are observed again by machine_facts.py and compared whole.
+FACTS = {
+    "compiler": "the C++ compiler",  # what CXX, or c++ on PATH, names
+    "nvcc": "nvcc",  # the nvcc binary a build that compiled CUDA ran (the core finds it)
+    "torch": "torch",  # torch's version.py: a reinstall, another build of it
+    "python": "Python",  # the interpreter: executable, version, platform, machine
+    "backend": "pep517_torch",  # its version and its own files
+    "ninja": "ninja",  # the ninja package where the import system finds it
+    "libraries": "the libraries that shape a wheel",  # packaging, pyproject_metadata... torch
+    "path": "PATH",  # each PATH folder: a tool added, removed or replaced in one
+}
+# What a compile's objects depend on beside its files and variables: the build folder's compile
+# record and a JIT stamp hold these (nvcc: only a build that compiled CUDA).
+COMPILE_FACTS = ("compiler", "torch", "nvcc")
+# What a no-op replay's record holds, with the build folder's compile record for the rest.
+REPLAY_FACTS = ("python", "backend", "libraries", "ninja", "compiler", "path", "torch")
+_STATED = ("nvcc", "torch")  # facts that are files named by the build: stat'ed, never looked up
+
+
+def fact(path: str | os.PathLike[str]) -> list[Any]:
+    """A machine fact that is a file: [path, *identity] (the path alone: missing)."""
+    return [os.fspath(path), *(identity(path) or [])]
+
+
+def observe(names: Iterable[str], env: Mapping[str, str], *, nvcc: str | os.PathLike[str] | None = None,
+            torch_root: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+    """The facts ``names`` as they are now, for a record. ``nvcc``: the nvcc the build ran
+    (None: it compiled no CUDA, and no nvcc is recorded); ``torch_root``: torch's folder as the
+    build found it (None: where this interpreter's import system finds it)."""
+    found: dict[str, Any] = {}
+    for name in names:
+        if name == "compiler":
+            found[name] = compiler(env)
+        elif name == "nvcc":
+            if nvcc is not None:
+                found[name] = fact(nvcc)
+        elif name not in FACTS:
+            raise KeyError(f"{name} is no machine fact (build_inputs.FACTS lists them)")
+        else:
+            from . import machine_facts as machine
+
+            if name == "torch":
+                located = machine.where("torch") if torch_root is None else None
+                root = torch_root if torch_root is not None else located and os.path.dirname(located)
+                found[name] = fact(os.path.join(root, "version.py")) if root else None
+            elif name in ("ninja", "libraries"):
+                files = {library: machine.where(library) for library in
+                         (("ninja",) if name == "ninja" else machine.LIBRARIES)}
+                located = {library: path and fact(path) for library, path in files.items()}
+                found[name] = located["ninja"] if name == "ninja" else located
+            elif name == "path":
+                found[name] = [[folder, *(identity(folder or ".") or [])]
+                               for folder in machine.path_folders(env)]
+            else:
+                found[name] = getattr(machine, name)(env)  # python, backend
+    return found
 
 
 def compiler(env: Mapping[str, str]) -> list[Any] | None:
@@ -193,39 +255,97 @@ def compiler(env: Mapping[str, str]) -> list[Any] | None:
     return None
 
 
-def fact_change(name: str, recorded: list[Any] | None, env: Mapping[str, str]) -> str | None:
-    """How a machine fact differs from its record, in words. ``compiler`` is found again
-    (CXX or PATH may name another one); any other fact is a file (nvcc, torch's version file)
-    stat'ed again."""
-    if name == "compiler":
+def compiler_lookup(env: Mapping[str, str]) -> dict[str, str | None]:
+    """What the compiler was looked up with: a record's ``lookup``."""
+    return {"CXX": env.get("CXX"), "PATH": env.get("PATH")}
+
+
+def fact_change(name: str, recorded: Any, env: Mapping[str, str],
+                lookup: Mapping[str, str | None] | None = None) -> str | None:
+    """How the machine fact ``name`` differs from its record, in words (None: it does not).
+    ``lookup``: CXX and PATH as the compiler was looked up; while they hold, the compiler found
+    then is stat'ed again (one stat) instead of looked up."""
+    words = FACTS.get(name)
+    if words is None:
+        return f"{name}, a machine fact this pep517_torch does not know, was recorded"
+    try:
+        if name in _STATED:
+            if recorded is None:
+                return None
+            found = identity(recorded[0])
+            if (found or []) == recorded[1:]:
+                return None
+            return f"{words} {recorded[0]} {'is gone' if found is None else 'changed'}"
+        if name == "compiler":
+            return _compiler_change(recorded, env, lookup)
+        from . import machine_facts
+
+        now = observe([name], env)[name]
+        if now == recorded:
+            return None
+        if recorded is not None and now is not None and type(recorded) is not type(now):
+            raise TypeError(name)
+        return machine_facts.change(name, recorded, now)
+    except (TypeError, IndexError, KeyError, AttributeError, ValueError):
+        return f"{words}: its record is not one pep517_torch writes"
+
+
+def _compiler_change(recorded: list[Any] | None, env: Mapping[str, str],
+                     lookup: Mapping[str, str | None] | None) -> str | None:
+    if (recorded is not None and lookup is not None and lookup.get("CXX") == env.get("CXX")
+            and lookup.get("PATH") == env.get("PATH")):
+        found: list[Any] | None = fact(recorded[0])  # the compiler found last time, again
+        if found == recorded:
+            return None
+        if len(found) == 1:  # type: ignore[arg-type]
+            return f"the C++ compiler {recorded[0]} is gone"
+    else:
         found = compiler(env)
         if found == recorded:
             return None
-        if found is None:
-            return "the C++ compiler is gone"
-        same_path = recorded is not None and recorded[0] == found[0]
-        return f"the C++ compiler {found[0]} {'changed' if same_path else 'is another one'}"
-    found = identity(recorded[0]) if recorded else None
-    if recorded is None or found == recorded[1:]:
-        return None
-    return f"{FACT_NAMES.get(name, name)} {recorded[0]} changed"
+    if found is None:
+        return "the C++ compiler is gone"
+    if recorded is not None and recorded[0] == found[0]:
+        return f"the C++ compiler {found[0]} changed"
+    return f"the C++ compiler is another one: {recorded[0] if recorded else 'none'} -> {found[0]}"
 
 
-FACT_NAMES = {"toolkit": "nvcc", "torch": "torch"}
+# -- a record, and why it is stale -------------------------------------------------------------
 
 
-def fact(path: str | os.PathLike[str]) -> list[Any]:
-    """A machine fact that is a file: [path, *identity]."""
-    return [os.fspath(path), *(identity(path) or [])]
-
-
-def everything_changed(record: Mapping[str, Any], env: Mapping[str, str]) -> str | None:
-    """A recorded variable or machine fact that differs now, in words (None: none does)."""
-    changed = env_change(record.get("env", {}), env)
-    if changed is not None:
-        return changed
-    for name, recorded in sorted(record.get("facts", {}).items()):
-        changed = fact_change(name, recorded, env)
-        if changed is not None:
-            return changed
+def why_stale(record: Mapping[str, Any], env: Mapping[str, str], *, files: bool = True,
+              content: bool = True) -> str | None:
+    """Why what ``record`` describes is out of date, in words (None: it is not): the first
+    recorded variable whose value differs, then the first machine fact (:data:`FACTS`), then
+    the first file whose identity moved (``files``). With ``content``, a file recorded with its
+    hash whose bytes are the same (a touch) has not changed; without it, any move counts (what
+    ninja, which decides by mtime, would see). Loops, not generators: the JIT's warm path runs
+    it on every load."""
+    recorded_env = record.get("env")
+    if recorded_env:
+        for name, value in recorded_env.items():
+            if env.get(name) != value:
+                return f"{name} changed: {_shown(value)} -> {_shown(env.get(name))}"
+    facts = record.get("facts")
+    if facts:
+        lookup = record.get("lookup")
+        for name, value in facts.items():
+            changed = fact_change(name, value, env, lookup)
+            if changed is not None:
+                return changed
+    recorded_files = record.get("files") if files else None
+    if recorded_files:
+        for path, recorded in recorded_files.items():
+            found = identity(path)
+            if found == recorded:
+                continue
+            if recorded is not None and found is not None and len(recorded) == 6 \
+                    and found == recorded[:5] and recorded[5] is not None:
+                continue  # hashed, and not moved
+            if not content:
+                moved = "appeared" if recorded is None else "is gone" if found is None else "changed"
+                return f"{path} {moved}"
+            how = file_change(path, recorded)
+            if how is not None:  # else touched: the same bytes
+                return f"{path} {how}"
     return None

@@ -25,7 +25,7 @@ import stat
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .build_inputs import env_changes, everything_changed, identity
+from .build_inputs import env_changes, identity, why_stale
 from .state_file import Unreadable, ignored, read_json
 
 FORMAT = 1  # the ledger's; its shape is ledger_shape.py's (imported when a ledger is read)
@@ -154,7 +154,7 @@ def compile_change(build_dir: str | os.PathLike[str], root: str | os.PathLike[st
     record = whole.get("compile")
     if not isinstance(record, dict):
         return None
-    changed = everything_changed(record, env) or env_changes(record.get("flags", {}), env)
+    changed = why_stale(record, env, files=False) or env_changes(record.get("flags", {}), env)
     if changed is not None:  # a flags variable: build.ninja's commands are planned anew
         return changed, True
     for path, recorded in record.get("files", {}).items():
