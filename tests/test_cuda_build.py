@@ -353,9 +353,9 @@ def test_load_with_cu_sources(
     # (.cuh included), and no system or toolkit header.
     stamp = jit_stamp.read(jit_stamp.stamp_path(tmp_path / "b", "jit_cudaops"))
     assert stamp is not None
-    tracked = {Path(entry[0]).name for entry in stamp["inputs"]}
+    tracked = {Path(path).name for path in stamp["files"]}
     assert tracked == {"module.cpp", "axpy.cu", "sum_of_squares.cu", "launch.h", "axpy.cuh",
-                       "reduce.cuh"}, stamp["inputs"]
+                       "reduce.cuh"}, stamp["files"]
     # Warm: the same request is the same module, without a rebuild.
     again = pep517_torch.load(
         "jit_cudaops",

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import get_args
+
+import pytest
 
 from pep517_torch.core.spec import Kind
 from pep517_torch.jit.request import ArtifactKind, JitRequest
 from tests.commands import run_python
 from tests.conftest import write
+from tests.machine_changes import Machine, cases, change
 
 # The modules `import pep517_torch.jit` may load: what a warm load() runs. No core.spec (its
 # dataclasses), no config, no build planning.
@@ -104,3 +108,45 @@ def test_a_stamp_is_stale_once_its_compiler_is_another(tmp_path: Path) -> None:
     shutil.copy(second / "c++", tmp_path / "upgraded")
     (tmp_path / "upgraded").replace(first / "c++")  # same path, another file
     assert not stamp.is_fresh(stamp_file, "key", artifact, env)
+
+
+@pytest.mark.parametrize("case", cases("compiler", "nvcc", "torch", "CXXFLAGS", "CPLUS_INCLUDE_PATH"))
+def test_a_stale_stamp_says_what_changed(tmp_path: Path, case: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stamp is a record (shipped_runtime/build_inputs.py): each fact it holds and each
+    variable, changed for real (tests/machine_changes.py), makes it stale, and why_stale names
+    it (what load(verbose=True) prints)."""
+    from pep517_torch.jit import stamp
+
+    machine = Machine(tmp_path / "machine")
+    artifact = write(tmp_path / "m.so")
+    source = write(tmp_path / "m.cpp", "int f() { return 0; }\n")
+    stamp_file = stamp.stamp_path(tmp_path, "m")
+    stamp.write(stamp_file, "key", [source], machine.env, artifact, facts=machine.facts())
+    data = stamp.load(stamp_file)
+    assert stamp.why_stale(data, "key", artifact, machine.env) is None
+    words = change(case, machine, monkeypatch)
+    reason = stamp.why_stale(data, "key", artifact, machine.env)
+    assert reason is not None and reason.startswith(words), reason
+    assert not stamp.is_fresh(stamp_file, "key", artifact, machine.env)
+
+
+def test_a_stale_stamp_names_the_part_of_its_key_that_differs(tmp_path: Path) -> None:
+    from pep517_torch.jit import stamp
+    from pep517_torch.jit.request import JitRequest
+
+    request = JitRequest("m", ("/s/m.cpp",))
+    key = stamp.fingerprint(request, "/site/torch/__init__.py", "2.13.0+cpu")
+    artifact, source = write(tmp_path / "m.so"), write(tmp_path / "m.cpp")
+    stamp_file = stamp.stamp_path(tmp_path, "m")
+    stamp.write(stamp_file, key, [source], {}, artifact)
+    data = stamp.load(stamp_file)
+    assert stamp.why_stale(data, key, artifact, {}) is None
+    newer_torch = stamp.fingerprint(request, "/site/torch/__init__.py", "2.14.1+cpu")
+    assert stamp.why_stale(data, newer_torch, artifact, {}) == "torch changed: 2.13.0+cpu -> 2.14.1+cpu"
+    other = stamp.fingerprint(request._replace(cflags=("-O1",)), "/site/torch/__init__.py", "2.13.0+cpu")
+    assert stamp.why_stale(data, other, artifact, {}) == "load()'s arguments changed"
+    python = key.replace(sys.version, "3.99.0 (main) [GCC]", 1)
+    assert stamp.why_stale(data, python, artifact, {}) == (
+        f"Python changed: {sys.version.split(' ', 1)[0]} -> 3.99.0")
+    artifact.write_text("another library copied over it")
+    assert stamp.why_stale(data, key, artifact, {}) == f"{artifact} is not the file this build made"

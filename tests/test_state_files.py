@@ -134,8 +134,8 @@ try:
 except Unreadable as error:
     result["named"] = str(error)
 result["absent"] = stamp.read(path) is None and not stamp.is_fresh(path, "key", str(path) + ".so", env)
-""", good=marshal.dumps({"version": 8, "key": "k"}), limit=16 << 20,
-          future=marshal.dumps({"version": 9}), alone=marshal.dumps({"version": 8}),
+""", good=marshal.dumps({"version": 9, "key": "k"}), limit=16 << 20,
+          future=marshal.dumps({"version": 10}), alone=marshal.dumps({"version": 9}),
           listed=marshal.dumps([1, 2, 3])),
     Store("index manifest", "index/.pep517_torch-index.json", """
 from pep517_torch.distribution.index.folder import Folder

@@ -1,23 +1,23 @@
 """The JIT stamp: proof, checkable without a subprocess, that an artifact is up to date.
 
-A stamp records a key (everything the build depends on that is not a file's content nor the
-compiler: the request, torch and Python versions), the compiler it was built with (CXX and PATH
-as they were, and the identity of the compiler they named: path, device, inode, mtime, size),
-the environment variables that change what a build makes (config's list, recorded by the cold
-path so that the warm check needs no config import) and the (mtime, size, ctime, inode) of
-every user file the build read: sources and the project headers ninja's depfiles listed. ctime
-and inode catch a replaced file whose mtime was set back (``cp -p``, ``rsync -t``): the cold
-path then asks the compile core, which compares content hashes. System and torch headers are
-covered by the compiler identity and torch version. With CXX and PATH unchanged, the warm
-check stats only the compiler found last time (an alternatives switch, a reinstall or an
-upgrade changes what that path resolves to); otherwise it looks the compiler up again.
-The artifact's own identity is recorded too (the same stat fields, taken after it was linked):
-a truncated artifact, or another library copied over it (``cp -p`` keeps the mtime, not the
-inode or ctime), is not what we built, and rebuilds. One stat, no hash: the warm path reads
-no file but the stamp (hashing a 50 MB library on every load would cost more than the load).
-The stamp is read as untrusted input (``shipped_runtime/state_file.py``: never through a
+A stamp is a record of what the build depended on (``shipped_runtime/build_inputs.py``: the
+variables that change what a build makes, config's list recorded by the cold path so that the
+warm check needs no config import; the machine facts the compile core recorded; the user files
+the build read, sources and the project headers ninja's depfiles listed, by identity) with a
+key of what is neither a file nor a fact (the request, the Python and pep517_torch that built
+it, torch's version and location) and the artifact's own identity. The warm check is
+``build_inputs.why_stale``: the compiler found last time is stat'ed again while CXX and PATH are
+as they were (looked up again otherwise), torch's version file and nvcc are stat'ed, each input
+too; ctime and inode catch a replaced file whose mtime was set back (``cp -p``, ``rsync -t``):
+the cold path then asks the compile core, which compares content hashes. System and torch
+headers are covered by the compiler and torch. The artifact's identity is taken after it was
+linked: a truncated artifact, or another library copied over it (``cp -p`` keeps the mtime, not
+the inode or ctime), is not what we built, and rebuilds. One stat each, no hash: the warm path
+reads no file but the stamp (hashing a 50 MB library on every load would cost more than the
+load). The stamp is read as untrusted input (``shipped_runtime/state_file.py``: never through a
 symlink, only a regular file, bounded) and checked against its shape (:func:`problem`) before
-anything in it is used: one that fails is a rebuild, named by the cold path.
+anything in it is used: one that fails is a rebuild, named by the cold path. When a stamp is
+stale, :func:`why_stale` says why (``load(..., verbose=True)`` prints it).
 This module is on the warm path: it imports nothing heavy.
 """
 
@@ -38,29 +38,22 @@ if TYPE_CHECKING:
     from .request import JitRequest
 
 # Bumped whenever the stamp's shape changes (its history is git's): an older stamp is no stamp.
-STAMP_VERSION = 8
+STAMP_VERSION = 9
 OTHER_FORMAT = "a stamp of another pep517_torch's format"
 LIMIT = 16 << 20  # bytes: a stamp of 100,000 inputs is ~10 MiB
 
 
 def fingerprint(request: JitRequest, *extra: str) -> str:
-    """The non-file inputs of a JIT build but the compiler and the environment's values (both
-    recorded beside it), as one text. Compared whole, not digested: the stamp holds a few
-    hundred bytes more, and the warm path saves a first blake2b call (~15 µs)."""
+    """What a JIT build depends on that is neither a file, a machine fact nor a variable (all
+    recorded beside it), as one text (``_KEY_PARTS`` names its parts; warm.py gives torch's
+    as ``extra``). Compared whole, not digested: the stamp holds a few hundred bytes more, and
+    the warm path saves a first blake2b call (~15 µs)."""
     return "\0".join((request.canonical(), sys.version, sys.executable, __version__, *extra))
 
 
-def _compiler(env: Mapping[str, str]) -> dict[str, object]:
-    return {"CXX": env.get("CXX"), "PATH": env.get("PATH"), "identity": build_inputs.compiler(env)}
-
-
-def _same_compiler(recorded: object, env: Mapping[str, str]) -> bool:
-    if not isinstance(recorded, dict) or not isinstance(recorded.get("identity"), list):
-        return False
-    found = recorded["identity"]
-    if env.get("CXX") != recorded.get("CXX") or env.get("PATH") != recorded.get("PATH"):
-        return build_inputs.compiler(env) == found
-    return _state(found[0]) == found  # the compiler found last time, stat'ed again
+# What the key holds, in order (fingerprint's parts and the extras warm.py gives), in words
+_KEY_PARTS = ("load()'s arguments", "Python", "the Python interpreter", "pep517_torch",
+              "torch's location", "torch")
 
 
 def _state(path: str) -> list[object]:
@@ -97,17 +90,18 @@ def problem(data: object) -> str | None:
         return f"{OTHER_FORMAT} ({data.get('version')!r}, not {STAMP_VERSION})"
     if type(data.get("key")) is not str or _state_problem(data.get("artifact")):
         return "not a stamp (its key or artifact is missing)"
-    env, compiler, inputs = data.get("env"), data.get("compiler"), data.get("inputs")
-    if type(env) is not dict or type(compiler) is not dict or type(inputs) is not list:
-        return "not a stamp (its environment, compiler or inputs are missing)"
-    for name, value in env.items():
-        if type(name) is not str or (value is not None and type(value) is not str):
-            return "not a stamp (an environment variable that is not text)"
-    found = compiler.get("identity")
-    if found is not None and (type(found) is not list or not found or type(found[0]) is not str):
-        return "not a stamp (its compiler is not a path and identity)"
-    for entry in inputs:
-        if _state_problem(entry):
+    env, facts, lookup, files = data.get("env"), data.get("facts"), data.get("lookup"), data.get("files")
+    if type(env) is not dict or type(facts) is not dict or type(lookup) is not dict or type(files) is not dict:
+        return "not a stamp (its environment, facts or files are missing)"
+    for values in (env, lookup):
+        for name, value in values.items():
+            if type(name) is not str or (value is not None and type(value) is not str):
+                return "not a stamp (an environment variable that is not text)"
+    for value in facts.values():
+        if value is not None and (type(value) is not list or not value or type(value[0]) is not str):
+            return "not a stamp (a machine fact that is not a path and identity)"
+    for path, found in files.items():
+        if type(path) is not str or (found is not None and (type(found) is not list or len(found) != 5)):
             return "not a stamp (an input that is not a path and identity)"
     return None
 
@@ -139,23 +133,39 @@ def read(stamp: str | os.PathLike[str]) -> dict[str, Any] | None:
         return None
 
 
+def why_stale(data: Mapping[str, Any], key: str, artifact: str | os.PathLike[str],
+              env: Mapping[str, str]) -> str | None:
+    """Why the stamp ``data`` (as :func:`load` read it) does not hold for ``key``, ``artifact``
+    and ``env``, in words (None: it holds): another key (the part of it that differs), then
+    ``build_inputs.why_stale`` (a variable, a machine fact, an input), then the artifact."""
+    if data["key"] != key:
+        return _key_change(data["key"], key)
+    changed = build_inputs.why_stale(data, env)
+    if changed is not None:
+        return changed
+    if _state(os.fspath(artifact)) != data["artifact"]:  # missing, truncated, replaced
+        return f"{os.fspath(artifact)} is not the file this build made"
+    return None
+
+
+def _key_change(recorded: str, key: str) -> str:
+    before, after = recorded.split("\0"), key.split("\0")
+    if len(before) == len(after) == len(_KEY_PARTS):
+        for words, old, new in zip(_KEY_PARTS, before, after):
+            if old != new:
+                if words == _KEY_PARTS[0]:
+                    return f"{words} changed"
+                if words == "Python":  # sys.version: the version, then how it was built
+                    old, new = old.split(" ", 1)[0], new.split(" ", 1)[0]
+                return f"{words} changed: {old} -> {new}"
+    return "it was built for another request or another Python, pep517_torch or torch"
+
+
 def is_fresh(
     stamp: str | os.PathLike[str], key: str, artifact: str | os.PathLike[str], env: Mapping[str, str]
 ) -> bool:
     data = read(stamp)
-    if data is None or data.get("key") != key:
-        return False
-    for name, value in data.get("env", {}).items():  # loops, not any(): no generator to start
-        if env.get(name) != value:
-            return False
-    if not _same_compiler(data.get("compiler"), env):
-        return False
-    if _state(os.fspath(artifact)) != data.get("artifact"):
-        return False  # missing, or not the file we built (truncated, replaced)
-    for entry in data.get("inputs", []):
-        if _state(entry[0]) != entry:
-            return False
-    return True
+    return data is not None and why_stale(data, key, artifact, env) is None
 
 
 def replaced_artifact(stamp: Path, artifact: Path) -> bool:
@@ -168,17 +178,19 @@ def replaced_artifact(stamp: Path, artifact: Path) -> bool:
 
 def write(
     stamp: str | os.PathLike[str], key: str, inputs: Iterable[Path], env: Mapping[str, str],
-    artifact: str | os.PathLike[str], *, cuda: bool = True,
+    artifact: str | os.PathLike[str], *, facts: Mapping[str, Any] | None = None, cuda: bool = True,
 ) -> None:
-    """``cuda``: whether the build compiled CUDA (else the CUDA-only variables are not
-    recorded)."""
+    """``facts``: the machine facts the compile core recorded for the build (None: the
+    compiler alone, found now); ``cuda``: whether the build compiled CUDA (else the CUDA-only
+    variables are not recorded)."""
     data = {
         "version": STAMP_VERSION,
         "key": key,
         "artifact": _state(os.fspath(artifact)),
         "env": recorded_env(env, cuda=cuda),
-        "compiler": _compiler(env),
-        "inputs": [_state(str(p)) for p in sorted(set(inputs))],
+        "facts": dict(facts) if facts is not None else build_inputs.observe(("compiler",), env),
+        "lookup": build_inputs.compiler_lookup(env),
+        "files": {path: build_inputs.identity(path) for path in sorted(set(map(str, inputs)))},
     }
     from ..atomic import write_atomic  # the cold path's: the warm one imports less
 
