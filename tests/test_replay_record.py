@@ -5,17 +5,22 @@ and the replay's own refusals. tests/test_noop_replay.py builds and replays for 
 from __future__ import annotations
 
 import os
+import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from pep517_torch.backend import noop_cache
+from pep517_torch.core import compile_record
+from pep517_torch.shipped_runtime import build_inputs
 from pep517_torch.shipped_runtime import input_audit
 from pep517_torch.core.toolchain import probe_cache
 from pep517_torch.core.cuda import toolkit as cuda
 from pep517_torch.distribution import platform_decision
 from pep517_torch.backend.noop_record import ReadEnv
 from tests.cuda_tools import make_fake_toolkit
+from tests.machine_changes import CHANGES, FORGED, Machine, change
 
 
 def test_read_env_remembers_each_variable_looked_up_set_or_not() -> None:
@@ -120,3 +125,42 @@ def test_no_record_no_replay(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setenv("PEP517_TORCH_NO_REPLAY", "1")
     assert noop_cache.record_file(os.environ, "wheel", str(tmp_path), None) is None
     assert noop_cache.record_file({}, "wheel", str(tmp_path), {"bad": object()}) is None  # type: ignore[dict-item]
+
+
+@pytest.mark.parametrize("case", list(CHANGES))
+def test_a_replay_names_the_change_that_stops_it(
+        tmp_path: Path, case: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A no-op record is a record of build_inputs: each fact of the registry it holds, a
+    variable the build read, and (through the build folder's compile record) nvcc and the
+    compile variables, changed for real: no replay, and why_not_replayed names the change (what
+    explain says of the build that followed)."""
+    monkeypatch.delitem(sys.modules, "ninja", raising=False)
+    machine = Machine(tmp_path / "machine")
+    root, build = tmp_path / "project", tmp_path / "build"
+    root.mkdir()
+    build.mkdir()
+    (build / "build.ninja").write_text("")
+    (build / ".ninja_log").write_text("# ninja log v5\n")
+    compile_record.record(build, root, {}, [], started_ns=time.time_ns(), env=machine.env,
+                          now=machine.facts())
+    facts = build_inputs.observe(build_inputs.REPLAY_FACTS, machine.env, torch_root=machine.torch)
+    record = {"key": noop_cache.record_key("wheel", str(root), None), "env": {"CXXFLAGS": "-DX=1"},
+              "facts": facts, "files": {str(root): build_inputs.identity(root)}, "build_dir": str(build)}
+    assert noop_cache.why_not_replayed(record, "wheel", str(root), None, machine.env) is None
+    words = change(case, machine, monkeypatch)
+    reason = noop_cache.why_not_replayed(record, "wheel", str(root), None, machine.env)
+    assert reason is not None and reason.startswith(words), reason
+    (root / "new.py").write_text("")
+    assert noop_cache.why_not_replayed(record, "wheel", str(root), None, {**machine.env, "X": "1"})
+
+
+@pytest.mark.parametrize("fact", list(FORGED))
+def test_a_replay_names_a_fact_an_older_install_recorded(tmp_path: Path, fact: str) -> None:
+    root = str(tmp_path)
+    facts = noop_cache.machine_facts(os.environ)
+    record = {"key": noop_cache.record_key("wheel", root, None), "env": {}, "facts": facts,
+              "files": {}, "build_dir": None}
+    assert noop_cache.why_not_replayed(record, "wheel", root, None, os.environ) is None
+    forge, words = FORGED[fact]
+    record["facts"] = {**facts, fact: forge(facts[fact])}
+    assert noop_cache.why_not_replayed(record, "wheel", root, None, os.environ).startswith(words)

@@ -106,7 +106,7 @@ try:
 except Unreadable as error:
     result["named"] = str(error)
 result["absent"] = noop_cache.replay_wheel(str(project), str(out), {}) is None
-""", good={"format": 2}, limit=64 << 20, future={"format": 3}, alone={"format": 2}),
+""", good={"format": 3}, limit=64 << 20, future={"format": 4}, alone={"format": 3}),
     Store("probe cache", "cache/probes.json", """
 from pep517_torch.core.toolchain import probe_cache
 result["absent"] = probe_cache.remembered("kind", [], [], lambda: "probed", env=env) == "probed"
@@ -313,7 +313,7 @@ def test_a_record_as_a_build_writes_it_is_read_back(tmp_path: Path, wheel: str) 
     location.parent.mkdir()
     build_dir = tmp_path / "build"
     record = {"format": noop_cache.FORMAT, "key": ["wheel", "/p", {}, sys.executable], "env": {"A": None},
-              "files": {"/p/pyproject.toml": [1, 2, 3, 4, 5], "/p/gone": None}, "machine": {},
+              "files": {"/p/pyproject.toml": [1, 2, 3, 4, 5], "/p/gone": None}, "facts": {},
               "build_dir": str(build_dir), "written_ns": 1, "notes": ["pep517_torch: a note"],
               "output": {"wheel": wheel, "kept": noop_cache.kept_path(location, build_dir),
                          "kept_identity": [1, 2, 3, 4], "extensions": 1, "platform": "a note"}}

@@ -7,18 +7,20 @@ from: every environment variable the resolution read (set or not) and SOURCE_DAT
 record's identity (device, inode, size, mtime, ctime) of every file and folder the build consulted (pyproject.toml,
 the files the wheel ships, the folders listed to find them, sources, readme and license files,
 a version file, the files a tool probe's answer rests on, where nvcc was looked for); the
-machine's facts (:func:`machine_facts`: this interpreter, pep517_torch's version and its own
-files, the libraries that shape a wheel, torch's location and version file, ninja, the compiler
-CXX or PATH names, every PATH folder); for a wheel with extensions, its build directory, whose
-ninja must have nothing to do (``core/compile_record.py``); and the result: the wheel kept beside
-the artifacts (a hard link), or the ``.dist-info`` files' bytes.
+machine's facts (``build_inputs.REPLAY_FACTS``: this interpreter, pep517_torch's version and its
+own files, the libraries that shape a wheel, torch's version file, ninja, the compiler CXX or
+PATH names, every PATH folder); for a wheel with extensions, its build directory, whose ninja
+must have nothing to do (``core/compile_record.py``: nvcc among its facts); and the result: the
+wheel kept beside the artifacts (a hard link), or the ``.dist-info`` files' bytes. Those three
+are a record of ``shipped_runtime/build_inputs.py``, checked by its ``why_stale``.
 
 The hooks call :func:`replay_wheel` and :func:`replay_metadata` first. When every value is
 what the record says, the kept wheel is copied to the output directory (or the dist-info
 written), the build's notes and a summary are printed, and nothing else is imported: no
 config, no packaging, no compile core but ``compile_record``. Anything else (a difference, no
 record, an unreadable one, any error) returns None, and the hook builds as always, which
-refreshes the record. A record is read as untrusted input (``shipped_runtime/state_file.py``:
+refreshes the record; why it did not replay (:func:`why_not_replayed`) is kept for the build's
+explanation (``explain``). A record is read as untrusted input (``shipped_runtime/state_file.py``:
 a regular file, bounded, of :data:`SHAPE`), and what it names is checked as strictly as a build
 would make it: the wheel's file name, the kept wheel's place (beside the artifacts, or beside
 the record, under the one name the writer gives it), the ``.dist-info``'s name and members. A
@@ -40,7 +42,6 @@ from typing import TYPE_CHECKING, Any
 
 from ..shipped_runtime.environment import NO_REPLAY, cache_root
 from ..shipped_runtime import build_inputs
-from ..shipped_runtime.build_inputs import identity
 from ..shipped_runtime.files import temporary_name
 from ..shipped_runtime.state_file import (
     IDENTITY, Exactly, ListOf, Map, Unreadable, ignored, problem, read_json,
@@ -50,11 +51,8 @@ from ..shipped_runtime.user_line import log, printable, user_line
 if TYPE_CHECKING:  # nothing of the config layer at run time: a replay imports none of it
     from ..config import ConfigSettings
 
-FORMAT = 2  # bumped whenever a record's shape changes: an older one is no record
+FORMAT = 3  # bumped whenever a record's shape changes: an older one is no record
 RECORDS = "last-builds"  # the records' folder in the machine cache
-# Libraries whose code shapes a wheel or its metadata: an upgrade builds again.
-LIBRARIES = ("packaging", "pyproject_metadata", "auditwheel", "elftools")
-_PACKAGE = os.path.dirname(os.path.abspath(__file__))
 LIMIT = 64 << 20  # bytes: a metadata record holds the .dist-info's files
 # PEP 427's file names (a build tag, a PEP 825 variant label after the tags) and PEP 376's
 # folders, as pep517_torch writes them (normalised names)
@@ -72,7 +70,7 @@ def _matches(pattern: re.Pattern[str]) -> Any:
 
 SHAPE = {
     "format": Exactly(FORMAT), "key": ListOf(object, 4), "env": Map((str, None)),
-    "files": Map((IDENTITY, None)), "machine": Map(object), "build_dir": (str, None),
+    "files": Map((IDENTITY, None)), "facts": Map(object), "build_dir": (str, None),
     "output": dict, "written_ns": int, "notes": [str],
 }
 OUTPUTS = {
@@ -136,75 +134,17 @@ def record_file(
 # -------------------------------------------------------------------------- the machine
 
 
-def _backend_files() -> str:
-    """A digest of pep517_torch's own files' identities: a checkout edited without a new
-    version is another backend."""
-    digest = hashlib.blake2b(digest_size=16)
-    folders = [_PACKAGE]
-    while folders:
-        folder = folders.pop()
-        with os.scandir(folder) as scan:
-            entries = sorted(scan, key=lambda entry: entry.name)
-        for entry in entries:
-            if entry.name == "__pycache__":
-                continue
-            if entry.is_dir():
-                folders.append(entry.path)
-                continue
-            line = f"{entry.path}\0{build_inputs.identity_of(entry.stat())}\n"
-            digest.update(line.encode("utf-8", "surrogateescape"))
-    return digest.hexdigest()
-
-
-def _found(name: str) -> list[Any] | None:
-    """Where ``name`` would be imported from (found, not imported), with that file's identity."""
-    import importlib.util
-
-    try:
-        spec = importlib.util.find_spec(name)
-    except (ImportError, ValueError):
-        return None
-    if spec is None:
-        return None
-    where = spec.origin if spec.has_location and spec.origin else None
-    if where is None and spec.submodule_search_locations:
-        where = next(iter(spec.submodule_search_locations), None)
-    return None if where is None else [where, identity(where)]
-
-
-def _torch() -> list[Any] | None:
-    """torch's folder as core/toolchain/tools.py finds it (without importing it), and the identity
-    of its version.py (a reinstall, another build or version)."""
-    found = _found("torch")
-    if found is None:
-        return None
-    folder = os.path.dirname(found[0]) if found[0].endswith(".py") else found[0]
-    return [folder, identity(os.path.join(folder, "version.py"))]
-
-
 def machine_facts(env: Mapping[str, str]) -> dict[str, Any]:
-    """What this machine and interpreter bring to a build, as JSON values."""
-    from .._version import __version__
-
-    compiler = build_inputs.compiler(env)
-    path = env.get("PATH", os.defpath)
-    return {
-        "python": [sys.executable, sys.version, sys.platform,
-                   os.uname().machine if hasattr(os, "uname") else ""],
-        "backend": [__version__, _backend_files()],
-        "libraries": {name: _found(name) for name in LIBRARIES},
-        "torch": _torch(),
-        "ninja": _found("ninja"),
-        "compiler": compiler,
-        "path": [[folder, identity(folder or ".")] for folder in dict.fromkeys(path.split(os.pathsep))],
-    }
+    """What this machine and interpreter bring to a build (``build_inputs.REPLAY_FACTS``)."""
+    return build_inputs.observe(build_inputs.REPLAY_FACTS, env)
 
 
 # -------------------------------------------------------------------------- the replay
 
 
 def _matching_record(hook: str, root: str, config_settings: ConfigSettings) -> dict[str, Any] | None:
-    """The record of ``hook`` when everything it names is as it says, else None."""
+    """The record of ``hook`` when everything it names is as it says, else None (why:
+    :func:`take_missed`)."""
     env = os.environ
     location = record_file(env, hook, root, config_settings)
     if location is None:
@@ -213,24 +153,43 @@ def _matching_record(hook: str, root: str, config_settings: ConfigSettings) -> d
         record = read_record(location, hook)
     except Unreadable as error:
         ignored(error, "building (a replay needs a record pep517_torch wrote)")
+        _missed[hook, root] = f"{error.path} could not be read ({error.why})"
         return None
     if record is None:
         return None
+    why = why_not_replayed(record, hook, root, config_settings, env)
+    if why is not None:
+        _missed[hook, root] = why
+        return None
+    return record
+
+
+def why_not_replayed(record: Mapping[str, Any], hook: str, root: str,
+                     config_settings: ConfigSettings, env: Mapping[str, str]) -> str | None:
+    """Why ``record`` cannot be replayed now, in words (None: it can): a variable the build
+    read, a machine fact or a file it consulted (``build_inputs.why_stale``), another hook,
+    project, settings or interpreter, then ninja's work in the build directory."""
+    changed = build_inputs.why_stale(record, env, content=False)
+    if changed is not None:
+        return changed
     if record.get("key") != json.loads(json.dumps(record_key(hook, root, config_settings))):
-        return None
-    if any(env.get(name) != value for name, value in record["env"].items()):
-        return None
-    if any(identity(path) != value for path, value in record["files"].items()):
-        return None
-    if record["machine"] != machine_facts(env):
-        return None
+        return "its record is for another project, settings or interpreter"
     build_dir = record.get("build_dir")
     if build_dir is not None:
         from ..core import compile_record
 
-        if not compile_record.current(Path(build_dir), Path(root), env):
-            return None
-    return record
+        return compile_record.why_not_current(Path(build_dir), Path(root), env)
+    return None
+
+
+_missed: dict[tuple[str, str], str] = {}  # (hook, root) -> why its last replay did not happen
+
+
+def take_missed(hook: str, root: str | os.PathLike[str]) -> str | None:
+    """Why this process's last replay of ``hook`` for the project at ``root`` did not happen
+    (None: there was no record to replay, or it did), once: the build that follows keeps it
+    for ``explain``."""
+    return _missed.pop((hook, os.fspath(root)), None)
 
 
 def _copy(source: Any, target: str) -> None:
@@ -286,8 +245,14 @@ def replay_wheel(root: str, wheel_directory: str, config_settings: ConfigSetting
             return None
         output = record["output"]
         name = output["wheel"]
-        with open(output["kept"], "rb") as kept:
+        try:
+            kept = open(output["kept"], "rb")
+        except OSError:
+            _missed["wheel", root] = f"the wheel it keeps, {output['kept']}, is gone"
+            return None
+        with kept:
             if kept_identity(os.fstat(kept.fileno())) != output["kept_identity"]:
+                _missed["wheel", root] = f"the wheel it keeps, {output['kept']}, changed"
                 return None  # replaced or changed since the record: build
             if not _holds_dist_info(kept.fileno(), name):
                 ignored(Unreadable(record_file(os.environ, "wheel", root, config_settings) or "",

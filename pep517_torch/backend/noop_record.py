@@ -156,16 +156,15 @@ class Recording:
             if path.startswith(os.path.join(root, "")):
                 kept.add(root)
         files = {path: identity(path) for path in sorted(kept)}
-        machine = noop_cache.machine_facts(os.environ)
-        torch = loaded.torch
-        if torch is not None and (machine["torch"] is None
-                                  or Path(machine["torch"][0]) != Path(torch.root)):
+        facts = noop_cache.machine_facts(os.environ)
+        torch, found = loaded.torch, facts["torch"]
+        if torch is not None and (found is None or Path(found[0]).parent != Path(torch.root)):
             return None  # torch found elsewhere than the build found it: no record
-        changed = [*files.values(), machine["torch"][1] if machine["torch"] else None]
-        if any(changed_since(found, self.started_ns) for found in changed):
+        changed = [*files.values(), found[1:] if found and len(found) == 6 else None]
+        if any(changed_since(value, self.started_ns) for value in changed):
             return None
         self.env.get(SOURCE_DATE_EPOCH)  # the wheel's timestamps, read or not
-        return {"env": dict(sorted(self.env.read.items())), "files": files, "machine": machine}
+        return {"env": dict(sorted(self.env.read.items())), "files": files, "facts": facts}
 
     def _write(self, facts: dict[str, Any], output: dict[str, Any], notes: list[str],
                build_dir: Path | None) -> None:
