@@ -3,13 +3,16 @@ stamps; a touched or replaced file is probed again, a failure never stored. Noth
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
 import pytest
 
 from pep517_torch.core.toolchain import probe_cache
+from pep517_torch.shipped_runtime import build_inputs
 from pep517_torch.shipped_runtime.environment import NO_PROBE_CACHE
+from tests.machine_changes import Machine, change
 
 
 def test_answers_follow_the_stamps_of_the_files_read(tmp_path: Path) -> None:
@@ -67,3 +70,24 @@ def test_the_compile_record_reads_back_every_path_the_writer_escaped() -> None:
     outputs, inputs = compile_record.edge_files(writer.text())
     assert outputs == {hostile[0], hostile[1], "second.o"}
     assert inputs == {hostile[2], hostile[3], "stub", hostile[0]}
+
+
+@pytest.mark.parametrize("case", ["compiler swapped", "nvcc changed in place"])
+def test_a_tool_changed_in_place_is_probed_again(
+        tmp_path: Path, case: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An answer is kept with a record of the files it rests on (shipped_runtime/build_inputs.py),
+    checked by the one why_stale: nvcc or a compiler changed in place (same path, another
+    version) is probed again, and the stale entry's record names the file."""
+    machine = Machine(tmp_path / "machine")
+    env = {"PEP517_TORCH_CACHE_DIR": str(tmp_path / "cache")}
+    tool = machine.nvcc if case.startswith("nvcc") else machine.compiler
+    answers = iter(["13.0.88", "13.0.99"])
+    ask = lambda: probe_cache.remembered("version", [], [tool], lambda: next(answers), env=env)  # noqa: E731
+    assert ask() == "13.0.88" and ask() == "13.0.88"
+    entry = json.loads((tmp_path / "cache" / probe_cache.FILE).read_text())["entries"]
+    (recorded,) = entry.values()
+    assert build_inputs.why_stale(recorded, {}) is None
+    change(case, machine, monkeypatch)
+    assert build_inputs.why_stale(recorded, {}) == f"{tool} changed"
+    assert ask() == "13.0.99" and ask() == "13.0.99"
+    assert len(json.loads((tmp_path / "cache" / probe_cache.FILE).read_text())["entries"]) == 1

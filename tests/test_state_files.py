@@ -111,8 +111,8 @@ result["absent"] = noop_cache.replay_wheel(str(project), str(out), {}) is None
 from pep517_torch.core.toolchain import probe_cache
 result["absent"] = probe_cache.remembered("kind", [], [], lambda: "probed", env=env) == "probed"
 result["named"] = said()
-""", good={"version": 1, "entries": {}}, limit=4 << 20, future={"version": 2, "entries": {}},
-          alone={"version": 1}),
+""", good={"version": 2, "entries": {}}, limit=4 << 20, future={"version": 3, "entries": {}},
+          alone={"version": 2}),
     Store("PCH seal", "pch/entry/pch.h.gch.seal", """
 from pep517_torch.core.pch import seal as pch_seal
 why = pch_seal.damage(str(folder / "pch.h.gch"))

@@ -2,10 +2,12 @@
 
 A probe (a compiler's ``--version``, nvcc's version and GPU codes, the toolkit behind an nvcc
 wrapper script) answers from the files it runs. Its answer is stored under the probe's kind, its
-arguments and the identities (the record's: device, inode, size, mtime, ctime) of those files, in
-``<cache root>/probes.json`` (the machine-wide cache directory of :mod:`.pch_cache`): a replaced,
-rebuilt or touched tool has other stamps and is probed again. Failures are never stored, and a
-cache that cannot be read or written only means the probe runs. The file is read as untrusted
+arguments and the paths of those files, with a record of what it depended on
+(``shipped_runtime/build_inputs.py``: each file's identity, device, inode, size, mtime, ctime),
+in ``<cache root>/probes.json`` (the machine-wide cache directory of ``core/pch/cache.py``):
+while ``build_inputs.why_stale`` finds the record holds, the answer is used; a replaced,
+rebuilt or touched tool is probed again, and its new answer replaces the old. Failures are
+never stored, and a cache that cannot be read or written only means the probe runs. The file is read as untrusted
 input (``shipped_runtime/state_file.py``: a regular file, bounded, of :data:`SHAPE`), and each
 answer is checked by its probe's ``decode`` as strictly as the probe's own output (an nvcc
 version of two numbers, arch names, an absolute path): one that fails is named in one line and
@@ -27,23 +29,24 @@ from typing import Any, TypeVar
 from ...atomic import write_atomic
 from ...shipped_runtime.input_audit import note
 from ...shipped_runtime.environment import CACHE_DIR, NO_PROBE_CACHE, XDG_CACHE_HOME, cache_root
-from ...shipped_runtime.build_inputs import identity
-from ...shipped_runtime.state_file import Exactly, Map, Unreadable, ignored, read_json
+from ...shipped_runtime import build_inputs
+from ...shipped_runtime.state_file import IDENTITY, Exactly, Map, Unreadable, ignored, problem, read_json
 from ...shipped_runtime.user_line import say
 
 FILE = "probes.json"
-VERSION = 1
-MAX_ENTRIES = 64  # oldest first out: stale stamps of replaced tools do not pile up
+VERSION = 2
+MAX_ENTRIES = 64  # oldest first out: probes of tools gone do not pile up
 LIMIT = 4 << 20  # bytes: 64 answers of a few KiB at most
 SHAPE = {"version": Exactly(VERSION), "entries": Map(object)}
+ENTRY = {"files": Map((IDENTITY, None)), "answer": object}  # a record of its files, the answer
 
 T = TypeVar("T")
 
 
-def stamps(files: Sequence[str | Path]) -> list[list[Any]]:
-    """The stamps a probe's answer is keyed by (a missing file, e.g. a config file the tool
-    would read, is stamped as missing: creating it changes the key)."""
-    return [[str(file), *(identity(file) or [])] for file in files]
+def depended_on(files: Sequence[str | Path]) -> dict[str, Any]:
+    """The record a probe's answer rests on: each file it reads by identity (a missing one,
+    e.g. a config file the tool would read, as missing: creating it is a change)."""
+    return {"files": {os.fspath(file): build_inputs.identity(file) for file in files}}
 
 
 def _location(env: Mapping[str, str] | None) -> Path | None:
@@ -77,22 +80,23 @@ def remembered(
     encode: Callable[[T], Any] = lambda value: value,
     decode: Callable[[Any], T] = lambda value: value,
 ) -> T:
-    """``probe()``'s answer for ``kind`` + ``arguments`` while ``files`` keep their stamps: from
-    the cache when it has one, else probed (and stored when the probe succeeds)."""
+    """``probe()``'s answer for ``kind`` + ``arguments`` while ``files`` keep their identity:
+    from the cache when it has one, else probed (and stored when the probe succeeds)."""
     for file in files:
         note(file)  # a no-op replay checks them too (input_audit.py)
     location = _location(env)
-    key = json.dumps([kind, list(arguments), stamps(files)])
+    key = json.dumps([kind, list(arguments), [os.fspath(file) for file in files]])
+    record = depended_on(files)  # before the probe: a change while it runs shows next time
     if location is not None:
-        entries = _read(location)
-        if key in entries:
+        entry = _read(location).get(key)
+        if problem(entry, ENTRY) is None and build_inputs.why_stale(entry, {}) is None:
             try:
-                return decode(entries[key])
+                return decode(entry["answer"])
             except (TypeError, ValueError, KeyError, IndexError, AttributeError):
                 say(f"{location}: its answer for {kind} is not one the probe gives: probing again")
     value = probe()
     if location is not None:
-        _store(location, key, encode(value))
+        _store(location, key, {**record, "answer": encode(value)})
     return value
 
 
