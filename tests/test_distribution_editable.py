@@ -12,6 +12,7 @@ import pytest
 
 from pep517_torch import shipped_runtime
 from pep517_torch.distribution.editable import RebuildCommand, editable_members
+from tests.machine_changes import Machine, cases, change
 
 NINJA = shutil.which("ninja")
 needs_ninja = pytest.mark.skipif(NINJA is None, reason="needs ninja on PATH")
@@ -299,3 +300,58 @@ def test_watched_folders_hold_sources_their_subfolders_and_parents(tmp_path: Pat
     watched = watched_folders(root, sources, lambda path: path.name == "build")
     assert watched == [root, root / "src", root / "src/pkg", root / "src/pkg/csrc",
                        root / "src/pkg/csrc/kernels", root / "src/pkg/csrc/kernels/deep"]
+
+
+@pytest.mark.parametrize("case", [*cases("compiler", "nvcc", "torch", "CPLUS_INCLUDE_PATH"), "pyproject.toml"])
+def test_the_hook_names_what_makes_it_build_again(
+        tmp_path: Path, case: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The import hook asks the one why_stale (the runtime's build_inputs) of what the install
+    watched and of the compile core's record in the build folder's ledger: each fact a compile
+    depends on (nvcc included) and a compile variable, changed for real, and pyproject.toml
+    edited, are named in the line the rebuild says first."""
+    import time
+
+    from pep517_torch.core import compile_record
+    from pep517_torch.distribution import _editable_hook as hook
+    from pep517_torch.shipped_runtime import build_inputs
+
+    machine = Machine(tmp_path / "machine")
+    root, build = tmp_path / "project", tmp_path / "project" / "build"
+    build.mkdir(parents=True)
+    (root / "pyproject.toml").write_text("[project]\n")
+    (build / "build.ninja").write_text("")
+    compile_record.record(build, root, {}, [], started_ns=time.time_ns(), env=machine.env,
+                          now=machine.facts())
+    config = {"project": "MyProj", "root": str(root), "env": {}, "rebuild": {"build_dir": str(build)},
+              "watched": build_inputs.stamp_files([root / "pyproject.toml"])}
+    for name, value in machine.env.items():
+        monkeypatch.setenv(name, value)
+    assert hook._why_replan(config) is None
+    if case == "pyproject.toml":
+        (root / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+        words, how = "pyproject.toml changed", "plan"
+    else:
+        words, how = change(case, machine, monkeypatch), "everything"
+    for name, value in machine.env.items():
+        monkeypatch.setenv(name, value)
+    reason, does = hook._why_replan(config)
+    assert reason.startswith(words) and does == how, (reason, does)
+    said: list[str] = []
+    monkeypatch.setattr(hook, "_runtime", lambda module: _SayingRuntime(module, said))
+    with pytest.raises(ImportError):  # no interpreter to run the re-plan: the line was said first
+        hook._replan(config, {"python": str(tmp_path / "no-python"), "build_dir": str(build)}, reason, does)
+    assert said and said[0].startswith(f"MyProj: {words}"), said
+
+
+class _SayingRuntime:
+    """A runtime module whose user_line.say is recorded."""
+
+    def __init__(self, module: str, said: list[str]) -> None:
+        import importlib
+
+        self._module, self._said = importlib.import_module(f"pep517_torch.shipped_runtime.{module}"), said
+
+    def __getattr__(self, name: str) -> object:
+        if name == "say":
+            return self._said.append
+        return getattr(self._module, name)

@@ -48,7 +48,7 @@ def test_new_source_define_and_extension_reach_the_next_import(tmp_path: Path, v
     pyproject.write_text(pyproject.read_text() + 'define-macros = { HAS_EXTRA = true, EXTRA_VALUE = 7 }\n')
     second = in_venv("import replan; print(replan.value(), replan.extra())")
     assert second.stdout.split() == ["0", "7"], second.stderr
-    assert "planning the build again" in second.stderr
+    assert "replan: csrc changed; planning the build again" in second.stderr  # the new file's folder
 
     pyproject.write_text(pyproject.read_text().replace("EXTRA_VALUE = 7", "EXTRA_VALUE = 8"))
     third = in_venv("import replan; print(replan.extra())")
@@ -94,6 +94,7 @@ def test_an_edit_with_an_older_mtime_reaches_the_next_import(tmp_path: Path, ven
     os.utime(value, ns=(before - 10**10, before - 10**10))  # `cp -p` of an older file
     edited = in_venv("import oldmtime; print(oldmtime.value())")
     assert edited.stdout.split() == ["5"], edited.stderr
+    assert "rebuilding oldmtime (editable install): csrc/value.cpp changed" in edited.stderr, edited.stderr
     assert "planning the build again" not in edited.stderr
     again = in_venv("import oldmtime; print(oldmtime.value())")
     assert again.stdout.split() == ["5"] and "rebuilding" not in again.stderr, again.stderr

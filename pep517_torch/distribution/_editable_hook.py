@@ -131,30 +131,38 @@ def rebuild(config):
     if replan is not None and _load_state(config, replan):
         planning = _why_replan(config)
         if planning is not None:
-            _replan(config, replan, planning)
+            _replan(config, replan, *planning)
             _load_state(config, replan)
             return
     elif replan is not None and "install" in replan:
         # The build directory is a cache: gone (rm -rf build) or its state lost, the project
         # plans and builds it again from what the install recorded here.
-        _replan(config, replan, "the build directory is gone or incomplete")
+        _replan(config, replan, "the build directory is gone or incomplete", "everything")
         _load_state(config, replan)
         return
     run_ninja(config)
 
 
 def _why_replan(config):
-    """Why plain ninja cannot bring the build up to date (None: it can): True when
-    pyproject.toml or a sources folder changed (plan again), False when a source's content
-    changed in a way ninja's mtimes may miss, a sentence for what touches every step (a
-    compile variable, the compiler, a build folder made elsewhere)."""
-    if _changed(config["watched"]):
-        return True
+    """Why plain ninja cannot bring the build up to date (None: it can), in words, and what
+    the build does about it: ``"plan"`` (pyproject.toml or a sources folder changed: plan
+    again), ``"everything"`` (a compile variable, the compiler, nvcc, torch, a build folder
+    made elsewhere), ``"content"`` (a source's content changed in a way ninja's mtimes may
+    miss). The one answer of the runtime's build_inputs, as every fast path asks it."""
+    changed = _runtime("build_inputs").why_stale({"files": config["watched"]}, {})
+    if changed is not None:
+        return _relative(changed, config), "plan"
     found = _runtime("ledger").compile_change(
         config["rebuild"]["build_dir"], config.get("root"), _installed_environment(config))
     if found is None:
         return None
-    return found[0] if found[1] else False
+    return _relative(found[0], config), "everything" if found[1] else "content"
+
+
+def _relative(words, config):
+    """A reason's paths below the project root, relative to it."""
+    root = config.get("root")
+    return words.replace(os.path.join(root, ""), "") if root else words
 
 
 def _installed_environment(config):
@@ -204,26 +212,21 @@ def _state_problem(state, build_dir, root):
     return None
 
 
-def _changed(watched):
-    identity = _runtime("ledger").identity
-    return any(identity(path) != recorded for path, recorded in watched.items())
-
-
-def _replan(config, replan, planning):
-    """The recorded interpreter builds through pep517_torch: planning again when
-    pyproject.toml or a sources folder changed (new files, flags, extensions), comparing the
-    contents of the inputs in any case."""
+def _replan(config, replan, why, how):
+    """The recorded interpreter builds through pep517_torch, saying why (``_why_replan``):
+    planning again when pyproject.toml or a sources folder changed (new files, flags,
+    extensions), comparing the contents of the inputs in any case."""
     import subprocess
     import time
 
     user = _runtime("user_line")
     project, started = config["project"], time.monotonic()
-    if isinstance(planning, str):
-        user.say(f"{project}: {planning}; building it again")
-    elif planning:
-        user.say(f"{project}: pyproject.toml or a sources folder changed; planning the build again")
+    if how == "plan":
+        user.say(f"{project}: {why}; planning the build again")
+    elif how == "everything":
+        user.say(f"{project}: {why}; building it again")
     else:
-        user.say(f"rebuilding {project} (editable install)...")
+        user.say(f"rebuilding {project} (editable install): {why}")
     arguments = [replan["python"], "-m", "pep517_torch.backend.editable_rebuild", replan["build_dir"]]
     if "install" in replan:  # what to plan from when the ledger is gone with the build folder
         import json
@@ -284,7 +287,7 @@ def run_ninja(config):
     log_path = os.path.join(build_dir, follow.LOG_NAME)
     progress = follow.Progress(
         user.print_line, log_path=log_path, echo_output=False,
-        header=user.user_line(f"rebuilding {project} (editable install)..."),
+        header=lambda: user.user_line(_ninja_header(config)),  # once ninja has work
     )
     started = time.monotonic()
     with _runtime("lock").BuildDirLock(Path(build_dir), f"{project} (editable rebuild on import)"):
@@ -304,6 +307,19 @@ def run_ninja(config):
         raise ImportError(_failure_message(project, error, log_path if progress.log_written else None))
     if progress.finished:
         user.say(f"rebuilt {project} in {time.monotonic() - started:.1f} s (log: {log_path})")
+
+
+def _ninja_header(config):
+    """What a plain ninja rebuild says first: why, when the compile core's record of the last
+    build says (the first file ninja decides with that moved)."""
+    project = config["project"]
+    record = _runtime("ledger").section(config["rebuild"]["build_dir"], "compile", config.get("root"))
+    why = None
+    if isinstance(record, dict):
+        why = _runtime("build_inputs").why_stale(record, _installed_environment(config), content=False)
+    if why is None:
+        return f"rebuilding {project} (editable install)..."
+    return f"rebuilding {project} (editable install): {_relative(why, config)}..."
 
 
 def _recorder(build_dir, environment):

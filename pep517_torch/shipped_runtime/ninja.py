@@ -52,7 +52,7 @@ class Progress:
     """Turns ninja's output into progress lines, the build log and the captured output.
 
     ``say`` prints a line for a person (None: say nothing). ``header`` is said once, before
-    the first step (nothing to do: never said). ``echo_output`` also says the tools' own
+    the first step (nothing to do: never said); a callable is asked for it only then. ``echo_output`` also says the tools' own
     output as it comes (warnings, errors). ``commands`` maps a step's description to its
     command, said under its start line (a verbose build). The log file gets every line,
     whatever is said.
@@ -63,7 +63,7 @@ class Progress:
         say: Callable[[str], None] | None,
         *,
         log_path: str | None = None,
-        header: str | None = None,
+        header: str | Callable[[], str] | None = None,
         echo_output: bool = True,
         commands: Mapping[str, str] | None = None,
         heartbeat: float = HEARTBEAT_S,
@@ -131,7 +131,7 @@ class Progress:
         with self._lock:
             if self.header is not None:
                 header, self.header = self.header, None
-                self.note(header)
+                self.note(header() if callable(header) else header)
             self.note(line)
 
     # -- reading ninja ----------------------------------------------------------------------
