@@ -376,3 +376,24 @@ def test_a_watched_load_shows_its_steps(tmp_path: Path, verbose: bool, tty: bool
     assert lines[-1].startswith("pep517_torch: idle job slots: ")
     commands = [line for line in lines if line.startswith("  $ ")]
     assert len(commands) == (2 if verbose else 0)  # verbose: each command under its step
+
+
+def test_a_verbose_load_says_why_it_builds_again(tmp_path: Path) -> None:
+    """load(..., verbose=True) names what changed since the build its stamp records (the one
+    why_stale of shipped_runtime/build_inputs.py): a flags variable here; tests/test_jit_request.py
+    has every fact, tests/test_cuda_build.py nvcc changed in place."""
+    from tests.tiny_project import NAMED_MODULE
+
+    source = tmp_path / "why_mod.cpp"
+    source.write_text(NAMED_MODULE)
+    code = ("import pep517_torch\nprint(pep517_torch.load('why_mod', [" + repr(str(source)) + "],"
+            f" build_directory={str(tmp_path / 'b')!r}, verbose=True).answer())")
+    first = run_python(code, env={"CXXFLAGS": "-DX=1"})
+    assert first.stdout == "42\n" and "out of date" not in first.stderr, first.stderr
+    warm = run_python(code, env={"CXXFLAGS": "-DX=1"})
+    assert (warm.stdout, warm.stderr) == ("42\n", "")
+    changed = run_python(code, env={"CXXFLAGS": "-DX=2"})
+    assert changed.stdout == "42\n"
+    lines = changed.stderr.splitlines()
+    assert lines[:2] == ["pep517_torch: 'why_mod' is out of date: CXXFLAGS changed: '-DX=1' -> '-DX=2'",
+                         "pep517_torch: building extension 'why_mod'..."], changed.stderr

@@ -18,7 +18,7 @@ from ..config.layers import environment_options
 from ..ops.table import JIT_TABLE
 from ..shipped_runtime.trace import TRACE_NAME
 from ..shipped_runtime.state_file import Unreadable
-from ..shipped_runtime.user_line import print_line, user_line
+from ..shipped_runtime.user_line import print_line, shown, user_line
 from . import stamp
 from .request import JitRequest
 
@@ -113,8 +113,8 @@ def build(
     )
     with build_lock(build_dir, f"'{target}'", say=say or (lambda line: None)):
         if not stamp.is_fresh(stamp_file, key, request.artifact(build_dir, target), env):
-            _say_unusable_stamp(stamp_file, say)
             artifact = Path(request.artifact(build_dir, target))
+            _say_why_stale(stamp_file, key, artifact, env, say)
             if stamp.replaced_artifact(stamp_file, artifact):
                 # ninja trusts an output newer than its inputs: a truncated one would stay.
                 if say is not None:
@@ -127,17 +127,27 @@ def build(
     return load()  # another process built it while we waited
 
 
-def _say_unusable_stamp(stamp_file: Path, say: Callable[[str], None] | None) -> None:
-    """A stamp that cannot be used, named in one line (as a warning when unwatched, unless it is
-    only another pep517_torch's format): then built again as if there were none."""
+def _say_why_stale(stamp_file: Path, key: str, artifact: Path, env: Mapping[str, str],
+                   say: Callable[[str], None] | None) -> None:
+    """Why the stamp does not hold, in one line when someone watches (``verbose=True`` or a
+    terminal): what changed since the build (``stamp.why_stale``: a variable, a machine fact,
+    an input, the part of the key that differs). A stamp that cannot be used is named too (as a
+    warning when unwatched, unless it is only another pep517_torch's format): then built again
+    as if there were none. No stamp (a first build): nothing to say."""
     try:
-        stamp.load(stamp_file)
+        data = stamp.load(stamp_file)
     except Unreadable as error:
         line = user_line(f"{error}: ignored; building '{stamp_file.stem}' again")
         if say is not None:
             say(line)
         elif not error.why.startswith(stamp.OTHER_FORMAT):
             warnings.warn(line, stacklevel=_caller_stacklevel())
+        return
+    if data is None or say is None or stamp.replaced_artifact(stamp_file, artifact):
+        return  # a replaced artifact: said as it is relinked
+    why = stamp.why_stale(data, key, artifact, env)
+    if why is not None:
+        say(user_line(f"'{stamp_file.stem}' is out of date: {shown(why)}"))
 
 
 def _build(
