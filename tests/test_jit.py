@@ -19,6 +19,7 @@ import torch
 import pep517_torch
 from pep517_torch.core.pch import cache as pch_cache
 from pep517_torch.errors import BuildError, ConfigError
+from pep517_torch.shipped_runtime import build_inputs
 from tests.commands import run_python
 from tests.conftest import HOSTILE_NAME
 
@@ -397,3 +398,29 @@ def test_a_verbose_load_says_why_it_builds_again(tmp_path: Path) -> None:
     lines = changed.stderr.splitlines()
     assert lines[:2] == ["pep517_torch: 'why_mod' is out of date: CXXFLAGS changed: '-DX=1' -> '-DX=2'",
                          "pep517_torch: building extension 'why_mod'..."], changed.stderr
+
+
+def test_a_torch_reinstalled_at_the_same_version_builds_again(tmp_path: Path) -> None:
+    """The stamp holds torch's version.py as the compile record does (the same fact of
+    shipped_runtime/build_inputs.py): torch reinstalled (another file there, the same version)
+    builds again, and says so. The reinstall is the stamp's record of an older file."""
+    import marshal
+
+    from pep517_torch.jit import stamp
+    from tests.tiny_project import NAMED_MODULE
+
+    source = tmp_path / "torch_mod.cpp"
+    source.write_text(NAMED_MODULE)
+    build = tmp_path / "b"
+    code = ("import pep517_torch\nprint(pep517_torch.load('torch_mod', [" + repr(str(source)) + "],"
+            f" build_directory={str(build)!r}, verbose=True).answer())")
+    assert run_python(code).stdout == "42\n"
+    path = Path(stamp.stamp_path(build, "torch_mod"))
+    data = stamp.load(path)
+    version_py = Path(torch.__file__).parent / "version.py"
+    assert data["facts"]["torch"] == [str(version_py), *build_inputs.identity(version_py)]
+    data["facts"]["torch"][2] += 1  # another inode: what a reinstall leaves
+    path.write_bytes(marshal.dumps(data))
+    again = run_python(code)
+    assert again.stdout == "42\n"
+    assert f"pep517_torch: 'torch_mod' is out of date: torch {version_py} changed" in again.stderr, again.stderr
