@@ -10,6 +10,7 @@ test whose .cu includes torch headers (load_inline's implicit headers) is marked
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -33,7 +34,7 @@ from pep517_torch.errors import BuildError, ConfigError, ToolchainError
 from pep517_torch.jit import stamp as jit_stamp
 from tests.commands import run_python
 from tests.conftest import FIXTURES, write_tree
-from tests.cuda_tools import fatbin_contents, find_cuobjdump
+from tests.cuda_tools import fatbin_contents, find_cuobjdump, write_script
 from tests.tiny_project import c_api_module
 from tests.torch_doubles import substitute_torch
 
@@ -706,3 +707,58 @@ def test_cuda_detection_cc_as_ccbin_and_with_cuda(tmp_path: Path) -> None:
         assert f"cuflags_0 = -ccbin {gcc} " in kernels
     assert "build obj/kernels/axpy.cu.o: nvcc " in kernels
     assert "rule nvcc\n  command = $nvcc -MMD -MF $out.d $cuflags $tuning $threads -c $in_q -o $out\n" in kernels
+
+
+NVCC_WRAPPER = """for arg in "$@"; do
+  case "$arg" in
+    --version) echo "Cuda compilation tools, release 13.0, V{version}"; exit 0;;
+    -dryrun) echo "#$ TOP={top}" >&2; exit 0;;
+  esac
+done
+exec {real} "$@"
+"""
+DRIFT_CHILD = """
+import pep517_torch
+folder = {folder!r}
+module = pep517_torch.load("nvcc_drift", [folder + "/mod.cpp", folder + "/kern.cu"],
+                           build_directory=folder + "/build", verbose=True)
+print(module.blocks(1000))
+"""
+
+
+@needs_nvcc
+@pytest.mark.cuda
+@pytest.mark.compile
+def test_the_jit_builds_again_when_nvcc_changed_in_place(tmp_path: Path) -> None:
+    """Issue 44: with an nvcc whose version changed in place (same path, V13.0.88 -> V13.0.99),
+    a wheel build reran every step and explain said `every step, because nvcc ... changed`,
+    while a JIT load() of the same .cpp + .cu in a fresh process reused its old library without
+    a word: its stamp recorded no nvcc. The toolkit here is the real one behind a wrapper
+    script that answers --version itself (tests/cuda_tools.py fakes toolkits the same way)."""
+    assert TOOLKIT is not None
+    top = tmp_path / "toolkit"
+    for name in ("include", "lib64"):
+        (top / name).parent.mkdir(parents=True, exist_ok=True)
+        (top / name).symlink_to(TOOLKIT.root / name)
+    nvcc = top / "bin" / "nvcc"
+    write_script(nvcc, NVCC_WRAPPER.format(version="13.0.88", top=top, real=TOOLKIT.nvcc))
+    (tmp_path / "mod.cpp").write_text(c_api_module(
+        "int blocks_for(int n);\nstatic PyObject* blocks(PyObject*, PyObject* n) {"
+        " return PyLong_FromLong(blocks_for((int)PyLong_AsLong(n))); }",
+        '{"blocks", blocks, METH_O, nullptr}', name=None))
+    (tmp_path / "kern.cu").write_text(
+        "__global__ void fill(float* x, int n) { int i = threadIdx.x; if (i < n) x[i] = 1; }\n"
+        "int blocks_for(int n) { return (n + 255) / 256; }\n")
+    env = build_env(CUDA_HOME=str(top), TORCH_CUDA_ARCH_LIST="8.0",
+                    PEP517_TORCH_CACHE_DIR=str(tmp_path / "cache"), TORCH_EXTENSIONS_DIR=str(tmp_path))
+    load = functools.partial(run_python, DRIFT_CHILD.format(folder=str(tmp_path)), env=env, timeout=600)
+    first = load()
+    assert first.stdout == "4\n" and "building extension 'nvcc_drift'" in first.stderr, first.stderr
+    warm = load()
+    assert (warm.stdout, warm.stderr) == ("4\n", "")
+    write_script(nvcc, NVCC_WRAPPER.format(version="13.0.99", top=top, real=TOOLKIT.nvcc))
+    again = load()
+    assert again.stdout == "4\n"
+    assert f"pep517_torch: 'nvcc_drift' is out of date: nvcc {nvcc} changed" in again.stderr, again.stderr
+    assert "building extension 'nvcc_drift'" in again.stderr
+    assert load().stderr == ""  # recorded anew: warm again

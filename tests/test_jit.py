@@ -419,6 +419,7 @@ def test_a_torch_reinstalled_at_the_same_version_builds_again(tmp_path: Path) ->
     data = stamp.load(path)
     version_py = Path(torch.__file__).parent / "version.py"
     assert data["facts"]["torch"] == [str(version_py), *build_inputs.identity(version_py)]
+    assert set(data["facts"]) == {"compiler", "torch"}  # nvcc: only for a build that compiled CUDA
     data["facts"]["torch"][2] += 1  # another inode: what a reinstall leaves
     path.write_bytes(marshal.dumps(data))
     again = run_python(code)

@@ -172,8 +172,7 @@ def _build(
     inputs = [*spec.sources, *(p for paths in mine for p in paths)]
     (artifact.parent / JIT_TABLE).unlink(missing_ok=True)  # the last build's
     with writing(stamp_file.parent):
-        stamp.write(stamp_file, key, inputs, options.env, artifact,
-                    facts={name: plan.facts[name] for name in ("compiler", "torch")},
+        stamp.write(stamp_file, key, inputs, options.env, artifact, facts=plan.facts,
                     cuda=any(spec.with_cuda or spec.uses_cuda for spec in plan.specs))
     if say is not None and run.steps:
         extra = f", {run.precompiled} header precompiled" if run.precompiled else ""
