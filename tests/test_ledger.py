@@ -259,3 +259,28 @@ def test_explain_shows_what_the_ledger_says_escaped(project: Project) -> None:
     assert "compiling \\x1b[2J\\x1b]0;owned\\x07: a\\nfake line" in said, said
     assert len(said.splitlines()) == 2, said
     count("issue 43 item 6: explain's text from disk")
+
+
+def test_explain_says_why_the_last_wheel_was_not_replayed(project: Project) -> None:
+    """A no-op hook that does not replay keeps its reason (the record's why_stale) for the
+    build after it, and explain says it: a touched pyproject.toml (ninja then has nothing to
+    do), a flags variable (the steps it is on run again)."""
+    def hooks(**env: str) -> str:
+        return run(sys.executable, "-c", HOOKS, sys.executable, project.out / "hooks", cwd=project.root,
+                   env=env).stdout
+
+    for _ in range(4):  # a build records once its inputs are not a moment old; the next replays
+        if "nothing changed since the last build" in hooks():
+            break
+    else:
+        pytest.fail(project.explain())
+    pyproject = project.root / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text())  # touched: the same bytes, another mtime
+    hooks()
+    said = project.explain()
+    assert "ran no step, and did not replay the last wheel, because pyproject.toml changed" in said, said
+    hooks(CXXFLAGS="-DX=1")
+    said = project.explain(CXXFLAGS="-DX=1")
+    assert "ran 3 steps:" in said and (
+        "  not a replay of the last wheel, because CXXFLAGS changed: unset -> '-DX=1'") in said, said
+    count("issue 44: why a replay did not happen", 2)

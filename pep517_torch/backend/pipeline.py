@@ -18,6 +18,7 @@ from ..core.naming import artifact_name
 from ..config import ConfigSettings
 from ..distribution import tags
 from ..distribution.reproducible import source_date_epoch
+from . import noop_cache
 from .editable_install import add_editable_contents
 from .noop_record import Recording, recording
 from .op_listing import BuiltOps, list_build_ops, listing_child, start_early
@@ -69,7 +70,8 @@ def _build_wheel(
         # the listing child, started when ninja gets to work (none started is none to end)
         with listing_child(loaded) as child:
             on_work = start_early(loaded, child, editable=editable)
-            result = compile_extensions(loaded, editable=editable, on_work=on_work)
+            missed = None if editable else noop_cache.take_missed("wheel", root)
+            result = compile_extensions(loaded, editable=editable, on_work=on_work, missed=missed)
             ops = list_build_ops(loaded, result, editable=editable, early=child)
         artifacts = result.artifacts if result else {}
         notes = [*skipped_lines(project), *(user_line(n) for n in (result.plan.notes if result else ())),

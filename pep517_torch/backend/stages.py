@@ -178,10 +178,12 @@ def _torch_pin(project: config.ResolvedProject, torch: toolchain.TorchInstall) -
 
 def compile_extensions(
     loaded: Loaded, *, editable: bool, on_work: Callable[[BuildPlan], None] | None = None,
+    missed: str | None = None,
 ) -> BuildResult | None:
     """Build the loaded project's extensions (None: it has none), with the notes and summary
     a build prints; ``editable``: for an editable install (no unity TUs unless asked);
-    ``on_work``: called when ninja is about to run with work (``core.build.run``)."""
+    ``on_work``: called when ninja is about to run with work (``core.build.run``); ``missed``:
+    why the no-op replay before it did not happen, for ``explain``."""
     from ..core import build as core_build
 
     project = loaded.project
@@ -197,7 +199,7 @@ def compile_extensions(
     options = _build_options(project, editable)
     result = core_build.build(
         list(project.extensions), options, log=log, torch=loaded.torch, toolkit=loaded.toolkit,
-        by="an editable install" if editable else "a wheel build", on_work=on_work,
+        by="an editable install" if editable else "a wheel build", on_work=on_work, missed=missed,
     )
     for line in result.summary().splitlines():
         log(user_line(line))

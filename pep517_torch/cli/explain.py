@@ -2,10 +2,12 @@
 
 Read back from the build folder's ledger, as ``ninja -d explain`` would say it but for every
 layer: each step the last build ran with the first thing that changed for it (a file, a
-variable with its old and new value, the compiler, torch, a build folder copied from
+variable with its old and new value, the compiler, nvcc, torch, a build folder copied from
 elsewhere), or that nothing changed and the build did nothing or replayed its wheel (a no-op
 hook: the no-op cache's record of it, by whichever interpreter, is later than the ledger's
-last build); then what changed since, which the next build will redo. A ledger that cannot be
+last build); why a wheel build did not replay the last wheel (the no-op record's
+``why_stale``, kept in the ledger by the build that followed); then what changed since, which
+the next build will redo. A ledger that cannot be
 read is named with why. Everything read back is shown through the one sanitiser
 (``user_line.shown``).
 """
@@ -82,13 +84,19 @@ def _say_replay(last: Mapping[str, Any], marked_ns: int, record: Mapping[str, An
 def _say_last(last: Mapping[str, Any], root: Path) -> None:
     out = sys.stdout
     when, by, outcome, steps = shown(last["at"]), shown(last["by"]), last["outcome"], last["steps"]
+    missed = last.get("missed")
     if outcome == "nothing to do" or not steps:
-        say(f"nothing changed since the build before it: the last build ({by}, {when}) ran"
-            " no step", out)
+        said = f"the last build ({by}, {when}) ran no step"
+        if missed is not None:
+            say(f"{said}, and did not replay the last wheel, because {_shown(missed, root)}", out)
+        else:
+            say(f"nothing changed since the build before it: {said}", out)
         return
     count = f"{len(steps)} step{'s' * (len(steps) != 1)}"
     verb = "failed after" if outcome == "failed" else "ran"
     say(f"the last build ({by}, {when}) {verb} {count}:", out)
+    if missed is not None:
+        say(f"  not a replay of the last wheel, because {_shown(missed, root)}", out)
     everything = last["everything"]
     if everything is not None:
         say(f"  every step, because {_shown(everything, root)}:", out)

@@ -83,10 +83,12 @@ def run(
     header: str | None = None,
     by: str = "a build",
     on_work: Callable[[BuildPlan], None] | None = None,
+    missed: str | None = None,
 ) -> NinjaRun:
     """Run the plan's ninja; the plan's notes, progress and the tools' output go to ``log``
     (unless ``options.quiet``) and all of it to ``build.log`` in the build directory. Why each
-    step ran goes to the build folder's ledger (``explain``), ``by`` naming who built.
+    step ran goes to the build folder's ledger (``explain``), ``by`` naming who built and
+    ``missed`` why the face's faster path (a no-op replay, a JIT stamp) did not answer.
     ``on_work`` is called just before ninja starts, when the build records say it has work
     (not on a run known to have nothing to do; again on a retry)."""
     env = tool_env(options)
@@ -139,7 +141,7 @@ def run(
                     raise ((plan.stable and stable_audit.non_stable_include(exc))
                            or _with_directory_hint(exc, plan)) from None
     except BuildError as exc:
-        _explain(plan, recorder.timeline, explained, by, "failed")
+        _explain(plan, recorder.timeline, explained, by, "failed", missed)
         failed_unity = _failed_unity_units(plan, exc)
         if failed_unity:
             # A clash the scan could not see (or an error of one member): file by file, for
@@ -150,7 +152,7 @@ def run(
             log(user_line(f"{shown} failed as one unity TU{f' ({first[0]})' if first else ''}:"
                           " compiling those files one by one"))
             return run(prepare(plan.specs, options), options, log=log, what=what, header=header,
-                       by=by, on_work=on_work)
+                       by=by, on_work=on_work, missed=missed)
         reason = pch_health.pch_failure(plan.pch_cache, plan.uses_pch, exc)
         if reason is None:
             raise
@@ -158,7 +160,7 @@ def run(
         log(user_line(f"{reason}: building again without precompiled headers"))
         retry = dataclasses.replace(options, pch=False)
         return run(prepare(plan.specs, retry), retry, log=log, what=what, header=header, by=by,
-                   on_work=on_work)
+                   on_work=on_work, missed=missed)
     result.timeline = recorder.timeline
     if plan.pch_cache_dir is not None and plan.pch_cache:
         if not skip:
@@ -167,7 +169,7 @@ def run(
         pch_cache.evict(plan.pch_cache_dir, options.pch_cache_size)
     if not skip:
         _record_inputs(plan, env, started_ns)
-    _explain(plan, result.timeline, explained, by, "nothing to do" if skip else "built")
+    _explain(plan, result.timeline, explained, by, "nothing to do" if skip else "built", missed)
     if launcher_name == "ccache" and not skip:
         result.cache_hits = recorder.cache_hits()
     hits_after = launchers.cache_hits(plan.launcher, env) if hits_before is not None else None
@@ -189,7 +191,7 @@ def _pch_present(plan: BuildPlan, options: BuildOptions, log: Log) -> dict[Path,
 
 
 def _explain(plan: BuildPlan, timeline: trace.Timeline | None, explained: list[str], by: str,
-             outcome: str) -> None:
+             outcome: str, missed: str | None) -> None:
     """Why each step of this run ran, in the ledger for ``explain``: the plan's own reasons
     (a folder made elsewhere, a changed variable or fact, an input whose content changed), else
     ninja's (``-d explain``)."""
@@ -202,7 +204,7 @@ def _explain(plan: BuildPlan, timeline: trace.Timeline | None, explained: list[s
                     and "archs" not in detail:  # nvcc reads no flags variable
                 reasons[output] = f"{reason}, as {plan.changes.commands}"
     section = ledger.explanation(by, outcome, steps, everything=plan.changes.everything,
-                                 ours=plan.changes.outputs, ninja=reasons)
+                                 ours=plan.changes.outputs, ninja=reasons, missed=missed)
     try:
         with writing(plan.build_dir):
             ledger.update(plan.build_dir, plan.root, explain=section)
@@ -270,6 +272,7 @@ def build(
     on_plan: Callable[[BuildPlan], None] | None = None,
     by: str = "a build",
     on_work: Callable[[BuildPlan], None] | None = None,
+    missed: str | None = None,
 ) -> BuildResult:
     """Plan and run: the compile core's one entry point. ``torch`` and ``toolkit`` as in
     :func:`prepare`; ``on_plan`` sees the plan before it runs (the JIT turns its notes into
@@ -277,7 +280,8 @@ def build(
     plan = prepare(specs, options, torch=torch, toolkit=toolkit)
     if on_plan is not None:
         on_plan(plan)
-    ran = run(plan, options, log=log, what=what, header=header, by=by, on_work=on_work)
+    ran = run(plan, options, log=log, what=what, header=header, by=by, on_work=on_work,
+              missed=missed)
     code = read_device_code(plan)
     if ran.timeline is not None and ran.timeline.steps and code:
         # the timeline's linking step of each CUDA library carries what it holds, by arch

@@ -114,26 +114,26 @@ def build(
     with build_lock(build_dir, f"'{target}'", say=say or (lambda line: None)):
         if not stamp.is_fresh(stamp_file, key, request.artifact(build_dir, target), env):
             artifact = Path(request.artifact(build_dir, target))
-            _say_why_stale(stamp_file, key, artifact, env, say)
+            why = _why_stale(stamp_file, key, artifact, env, say)
             if stamp.replaced_artifact(stamp_file, artifact):
                 # ninja trusts an output newer than its inputs: a truncated one would stay.
                 if say is not None:
                     say(user_line(f"{artifact} is not the file this build made: relinking it"))
                 artifact.unlink(missing_ok=True)
             stamp.invalidate(stamp_file)
-            _build(spec, options, key, stamp_file, artifact, say)
+            _build(spec, options, key, stamp_file, artifact, say, why)
             # under the lock: the table kept beside the artifact is this build's
             return _load_listing(spec, artifact, load, say)
     return load()  # another process built it while we waited
 
 
-def _say_why_stale(stamp_file: Path, key: str, artifact: Path, env: Mapping[str, str],
-                   say: Callable[[str], None] | None) -> None:
-    """Why the stamp does not hold, in one line when someone watches (``verbose=True`` or a
-    terminal): what changed since the build (``stamp.why_stale``: a variable, a machine fact,
-    an input, the part of the key that differs). A stamp that cannot be used is named too (as a
-    warning when unwatched, unless it is only another pep517_torch's format): then built again
-    as if there were none. No stamp (a first build): nothing to say."""
+def _why_stale(stamp_file: Path, key: str, artifact: Path, env: Mapping[str, str],
+               say: Callable[[str], None] | None) -> str | None:
+    """Why the stamp does not hold (None: there is none, a first build), said in one line
+    when someone watches (``verbose=True`` or a terminal): what changed since the build
+    (``stamp.why_stale``: a variable, a machine fact, an input, the part of the key that
+    differs). A stamp that cannot be used is named too (as a warning when unwatched, unless it
+    is only another pep517_torch's format): then built again as if there were none."""
     try:
         data = stamp.load(stamp_file)
     except Unreadable as error:
@@ -142,17 +142,18 @@ def _say_why_stale(stamp_file: Path, key: str, artifact: Path, env: Mapping[str,
             say(line)
         elif not error.why.startswith(stamp.OTHER_FORMAT):
             warnings.warn(line, stacklevel=_caller_stacklevel())
-        return
-    if data is None or say is None or stamp.replaced_artifact(stamp_file, artifact):
-        return  # a replaced artifact: said as it is relinked
+        return str(error)
+    if data is None:
+        return None
     why = stamp.why_stale(data, key, artifact, env)
-    if why is not None:
-        say(user_line(f"'{stamp_file.stem}' is out of date: {shown(why)}"))
+    if why is not None and say is not None and not stamp.replaced_artifact(stamp_file, artifact):
+        say(user_line(f"'{stamp_file.stem}' is out of date: {shown(why)}"))  # relinked: said then
+    return why
 
 
 def _build(
     spec: ExtensionSpec, options: BuildOptions, key: str, stamp_file: Path, artifact: Path,
-    say: Callable[[str], None] | None,
+    say: Callable[[str], None] | None, why: str | None,
 ) -> None:
     def warn(plan: core_build.BuildPlan) -> None:
         if say is None:  # unwatched: what a build note warns of still reaches the caller, as torch's do
@@ -164,6 +165,7 @@ def _build(
     result = core_build.build(
         [spec], options, log=say or print_line, what=f"Error building extension '{spec.name}'",
         header=user_line(f"building extension '{spec.name}'..."), on_plan=warn, by="the JIT",
+        missed=why,
     )
     plan, run = result.plan, result.run
     elapsed = time.perf_counter() - started

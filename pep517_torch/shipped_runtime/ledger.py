@@ -181,11 +181,14 @@ def explanation(
     everything: str | None = None,
     ours: Mapping[str, str] | None = None,
     ninja: Mapping[str, str] | None = None,
+    missed: str | None = None,
 ) -> dict[str, Any]:
     """The ``explain`` section: who built (``"a wheel build"``), how it ended (``"built"``,
-    ``"failed"``, ``"nothing to do"``), and for each step that ran (its name, its outputs) the
-    first reason: what changed for the whole folder, else the output this layer deleted (an
-    input's content changed), else ninja's own reason, else an input it reads was rebuilt."""
+    ``"failed"``, ``"nothing to do"``), why the faster path before it did not answer
+    (``missed``: the no-op replay's ``why_stale``, or None), and for each step that ran (its
+    name, its outputs) the first reason: what changed for the whole folder, else the output
+    this layer deleted (an input's content changed), else ninja's own reason, else an input it
+    reads was rebuilt."""
     ours, ninja = ours or {}, ninja or {}
     rows = []
     for name, outputs in steps:
@@ -195,5 +198,6 @@ def explanation(
         rows.append([name, reason or "an input it reads was rebuilt"])
     import time
 
-    return {"at": now_text(), "at_ns": time.time_ns(), "by": by, "outcome": outcome,
-            "everything": everything, "steps": rows}
+    found = {"at": now_text(), "at_ns": time.time_ns(), "by": by, "outcome": outcome,
+             "everything": everything, "steps": rows}
+    return found if missed is None else {**found, "missed": missed}

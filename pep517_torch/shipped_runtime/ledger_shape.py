@@ -36,7 +36,7 @@ SECTIONS: dict[str, Any] = {
                 "facts": Map((_fact, None)),
                 "files": Map(_file), "outputs?": Map([str])},
     "explain": {"at": str, "at_ns?": int, "by": str, "outcome": str, "everything": (str, None),
-                "steps": [ListOf(str, 2)]},
+                "missed?": str, "steps": [ListOf(str, 2)]},
     "steps": {"descriptions": Map(str), "details": Map(Map(object)), "ccache?": bool},
     "platform": {"key": str, "decision": (ListOf(str, 2), None)},
     "editable": {"root": str, "config_settings": Map((str, [str])), "env": Map((str, None)),
