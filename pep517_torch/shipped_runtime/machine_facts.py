@@ -7,7 +7,8 @@ A no-op replay records them (its records are per interpreter); a compile's objec
 the compiler, torch and nvcc alone, which ``build_inputs.py`` observes itself. Imported only
 where one of these facts is observed or checked, never on the JIT's warm path. Standard
 library only (``shipped_runtime/``'s rule), and nothing of ``build_inputs.py``, which imports
-this module.
+this module; pep517_torch's version is read from its ``_version.py`` by name, and only where
+this runtime is pep517_torch's own (not the copy an editable hook ships).
 """
 
 from __future__ import annotations
