@@ -145,9 +145,9 @@ def test_a_setup_py_that_never_ends_times_out(
 
 
 def test_the_timeout_is_checked_and_has_a_default(capsys: pytest.CaptureFixture[str]) -> None:
-    from pep517_torch.cli import _parser
+    from pep517_torch.cli.arguments import parser
 
-    assert 60 <= _parser().parse_args(["migrate"]).timeout <= 600  # a few minutes
+    assert 60 <= parser().parse_args(["migrate"]).timeout <= 600  # a few minutes
     for bad in ("0", "-1", "soon", "inf", "nan"):
         with pytest.raises(SystemExit) as exit_:
             main(["--timeout", bad])
