@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -53,8 +54,15 @@ def _left_running(project: Path) -> list[int]:
 
 
 def _migrate(project: Path, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
-    status = main([str(project), "--write", *args])
+    """migrate's exit status and stderr; its temporary folder is checked empty afterwards
+    (before: each run that skipped Python's clean-up left a pep517-migrate-gpu-* folder)."""
+    temporary = project.with_name(f"{project.name}.tmp")
+    temporary.mkdir(exist_ok=True)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(tempfile, "tempdir", str(temporary))
+        status = main([str(project), "--write", *args])
     err = capsys.readouterr().err
+    assert sorted(p.name for p in temporary.iterdir()) == [], "migrate left temporary files"
     return status, err
 
 

@@ -18,8 +18,10 @@ import io
 import os
 import pickle
 import selectors
+import shutil
 import signal
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -57,6 +59,7 @@ def run_isolated(path: Path, *, env: Mapping[str, str | None] | None = None,
         import torch.utils.cpp_extension  # noqa: F401
     installed_distributions()
 
+    scratch = tempfile.mkdtemp(prefix="pep517-migrate-run-")
     pipes = {name: os.pipe() for name in ("result", "output", "status")}
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
@@ -64,7 +67,7 @@ def run_isolated(path: Path, *, env: Mapping[str, str | None] | None = None,
     supervisor = os.fork()
     if supervisor == 0:  # pragma: no cover (runs in the forked process)
         _supervisor(pipes, time.monotonic() + timeout,
-                    lambda: _run(path, env, cuda, gpu, pipes["result"][1]))
+                    lambda: _run(path, env, cuda, gpu, pipes["result"][1], scratch))
     for read, write in pipes.values():
         os.close(write)
     try:
@@ -80,6 +83,7 @@ def run_isolated(path: Path, *, env: Mapping[str, str | None] | None = None,
     finally:
         for read, _ in pipes.values():
             os.close(read)
+        shutil.rmtree(scratch, ignore_errors=True)
     return _outcome(path, received, timeout)
 
 
@@ -279,9 +283,12 @@ def _reap() -> None:
 
 
 def _run(path: Path, env: Mapping[str, str | None] | None, cuda: bool | None, gpu: GpuChoice,
-         result: int) -> None:  # pragma: no cover (a forked process)
+         result: int, scratch: str) -> None:  # pragma: no cover (a forked process)
     """The run's process: setup.py with /dev/null for stdin and the output pipe for stdout and
-    stderr (fds 1 and 2), its record and conversion pickled onto ``result``."""
+    stderr (fds 1 and 2), its record and conversion pickled onto ``result``. Temporary files
+    (the run's, and migrate's own stand-ins) go into ``scratch``, which migrate removes however
+    the run ends (an ``os._exit`` or a kill skips every clean-up in here)."""
+    tempfile.tempdir = os.environ["TMPDIR"] = scratch
     me = os.getpid()
     real_exit = os._exit
     run = SetupRun(path)
