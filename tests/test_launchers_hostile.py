@@ -20,9 +20,11 @@ from pathlib import Path
 
 import pytest
 
+from pep517_torch.shipped_runtime.environment import CCACHE_SLOPPINESS
 from tests.commands import run, run_python
 from tests.conftest import HOSTILE_NAME, count
 from tests.servers import Distccd, distccd, free_port, tool
+from tests.test_frontends import venv  # noqa: F401 (a fixture: a fresh venv seeing ours)
 from tests.tiny_project import pyproject
 
 pytestmark = pytest.mark.compile
@@ -206,3 +208,61 @@ def test_the_jit_behind_ccache_in_a_hostile_build_directory(
     assert said.stdout.splitlines()[-1] == VALUE
     assert f"through ccache (PEP517_TORCH_COMPILER_LAUNCHER=ccache; {OFF})" in said.stdout + said.stderr
     assert ccache_compiles(ccache_env) == 1
+
+
+def noting_ccache(folder: Path) -> tuple[Path, Path]:
+    """A ``ccache`` that notes the ccache settings of each compile it runs (sloppiness and
+    base directory, as ccache reads them; not a query such as ``--version``), then runs the
+    real one."""
+    log, script = folder / "settings.log", folder / "bin" / "ccache"
+    script.parent.mkdir(parents=True)
+    script.write_text(
+        "#!/bin/sh\n"
+        'for word; do [ "$word" = -c ] && compiles=1; done\n'
+        f'[ -n "$compiles" ] && printf "%s|%s\\n" "$CCACHE_SLOPPINESS" "$CCACHE_BASEDIR"'
+        f' >> {shlex.quote(str(log))}\n'
+        f'exec {shlex.quote(tool("ccache"))} "$@"\n')
+    script.chmod(0o755)
+    return script, log
+
+
+def settings_seen(log: Path, project: Path) -> set[tuple[bool, bool]]:
+    """(sloppiness ours, base directory the project's) for each ccache run the log noted."""
+    rows = [line.split("|", 1) for line in log.read_text().splitlines()]
+    spelled = str(project).replace("$", "${PEP517_TORCH_CCACHE_DOLLAR}")
+    return {(sloppiness == CCACHE_SLOPPINESS, basedir == spelled) for sloppiness, basedir in rows}
+
+
+def test_ccache_in_cxx_gets_the_settings_ours_gets(tmp_path: Path, ccache_env: dict[str, str]) -> None:
+    """CXX="ccache g++" (the user's launcher, so "auto" adds none): ccache still runs with the
+    sloppiness that lets it cache PCH compiles and the project as its base directory. Before:
+    only a launcher we chose got them."""
+    script, log = noting_ccache(tmp_path / "tools")
+    project = hostile_project(tmp_path)
+    summary = build(project, tmp_path / "out", {**ccache_env, "CXX": f"{script} g++"})
+    assert "through ccache" in summary, summary
+    assert settings_seen(log, project) == {(True, True)}, log.read_text()
+
+
+def test_an_editable_rebuild_runs_ccache_with_the_builds_settings(
+    tmp_path: Path, ccache_env: dict[str, str], venv: Path  # noqa: F811
+) -> None:
+    """The rebuild on import runs the install's ninja file, which names ccache but not its
+    settings: the hook gives ccache those of the build that wrote it. Before: none."""
+    script, log = noting_ccache(tmp_path / "tools")
+    env = {**ccache_env, "PATH": f"{script.parent}{os.pathsep}{os.environ['PATH']}"}
+    project = hostile_project(tmp_path)
+    python = venv / "bin" / "python"
+    run(sys.executable, "-m", "pip", "--python", python, "install", "--no-build-isolation",
+        "--no-deps", "--no-index", "-e", project, env=env,
+        unset=("PEP517_TORCH_COMPILER_LAUNCHER",))
+    installed = log.read_text()
+    [obj] = (project / "build").rglob("*.o")
+    obj.unlink()  # a step only ninja's own check sees: the plain ninja run, not a re-plan
+    said = run(python, "-c", "import pkg._C as c; print(c.greeting())", env=env, cwd=tmp_path,
+               unset=("PEP517_TORCH_COMPILER_LAUNCHER",))
+    assert said.stdout.splitlines()[-1] == VALUE, said.stderr
+    assert "rebuilding hostile (editable install)" in said.stderr, said.stderr
+    log.write_text(log.read_text()[len(installed):])  # the rebuild's runs only
+    assert settings_seen(log, project) == {(True, True)}, log.read_text()
+    count("ways ccache runs with our settings: our launcher, CXX's, an editable rebuild", 3)

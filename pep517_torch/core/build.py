@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from ..atomic import writing
 from ..errors import BuildError, OutputError
 from ..shipped_runtime import trace
+from ..shipped_runtime.environment import set_ccache_defaults
 from ..shipped_runtime.files import remove_leftover_temporaries
 from ..shipped_runtime.ninja import LOG_NAME
 from ..shipped_runtime.user_line import print_line, user_line
@@ -92,10 +93,11 @@ def run(
     ``on_work`` is called just before ninja starts, when the build records say it has work
     (not on a run known to have nothing to do; again on a retry)."""
     env = tool_env(options)
-    launchers.set_run_defaults(plan.launcher, env, options.source_root)
     root = options.source_root
-    skip = compile_record.current(plan.build_dir, root, env)
     launcher_name = launchers.launcher_name(plan.launcher, plan.compiler)
+    if launcher_name == "ccache":  # ours, or the user's CXX="ccache g++"
+        set_ccache_defaults(env, None if root is None else str(root))
+    skip = compile_record.current(plan.build_dir, root, env)
     # ccache: this run's own hits, from its stats log; sccache has none: its server's count
     # while the build ran (every build sharing the server), said as such
     hits_before = None if skip or launcher_name != "sccache" else launchers.cache_hits(plan.launcher, env)

@@ -292,7 +292,7 @@ def run_ninja(config):
     started = time.monotonic()
     with _runtime("lock").BuildDirLock(Path(build_dir), f"{project} (editable rebuild on import)"):
         _runtime("files").remove_leftover_temporaries(build_dir)
-        recorder = _recorder(Path(build_dir), environment)
+        recorder = _recorder(Path(build_dir), environment, config.get("root"))
         try:
             returncode = follow.run_ninja_followed(arguments, environment, progress)
         except OSError as error:
@@ -322,11 +322,11 @@ def _ninja_header(config):
     return f"rebuilding {project} (editable install): {_relative(why, config)}..."
 
 
-def _recorder(build_dir, environment):
+def _recorder(build_dir, environment, root):
     """The runtime's timeline recorder: the rebuild's build-trace.json. None when it cannot
     start: no trace is reason to fail."""
     try:
-        return _runtime("trace").Recorder.for_hook(build_dir, environment)
+        return _runtime("trace").Recorder.for_hook(build_dir, environment, root)
     except Exception:  # noqa: BLE001 - any failure here only costs the timeline
         return None
 

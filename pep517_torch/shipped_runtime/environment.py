@@ -86,6 +86,22 @@ def switch(env: Mapping[str, str], name: str, *, default: bool) -> bool:
     return not is_false(value) if default else is_true(value)
 
 
+# ccache caches compiles that use a precompiled header only with pch_defines and time_macros
+# (its manual, "Precompiled headers"); the include_file_* words let it cache a compile that
+# reads a header written moments before (a PCH stub).
+CCACHE_SLOPPINESS = "pch_defines,time_macros,include_file_mtime,include_file_ctime"
+
+
+def set_ccache_defaults(env: dict[str, str], source_root: str | None) -> None:
+    """Put into a build's ``env`` what ccache needs from us, unless the user set it: its
+    sloppiness, and its base directory (its own relative paths, for debug builds) when the
+    project's root is known; each spelled as ccache reads it. Every run through ccache takes
+    them: a wheel build, the JIT, an editable install's rebuild on import."""
+    env.setdefault("CCACHE_SLOPPINESS", CCACHE_SLOPPINESS)
+    if source_root is not None and "CCACHE_BASEDIR" not in env:
+        env["CCACHE_BASEDIR"] = ccache_value(source_root, env)
+
+
 def ccache_value(value: str, env: dict[str, str]) -> str:
     """``value`` (a path) as a ccache setting in ``env`` must spell it. ccache expands ``$VAR``
     and ``${VAR}`` in its path settings (CCACHE_BASEDIR, CCACHE_STATSLOG, ...: its manual,

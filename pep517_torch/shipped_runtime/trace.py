@@ -33,7 +33,7 @@ from typing import Any
 
 from . import ledger
 from .files import write_atomic
-from .environment import CCACHE_STATSLOG, ccache_value
+from .environment import CCACHE_STATSLOG, ccache_value, set_ccache_defaults
 from .state_file import Unreadable, read_bytes
 
 TRACE_NAME = "build-trace.json"
@@ -366,9 +366,10 @@ class Recorder:
                 env[CCACHE_STATSLOG] = ccache_value(str(self.stats_log), env)
 
     @classmethod
-    def for_hook(cls, build_dir: Path, env: dict[str, str]) -> Recorder:
+    def for_hook(cls, build_dir: Path, env: dict[str, str], source_root: str | None) -> Recorder:
         """Around the editable hook's plain ninja run (ninja's default job count), with what
-        the last core build recorded of its outputs."""
+        the last core build recorded of its outputs; when that build ran through ccache,
+        ``env`` gets the settings it had (the ninja file names ccache, not its settings)."""
         try:
             known = ledger.section(build_dir, "steps")
             descriptions, details = dict(known["descriptions"]), dict(known["details"])
@@ -377,6 +378,8 @@ class Recorder:
             descriptions, details, ccache = {}, {}, False
         cpus = os.cpu_count() or 1
         jobs = 2 if cpus <= 1 else 3 if cpus == 2 else cpus + 2  # ninja's GuessParallelism
+        if ccache:
+            set_ccache_defaults(env, source_root)
         return cls(build_dir, descriptions, details, jobs=jobs, env=env, ccache=ccache)
 
     def cache_hits(self) -> int | None:

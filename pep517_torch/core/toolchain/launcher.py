@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...errors import ToolchainError
-from ...shipped_runtime.environment import COMPILER_LAUNCHER, ccache_value, user_cache_home
+from ...shipped_runtime.environment import COMPILER_LAUNCHER, user_cache_home
 from . import probe_cache
 from .lookup import which
 from .tools import Compiler, split_command
@@ -85,24 +85,6 @@ def _assignment(key: str | None, value: str) -> str:
     if "." in key:
         return f"{key} = {json.dumps(value)}"
     return f"-C{shlex.quote(f'{key}={value}')}"
-
-
-# ccache caches compiles that use a precompiled header only with pch_defines and time_macros
-# (its manual, "Precompiled headers"); the include_file_* words let it cache a compile that
-# reads a header written moments before (a PCH stub).
-CCACHE_SLOPPINESS = "pch_defines,time_macros,include_file_mtime,include_file_ctime"
-
-
-def set_run_defaults(launcher: Sequence[str], env: dict[str, str], source_root: Path | None) -> None:
-    """Put into the build's ``env`` the settings its launcher needs, unless the user set them:
-    ccache's sloppiness, and its base directory (ccache's own relative paths, for debug
-    builds) when the face knows the project's root; each spelled as ccache reads it (a ``$``
-    in a path is not a variable's name)."""
-    if not launcher or Path(launcher[0]).name != "ccache":
-        return
-    env.setdefault("CCACHE_SLOPPINESS", CCACHE_SLOPPINESS)
-    if source_root is not None and "CCACHE_BASEDIR" not in env:
-        env["CCACHE_BASEDIR"] = ccache_value(str(source_root), env)
 
 
 def wraps_nvcc(name: str | None) -> bool:
