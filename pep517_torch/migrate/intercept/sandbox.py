@@ -58,8 +58,16 @@ def run_isolated(path: Path, *, env: Mapping[str, str | None] | None = None,
         import setuptools  # noqa: F401       # run_setup says what is missing, in the run
         import torch.utils.cpp_extension  # noqa: F401
     installed_distributions()
-
     scratch = tempfile.mkdtemp(prefix="pep517-migrate-run-")
+    try:
+        return _supervised(path, env, cuda, gpu, timeout, scratch)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _supervised(path: Path, env: Mapping[str, str | None] | None, cuda: bool | None,
+                gpu: GpuChoice, timeout: float, scratch: str) -> SetupRun:
+    """The run under its supervisor, its temporary files in ``scratch``."""
     pipes = {name: os.pipe() for name in ("result", "output", "status")}
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
@@ -83,7 +91,6 @@ def run_isolated(path: Path, *, env: Mapping[str, str | None] | None = None,
     finally:
         for read, _ in pipes.values():
             os.close(read)
-        shutil.rmtree(scratch, ignore_errors=True)
     return _outcome(path, received, timeout)
 
 
