@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from pep517_torch.core.pch import timings, wait
+from pep517_torch.core.toolchain import priority
 from pep517_torch.core.pch.plan import PchPlan
 from pep517_torch.shipped_runtime.trace import Step, Timeline
 
@@ -197,7 +198,7 @@ def test_no_wait_for_a_maker_that_is_gone_or_a_record_that_lies(tmp_path: Path) 
     done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                           capture_output=True, text=True)
     gone = int(done.stdout)
-    me = {"pid": os.getpid(), "birth": wait._birth(os.getpid()), "pgid": os.getpid(), "started": time.time()}
+    me = {"pid": os.getpid(), "birth": priority.start_time(os.getpid()), "pgid": os.getpid(), "started": time.time()}
     (pch.directory / wait.MAKING).write_text(json.dumps(me))
     assert wait.read_making(pch.directory) == wait.Making(**me)  # type: ignore[arg-type]
     for record in ({**me, "pid": gone, "birth": "123"},  # exited

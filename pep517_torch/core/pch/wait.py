@@ -77,7 +77,7 @@ def remaining(making: Making, pch_cpu_s: float | None, *, now: float | None = No
 def write_making(directory: Path, pgid: int, started: float) -> None:
     """What the maker (this process) is making in ``directory``: its compiler's group."""
     pid = os.getpid()
-    record = {"pid": pid, "birth": _birth(pid) or "", "pgid": pgid, "started": started}
+    record = {"pid": pid, "birth": priority.start_time(pid) or "", "pgid": pgid, "started": started}
     write_atomic(directory / MAKING, json.dumps(record))
 
 
@@ -104,17 +104,9 @@ def read_making(directory: Path) -> Making | None:
         return None
     if not isinstance(started, (int, float)) or not math.isfinite(started) or not isinstance(birth, str):
         return None
-    if not birth or _birth(pid) != birth:  # type: ignore[arg-type]
+    if not birth or priority.start_time(pid) != birth:  # type: ignore[arg-type]
         return None  # gone, or its pid reused
     return Making(pid, birth, pgid, float(started))  # type: ignore[arg-type]
-
-
-def _birth(pid: int) -> str | None:
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text(errors="replace").rpartition(")")[2].split()
-    except OSError:
-        return None
-    return fields[19] if len(fields) > 19 else None
 
 
 def users_of(entry: PchPlan, details: Mapping[str, Mapping[str, object]]) -> int:

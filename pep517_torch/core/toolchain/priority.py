@@ -119,6 +119,13 @@ def process_cpu_seconds(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def start_time(pid: int) -> str | None:
+    """When process ``pid`` started, in clock ticks since boot, as /proc says it (with the pid,
+    what tells a process from a later one given its pid); None when it is gone."""
+    fields = _stat_fields(_PROC / str(pid) / "stat")
+    return fields[19] if fields is not None and len(fields) > 19 else None
+
+
 def _stat_fields(path: Path) -> list[str] | None:
     """``/proc/PID/stat`` after the command's name (which may hold spaces and parentheses):
     state, ppid, pgrp, ..., utime at [11], stime at [12]."""
