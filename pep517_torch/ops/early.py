@@ -11,9 +11,7 @@ torch is imported and exits.
 
 from __future__ import annotations
 
-import os
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
@@ -21,7 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 
-from .listing import CHILD
+from .listing import CHILD, end
 
 
 class EarlyChild:
@@ -63,7 +61,7 @@ class EarlyChild:
         process, self.process = self.process, None
         if process is None or process.poll() is not None:
             if process is not None:
-                _end(process)
+                end(process)
             return None
         assert self.log is not None
         self.taken = process
@@ -74,7 +72,7 @@ class EarlyChild:
         scratch folder."""
         for process in (self.process, self.taken):
             if process is not None:
-                _end(process)
+                end(process)
         self.process = self.taken = None
         if self.work is not None:
             shutil.rmtree(self.work, ignore_errors=True)
@@ -86,18 +84,3 @@ class EarlyChild:
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
                  trace: TracebackType | None) -> None:
         self.close()
-
-
-def _end(process: subprocess.Popen[bytes]) -> None:
-    """Its stdin closed, its process group killed (nothing it started outlives it), reaped."""
-    try:
-        if process.stdin is not None:
-            process.stdin.close()
-    except OSError:
-        pass
-    if process.returncode is None:
-        try:
-            os.killpg(process.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-    process.wait()

@@ -231,13 +231,13 @@ def _wait(child: subprocess.Popen[bytes], log: Path, timeout: float) -> int:
     try:
         return child.wait(timeout)
     except subprocess.TimeoutExpired:
-        _kill(child)
+        end(child)
         doing, said = _last_words(log)
         where = (f" while {doing}" if doing else "") + (f": {said}" if said else "")
         raise OpsError(f"listing the operators took longer than {timeout:.0f} s"
                        f"{printable(where)}") from None
     except BaseException:
-        _kill(child)
+        end(child)
         raise
 
 
@@ -253,10 +253,17 @@ def _ask(child: subprocess.Popen[bytes], request: Path, log: Path, timeout: floa
     return _wait(child, log, timeout)
 
 
-def _kill(child: subprocess.Popen[bytes]) -> None:
+def end(child: subprocess.Popen[bytes]) -> None:
+    """A listing child ended: its stdin closed, its process group (a session of its own)
+    killed, so nothing it started outlives it, and reaped."""
+    try:
+        if child.stdin is not None:
+            child.stdin.close()
+    except OSError:
+        pass
     try:
         os.killpg(child.pid, signal.SIGKILL)
-    except ProcessLookupError:
+    except (ProcessLookupError, PermissionError):
         pass
     child.wait()
 
